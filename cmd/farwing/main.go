@@ -1,12 +1,6 @@
+// Command farwing copies files over long, lossy, fast networks. See README.md.
 package main
 
-import (
-	_ "github.com/klauspost/reedsolomon"
-	_ "github.com/spf13/pflag"
-	_ "github.com/zeebo/blake3"
-	_ "golang.org/x/net/ipv4"
-	_ "golang.org/x/net/ipv6"
-	_ "golang.org/x/sys/unix"
-)
+import "os"
 
-func main() {}
+func main() { os.Exit(run(os.Args[1:])) }

@@ -1,0 +1,340 @@
+// Package bootstrap reaches a remote host with the system's OpenSSH: it checks for a Farwing peer of
+// this exact build in the remote's cache, installs it over scp when missing, and starts
+// `farwing serve`, whose stdin/stdout become the control channel.
+package bootstrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrSSH marks failures of ssh or scp themselves: unknown host, refused connection, failed
+// authentication.
+var ErrSSH = errors.New("ssh")
+
+// ErrPlatform marks a remote whose OS or architecture this binary cannot run on.
+var ErrPlatform = errors.New("unsupported remote platform")
+
+// SSH holds the options passed through to the system ssh and scp.
+type SSH struct {
+	Config   string   // -F
+	Identity string   // -i
+	Port     int      // -p for ssh, -P for scp
+	Options  []string // -o, repeatable
+	Jump     string   // -J
+	Verbose  bool     // show ssh's own messages as they come
+	SSHPath  string   // default "ssh"
+	SCPPath  string   // default "scp"
+}
+
+func (s SSH) common(portFlag string) []string {
+	var a []string
+	if s.Config != "" {
+		a = append(a, "-F", s.Config)
+	}
+	if s.Identity != "" {
+		a = append(a, "-i", s.Identity)
+	}
+	if s.Port != 0 {
+		a = append(a, portFlag, strconv.Itoa(s.Port))
+	}
+	for _, o := range s.Options {
+		a = append(a, "-o", o)
+	}
+	if s.Jump != "" {
+		a = append(a, "-J", s.Jump)
+	}
+	return a
+}
+
+func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
+	p := s.SSHPath
+	if p == "" {
+		p = "ssh"
+	}
+	args := append(s.common("-p"), "-T", "-o", "ServerAliveInterval=15", "--", host, remoteCmd)
+	return exec.CommandContext(ctx, p, args...)
+}
+
+// Resolve asks ssh which address it would connect to for host (`ssh -G`), so that UDP goes to the
+// same place as ssh even when host is an alias from ssh_config.
+func (s SSH) Resolve(ctx context.Context, host string) (string, error) {
+	p := s.SSHPath
+	if p == "" {
+		p = "ssh"
+	}
+	args := append(s.common("-p"), "-G", "--", host)
+	out, err := exec.CommandContext(ctx, p, args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: ssh -G %s: %v", ErrSSH, host, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == "hostname" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("%w: ssh -G %s printed no hostname", ErrSSH, host)
+}
+
+// Peer is a running `farwing serve` on the remote host.
+type Peer struct {
+	cmd      *exec.Cmd
+	Stdin    io.WriteCloser
+	Stdout   *bufio.Reader
+	stderr   *tail
+	Uploaded bool   // this call installed the peer (first contact or a new build)
+	Path     string // the peer's path on the remote host
+	RemoteOS string // uname -s and -m of the remote
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// Identity is this build's identity: the SHA-256 of the running executable.
+type Identity struct {
+	Exe  string
+	Hash string // hex SHA-256
+}
+
+// Self hashes the running executable.
+func Self() (Identity, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return Identity{}, err
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return Identity{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return Identity{}, err
+	}
+	return Identity{Exe: exe, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// hashCmd prints a file's SHA-256 with whichever tool the remote has.
+const hashCmd = `(sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || openssl dgst -sha256 -r "$1" 2>/dev/null) | cut -c1-64`
+
+// probeScript starts the cached peer when it is there and intact, or reports what is needed.
+func probeScript(id Identity) string {
+	return `h() { ` + hashCmd + `; }
+d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
+p="$d/farwing-` + id.Hash[:16] + `"
+s=$(uname -s); m=$(uname -m)
+if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
+  echo "FARWING-PEER ok $s $m $p"
+  exec "$p" serve
+fi
+if mkdir -p "$d" 2>/dev/null; then echo "FARWING-PEER need $s $m $d"; else echo "FARWING-PEER nodir $s $m $d"; fi`
+}
+
+// installScript checks the uploaded file, renames it into place and starts it.
+func installScript(id Identity, tmp, final string) string {
+	return `h() { ` + hashCmd + `; }
+t=` + shellQuote(tmp) + `; p=` + shellQuote(final) + `
+if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
+chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
+echo "FARWING-PEER ok $(uname -s) $(uname -m) $p"
+exec "$p" serve`
+}
+
+// Start reaches host, installs the peer when needed and starts it.
+func Start(ctx context.Context, s SSH, host string, id Identity) (*Peer, error) {
+	p, status, err := s.run(ctx, host, probeScript(id))
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(status)
+	if len(f) >= 4 && f[0] == "ok" {
+		p.RemoteOS, p.Path = f[1]+" "+f[2], f[3]
+		return p, nil
+	}
+	p.Close()
+	if len(f) < 4 || (f[0] != "need" && f[0] != "nodir") {
+		return nil, fmt.Errorf("%w: unexpected answer from %s: %q", ErrSSH, host, status)
+	}
+	osName, arch, dir := f[1], f[2], f[3]
+	if !Compatible(osName, arch) {
+		return nil, fmt.Errorf("%w: %s is %s %s, but this farwing is built for %s/%s; install a matching build on %s",
+			ErrPlatform, host, osName, arch, runtime.GOOS, runtime.GOARCH, host)
+	}
+	if f[0] == "nodir" {
+		return nil, fmt.Errorf("%w: cannot create %s on %s", ErrSSH, dir, host)
+	}
+	final := dir + "/farwing-" + id.Hash[:16]
+	tmp := fmt.Sprintf("%s/.farwing-%s.%d.%d.tmp", dir, id.Hash[:16], os.Getpid(), time.Now().UnixNano()%1e6)
+	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
+		return nil, err
+	}
+	p, status, err = s.run(ctx, host, installScript(id, tmp, final))
+	if err != nil {
+		return nil, err
+	}
+	f = strings.Fields(status)
+	if len(f) < 4 || f[0] != "ok" {
+		p.Close()
+		return nil, fmt.Errorf("%w: installing the peer on %s failed (%s)", ErrSSH, host, status)
+	}
+	p.Uploaded = true
+	p.RemoteOS, p.Path = f[1]+" "+f[2], f[3]
+	return p, nil
+}
+
+// run starts `sh -c script` on host and returns the peer with its first status line.
+func (s SSH) run(ctx context.Context, host, script string) (*Peer, string, error) {
+	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}}
+	cmd.Stderr = p.stderr
+	if s.Verbose {
+		cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
+	}
+	line, err := p.Stdout.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "FARWING-PEER ") {
+		werr := p.Wait()
+		return nil, "", sshError(host, p.stderr.String(), werr, line)
+	}
+	return p, strings.TrimSpace(strings.TrimPrefix(line, "FARWING-PEER ")), nil
+}
+
+func (s SSH) upload(ctx context.Context, host, local, remote string) error {
+	path := s.SCPPath
+	if path == "" {
+		path = "scp"
+	}
+	// OpenSSH ≥ 9 scp speaks SFTP, which some servers do not offer; then retry with the legacy
+	// scp protocol (-O), which others have turned off instead.
+	var errb tail
+	for _, legacy := range []bool{false, true} {
+		args := s.common("-P")
+		if legacy {
+			args = append(args, "-O")
+		}
+		args = append(args, "-q", "--", local, host+":"+remote)
+		cmd := exec.CommandContext(ctx, path, args...)
+		errb = tail{}
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		if err == nil {
+			return nil
+		}
+		if legacy || ctx.Err() != nil || !strings.Contains(errb.String(), "Connection closed") &&
+			!strings.Contains(errb.String(), "subsystem request failed") {
+			return sshError(host, errb.String(), err, "")
+		}
+	}
+	return nil
+}
+
+// sshError turns ssh's exit and stderr into one line that says what went wrong.
+func sshError(host, stderr string, err error, got string) error {
+	msg := lastMeaningful(stderr)
+	switch {
+	case strings.Contains(stderr, "Could not resolve hostname"):
+		return fmt.Errorf("%w: cannot resolve host %s (%s)", ErrSSH, host, msg)
+	case strings.Contains(stderr, "Permission denied"):
+		return fmt.Errorf("%w: authentication to %s failed (%s); check your key, ssh-agent or -i", ErrSSH, host, msg)
+	case strings.Contains(stderr, "Connection refused"), strings.Contains(stderr, "timed out"),
+		strings.Contains(stderr, "No route to host"), strings.Contains(stderr, "Network is unreachable"):
+		return fmt.Errorf("%w: cannot connect to %s (%s)", ErrSSH, host, msg)
+	case msg != "":
+		return fmt.Errorf("%w: %s: %s", ErrSSH, host, msg)
+	case got != "":
+		return fmt.Errorf("%w: %s answered %q instead of starting the peer (is the login shell printing text?)", ErrSSH, host, strings.TrimSpace(got))
+	default:
+		return fmt.Errorf("%w: ssh to %s ended: %v", ErrSSH, host, err)
+	}
+}
+
+func lastMeaningful(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !strings.HasPrefix(l, "Warning: Permanently added") {
+			return strings.TrimPrefix(l, "ssh: ")
+		}
+	}
+	return ""
+}
+
+// Compatible reports whether a remote `uname -s`/`uname -m` can run this binary.
+func Compatible(osName, arch string) bool {
+	goos := map[string]string{"Linux": "linux", "Darwin": "darwin", "FreeBSD": "freebsd", "OpenBSD": "openbsd", "NetBSD": "netbsd"}[osName]
+	goarch := map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
+		"i386": "386", "i686": "386", "armv7l": "arm", "armv6l": "arm", "riscv64": "riscv64", "ppc64le": "ppc64le", "s390x": "s390x"}[arch]
+	return goos == runtime.GOOS && goarch == runtime.GOARCH
+}
+
+// Stderr is what the remote side (ssh and the peer) wrote to standard error, last 8 KiB.
+func (p *Peer) Stderr() string { return p.stderr.String() }
+
+// Wait waits for the ssh process to end.
+func (p *Peer) Wait() error {
+	p.waitOnce.Do(func() { p.waitErr = p.cmd.Wait() })
+	return p.waitErr
+}
+
+// Close ends the session: closes the control channel and waits a moment for ssh to exit before
+// killing it.
+func (p *Peer) Close() {
+	p.Stdin.Close()
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// tail keeps the last 8 KiB written to it.
+type tail struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Write(p)
+	if t.b.Len() > 8<<10 {
+		rest := append([]byte(nil), t.b.Bytes()[t.b.Len()-8<<10:]...)
+		t.b.Reset()
+		t.b.Write(rest)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}

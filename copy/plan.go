@@ -1,0 +1,114 @@
+// Package copy turns files into verified blocks and blocks back into files: the file list, the
+// block plan shared by both ends, the reading side (block and whole-file BLAKE3) and the writing
+// side (temporary file, digest check, fsync, rename). It knows nothing of how bytes cross the network.
+package copy
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// BlockSize is the unit of hashing, windowing and verification.
+const BlockSize = 1 << 20
+
+// File describes one regular file of a transfer.
+type File struct {
+	// Name is the slash-separated path relative to the transfer root: the source's base name for a
+	// file argument, "dir/sub/file" for files found under a directory argument with -r.
+	Name  string      `json:"name"`
+	Size  int64       `json:"size"`
+	Mode  fs.FileMode `json:"mode"`          // permission bits
+	MTime int64       `json:"mtime"`         // unix nanoseconds
+	Dir   bool        `json:"dir,omitempty"` // an (empty) directory entry to create
+}
+
+// Plan maps a session's global block numbers onto files. Both ends build it from the same file
+// list, so a block number alone names a file and an offset.
+type Plan struct {
+	Files     []File
+	first     []uint32 // first global block of each file
+	numBlocks uint32
+}
+
+// NewPlan checks the file list and numbers its blocks.
+func NewPlan(files []File) (*Plan, error) {
+	p := &Plan{Files: files, first: make([]uint32, len(files))}
+	var n uint64
+	for i, f := range files {
+		if err := validName(f.Name); err != nil {
+			return nil, err
+		}
+		if f.Size < 0 {
+			return nil, fmt.Errorf("file %q: negative size", f.Name)
+		}
+		p.first[i] = uint32(n)
+		n += uint64(blocksOf(f.Size))
+		if n >= 1<<32-1 {
+			return nil, fmt.Errorf("transfer too large: more than %d blocks", uint32(1<<32-2))
+		}
+	}
+	p.numBlocks = uint32(n)
+	return p, nil
+}
+
+// validName rejects names that could escape the destination: absolute, "..", empty elements.
+func validName(name string) error {
+	if name == "" || strings.HasPrefix(name, "/") || path.Clean(name) != name {
+		return fmt.Errorf("unsafe file name %q in transfer", name)
+	}
+	for _, e := range strings.Split(name, "/") {
+		if e == ".." || e == "." || e == "" {
+			return fmt.Errorf("unsafe file name %q in transfer", name)
+		}
+	}
+	return nil
+}
+
+func blocksOf(size int64) uint32 { return uint32((size + BlockSize - 1) / BlockSize) }
+
+// NumBlocks is the number of blocks in the whole transfer.
+func (p *Plan) NumBlocks() uint32 { return p.numBlocks }
+
+// TotalBytes is the sum of the file sizes.
+func (p *Plan) TotalBytes() int64 {
+	var t int64
+	for _, f := range p.Files {
+		t += f.Size
+	}
+	return t
+}
+
+// FileBlocks returns the first global block of file i and how many it has.
+func (p *Plan) FileBlocks(i int) (first, n uint32) {
+	return p.first[i], blocksOf(p.Files[i].Size)
+}
+
+// Locate returns the file, offset and length of global block b.
+func (p *Plan) Locate(b uint32) (file int, off int64, n int) {
+	// Binary search for the last file whose first block ≤ b.
+	lo, hi := 0, len(p.first)-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if p.first[mid] <= b {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	// A file with no blocks shares its first number with the next file, and the last file whose
+	// first block is ≤ b is therefore always the one holding b.
+	off = int64(b-p.first[lo]) * BlockSize
+	n = BlockSize
+	if rest := p.Files[lo].Size - off; rest < BlockSize {
+		n = int(rest)
+	}
+	return lo, off, n
+}
+
+// BlockLen is the length of global block b.
+func (p *Plan) BlockLen(b uint32) int {
+	_, _, n := p.Locate(b)
+	return n
+}

@@ -1,0 +1,5 @@
+package session
+
+import "syscall"
+
+var errConnRefused = syscall.ECONNREFUSED

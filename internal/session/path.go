@@ -1,0 +1,286 @@
+// Package session is Farwing's data path between copy and lane: the UDP handshake, sealed
+// datagrams over four lanes, selective acknowledgement, loss recovery and the block window.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
+)
+
+// Lanes is the number of UDP lanes (sockets) per side.
+const Lanes = 4
+
+// Handler receives authenticated datagrams of a Path. It is called concurrently from the lane
+// goroutines, one per lane; pt is valid only during the call.
+type Handler interface {
+	Datagram(laneIdx int, h wire.Header, pt []byte, now time.Time)
+}
+
+// Path is one side's four lanes with the session key: it seals, sends, receives, authenticates and
+// filters replays, and runs the lane-opening handshake.
+type Path struct {
+	conns  [Lanes]*lane.Conn
+	crypto *wire.Crypto
+	peers  [Lanes]atomic.Pointer[netip.AddrPort]
+	txSeq  [Lanes]atomic.Uint64
+	rx     [Lanes]laneRx
+	server bool
+
+	handler  atomic.Pointer[handlerBox]
+	helloAck [Lanes]atomic.Bool
+	helloRTT atomic.Int64
+
+	AuthFailures atomic.Uint64 // datagrams that failed to open (tampered, foreign, other session)
+	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+}
+
+type handlerBox struct{ h Handler }
+
+// laneRx is a lane's receive state: the replay/ack window, guarded by mu because the feedback
+// writer reads it from another goroutine.
+type laneRx struct {
+	mu       sync.Mutex
+	win      wire.SeqWindow
+	lastAt   time.Time // when Largest arrived
+	received uint64
+}
+
+// Open binds four lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") and starts their receive loops.
+func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
+	p := &Path{crypto: c, server: server}
+	for i := range p.conns {
+		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})
+		if err != nil {
+			p.closeConns()
+			return nil, fmt.Errorf("open UDP lane on %s: %w", bind, err)
+		}
+		p.conns[i] = lc
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	for i := range p.conns {
+		p.wg.Add(1)
+		go p.recvLoop(ctx, i)
+	}
+	return p, nil
+}
+
+func (p *Path) closeConns() {
+	for _, c := range p.conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// Close stops the lanes.
+func (p *Path) Close() {
+	p.cancel()
+	p.closeConns()
+	p.wg.Wait()
+}
+
+// Ports are the lanes' local UDP ports.
+func (p *Path) Ports() []int {
+	ports := make([]int, Lanes)
+	for i, c := range p.conns {
+		ports[i] = int(c.LocalAddr().Port())
+	}
+	return ports
+}
+
+// SetPeer sets the remote address of lane i.
+func (p *Path) SetPeer(i int, a netip.AddrPort) { p.peers[i].Store(&a) }
+
+// Peer returns the remote address of lane i (ok false while unknown).
+func (p *Path) Peer(i int) (netip.AddrPort, bool) {
+	a := p.peers[i].Load()
+	if a == nil {
+		return netip.AddrPort{}, false
+	}
+	return *a, true
+}
+
+// SetHandler installs the receiver of data and feedback datagrams.
+func (p *Path) SetHandler(h Handler) { p.handler.Store(&handlerBox{h}) }
+
+// NextSeq reserves the next sequence number of lane i.
+func (p *Path) NextSeq(i int) uint64 { return p.txSeq[i].Add(1) }
+
+// Seal writes a sealed datagram of type t on lane i with sequence seq into buf.
+func (p *Path) Seal(buf []byte, t wire.Type, i int, seq uint64, pt []byte) []byte {
+	return p.crypto.Seal(buf, wire.Header{Type: t, Lane: uint8(i), Seq: seq}, pt)
+}
+
+// Send writes already sealed datagrams on lane i to its peer.
+func (p *Path) Send(i int, pkts [][]byte) error {
+	dst, ok := p.Peer(i)
+	if !ok {
+		return fmt.Errorf("lane %d has no peer address yet", i)
+	}
+	return p.conns[i].Send(dst, pkts)
+}
+
+// SendOne seals pt as a datagram of type t and sends it on lane i.
+func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
+	buf := make([]byte, 0, wire.HeaderLen+len(pt)+wire.TagLen)
+	pkt := p.Seal(buf, t, i, p.NextSeq(i), pt)
+	return p.Send(i, [][]byte{pkt})
+}
+
+// LaneStats returns the counters of every lane.
+func (p *Path) LaneStats() []lane.Stats {
+	s := make([]lane.Stats, Lanes)
+	for i, c := range p.conns {
+		s[i] = c.Stats()
+	}
+	return s
+}
+
+func (p *Path) recvLoop(ctx context.Context, i int) {
+	defer p.wg.Done()
+	c := p.conns[i]
+	rx := &p.rx[i]
+	for ctx.Err() == nil {
+		_, err := c.Recv(time.Now().Add(200*time.Millisecond), func(b []byte, from netip.AddrPort) {
+			h, pt, err := p.crypto.Open(b)
+			if err != nil {
+				p.AuthFailures.Add(1)
+				return
+			}
+			if int(h.Lane) != i {
+				p.AuthFailures.Add(1)
+				return
+			}
+			now := time.Now()
+			rx.mu.Lock()
+			fresh := rx.win.Mark(h.Seq)
+			if fresh {
+				rx.received++
+				if l, _ := rx.win.Largest(); l == h.Seq {
+					rx.lastAt = now
+				}
+			}
+			rx.mu.Unlock()
+			if !fresh {
+				p.Replays.Add(1)
+				return
+			}
+			switch h.Type {
+			case wire.TypeHello:
+				if p.server {
+					p.SetPeer(i, from)
+					p.SendOne(i, wire.TypeHelloAck, pt) // echo the client's timestamp
+				}
+				return
+			case wire.TypeHelloAck:
+				if !p.server && len(pt) >= 8 {
+					sent := int64(beUint64(pt))
+					p.helloRTT.CompareAndSwap(0, now.UnixNano()-sent)
+					p.helloAck[i].Store(true)
+				}
+				return
+			}
+			if hb := p.handler.Load(); hb != nil {
+				hb.h.Datagram(i, h, pt, now)
+			}
+		})
+		if err != nil && !errors.Is(err, lane.ErrTimeout) {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return
+			}
+			// Transient errors (ICMP port unreachable surfaces as ECONNREFUSED on some
+			// kernels) must not end the lane; pause briefly to avoid spinning.
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+func beUint64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+// ErrNoUDP is returned when the lanes could not be opened through the network.
+var ErrNoUDP = errors.New("no UDP path")
+
+// Handshake (client side) sends hellos on every lane to server until each lane is answered, and
+// returns the measured round-trip time. It fails after timeout naming the ports that stayed silent.
+func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout time.Duration) (time.Duration, error) {
+	for i := range p.conns {
+		p.SetPeer(i, server[i])
+	}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var ts [8]byte
+	for {
+		done := true
+		for i := range p.conns {
+			if p.helloAck[i].Load() {
+				continue
+			}
+			done = false
+			n := uint64(time.Now().UnixNano())
+			for k := 0; k < 8; k++ {
+				ts[k] = byte(n >> (56 - 8*k))
+			}
+			p.SendOne(i, wire.TypeHello, ts[:])
+		}
+		if done {
+			return time.Duration(p.helloRTT.Load()), nil
+		}
+		if time.Now().After(deadline) {
+			var silent []string
+			for i := range p.conns {
+				if !p.helloAck[i].Load() {
+					silent = append(silent, fmt.Sprint(server[i].Port()))
+				}
+			}
+			return 0, fmt.Errorf("%w: no UDP reply from %s on port(s) %v within %s; a firewall may block UDP to those ports",
+				ErrNoUDP, server[0].Addr(), silent, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitPeers (server side) waits until every lane has heard a client hello.
+func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n := 0
+		for i := range p.conns {
+			if _, ok := p.Peer(i); ok {
+				n++
+			}
+		}
+		if n == Lanes {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %d of %d lanes heard from the client within %s", ErrNoUDP, n, Lanes, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,457 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
+)
+
+// SenderConfig tunes a Sender.
+type SenderConfig struct {
+	Rate       float64       // pacing rate, bits/s of UDP payload
+	Window     int           // receiver window in blocks (agreed over the control channel)
+	InitialRTT time.Duration // from the handshake; 0 = 500 ms
+	// Idle is how long the sender waits without any feedback before it gives up.
+	Idle time.Duration
+}
+
+// SenderStats are the sending side's counters.
+type SenderStats struct {
+	Datagrams     uint64 // data datagrams sent (first transmissions, hashes and retransmissions)
+	WireBytes     uint64 // UDP payload bytes of those
+	Retransmitted uint64 // datagrams sent again after a loss
+	Lost          uint64 // datagrams declared lost
+	Feedback      uint64 // feedback datagrams received
+	SRTT, MinRTT  time.Duration
+	FirstDataAt   time.Time
+	LastAckAt     time.Time
+}
+
+var debug = os.Getenv("FARWING_DEBUG") != ""
+
+const sentRing = 1 << 17 // per-lane record of datagrams in flight
+
+// sentPkt records one datagram in flight, indexed by its lane sequence number.
+type sentPkt struct {
+	at    int64 // send time, ns since the sender's start
+	block uint32
+	chunk uint16
+	state uint8
+}
+
+const (
+	stFree uint8 = iota
+	stInflight
+	stAcked
+	stLost
+)
+
+type laneTx struct {
+	ring    []sentPkt
+	lowest  uint64 // lowest sequence number that may still be in flight
+	next    uint64 // last sequence number used
+	largest uint64 // highest acknowledged
+	bufs    [][]byte
+	batch   [][]byte
+}
+
+type txBlock struct {
+	id      uint32
+	data    []byte
+	buf     []byte // pooled buffer to return
+	hash    [32]byte
+	nChunks int
+	next    int // next chunk never sent (nChunks = the hash)
+	acked   []uint64
+	nAcked  int
+}
+
+func (b *txBlock) ack(c int) bool {
+	w, bit := c/64, uint64(1)<<(c%64)
+	if b.acked[w]&bit != 0 {
+		return false
+	}
+	b.acked[w] |= bit
+	b.nAcked++
+	return true
+}
+
+func (b *txBlock) isAcked(c int) bool { return b.acked[c/64]&(1<<(c%64)) != 0 }
+
+type chunkRef struct {
+	block uint32
+	chunk uint16
+}
+
+// Sender paces sealed data datagrams over the lanes, learns what arrived from feedback and
+// re-sends what was lost, holding at most the receiver's window of blocks in memory.
+type Sender struct {
+	path  *Path
+	plan  *fcopy.Plan
+	pool  *fcopy.Pool
+	cfg   SenderConfig
+	start time.Time
+	pacer *lane.Pacer
+	lanes [Lanes]laneTx
+	rr    int
+
+	blocks   map[uint32]*txBlock
+	sendable []*txBlock // blocks with chunks never sent, in order
+	inDone   bool
+	retx     []chunkRef
+
+	cursor, window uint32
+	srtt, rttvar   time.Duration
+	minRTT         time.Duration
+	fbCh           chan []byte
+	fb             wire.Feedback
+	stats          SenderStats
+}
+
+// NewSender prepares a sender; blocks come from copy.Read through in.
+func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *Sender {
+	if cfg.InitialRTT <= 0 {
+		cfg.InitialRTT = 500 * time.Millisecond
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 20 * time.Second
+	}
+	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(cfg.Rate, 2*time.Millisecond),
+		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
+		fbCh: make(chan []byte, 256)}
+	for i := range s.lanes {
+		s.lanes[i].ring = make([]sentPkt, sentRing)
+	}
+	return s
+}
+
+// Datagram implements Handler: feedback is copied to the sender loop.
+func (s *Sender) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
+	if h.Type != wire.TypeFeedback {
+		return
+	}
+	select {
+	case s.fbCh <- append([]byte(nil), pt...):
+	default: // the loop is behind; the next feedback repeats the information
+	}
+}
+
+// Stats returns the counters (valid after Run returns).
+func (s *Sender) Stats() SenderStats { return s.stats }
+
+// ErrNoFeedback is returned when the receiver stays silent for longer than SenderConfig.Idle.
+var ErrNoFeedback = errors.New("no acknowledgements from the receiver")
+
+// Run sends every block read from in until all are acknowledged or ctx ends.
+func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
+	s.start = time.Now()
+	s.path.SetHandler(s)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	lastFB := time.Now()
+	var lastDbg time.Time
+	for {
+		// Take blocks from the reader while the receiver's window allows.
+		for !s.inDone && len(s.blocks) < int(s.window)+1 {
+			select {
+			case b, ok := <-in:
+				if !ok {
+					s.inDone = true
+					break
+				}
+				s.addBlock(b)
+				continue
+			default:
+			}
+			break
+		}
+		if s.inDone && len(s.blocks) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case pt := <-s.fbCh:
+			s.onFeedback(pt, time.Now())
+			lastFB = time.Now()
+			for more := true; more; {
+				select {
+				case pt := <-s.fbCh:
+					s.onFeedback(pt, time.Now())
+				default:
+					more = false
+				}
+			}
+		case <-tick.C:
+		}
+		now := time.Now()
+		if debug && now.Sub(lastDbg) > time.Second {
+			lastDbg = now
+			fmt.Fprintf(os.Stderr, "sender: blocks=%d sendable=%d retx=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d\n",
+				len(s.blocks), len(s.sendable), len(s.retx), s.cursor, s.window, s.stats, s.lanes[0].lowest, s.lanes[0].next, s.lanes[0].largest, s.pacer.Budget(now))
+		}
+		if now.Sub(lastFB) > s.cfg.Idle && s.stats.Datagrams > 0 {
+			return fmt.Errorf("%w for %s", ErrNoFeedback, s.cfg.Idle.Round(time.Second))
+		}
+		s.detectTimeLoss(now)
+		if err := s.transmit(now); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Sender) addBlock(b *fcopy.Block) {
+	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data))}
+	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
+	s.blocks[b.ID] = tb
+	s.sendable = append(s.sendable, tb)
+}
+
+func (s *Sender) release(b *txBlock) {
+	delete(s.blocks, b.id)
+	s.pool.Put(b.buf)
+}
+
+// nextChunk picks what to send next: repairs first, then new chunks within the window.
+func (s *Sender) nextChunk() (*txBlock, int, bool, bool) {
+	for len(s.retx) > 0 {
+		r := s.retx[0]
+		s.retx = s.retx[1:]
+		if b := s.blocks[r.block]; b != nil && !b.isAcked(int(r.chunk)) {
+			return b, int(r.chunk), true, true
+		}
+	}
+	for len(s.sendable) > 0 {
+		b := s.sendable[0]
+		if b.id >= s.cursor+s.window {
+			return nil, 0, false, false
+		}
+		c := b.next
+		b.next++
+		if b.next > b.nChunks {
+			s.sendable = s.sendable[1:]
+		}
+		return b, c, false, true
+	}
+	return nil, 0, false, false
+}
+
+const maxBatch = 128
+
+func (s *Sender) transmit(now time.Time) error {
+	budget := s.pacer.Budget(now)
+	for budget >= wire.MaxDatagramV6 {
+		n := 0
+		for n < maxBatch*Lanes && budget > 0 {
+			b, c, re, ok := s.nextChunk()
+			if !ok {
+				break
+			}
+			l := &s.lanes[s.rr]
+			if l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
+				// The lane's record is full of unresolved datagrams; put the chunk back for later.
+				s.retx = append([]chunkRef{{b.id, uint16(c)}}, s.retx...)
+				break
+			}
+			pkt := s.seal(s.rr, b, c, now)
+			budget -= len(pkt)
+			s.pacer.Consume(len(pkt))
+			s.stats.Datagrams++
+			s.stats.WireBytes += uint64(len(pkt))
+			if re {
+				s.stats.Retransmitted++
+			}
+			s.rr = (s.rr + 1) % Lanes
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		if s.stats.FirstDataAt.IsZero() {
+			s.stats.FirstDataAt = now
+		}
+		for i := range s.lanes {
+			l := &s.lanes[i]
+			if len(l.batch) == 0 {
+				continue
+			}
+			if err := s.path.Send(i, l.batch); err != nil && !isTransient(err) {
+				return fmt.Errorf("send on lane %d: %w", i, err)
+			}
+			l.batch = l.batch[:0]
+		}
+	}
+	return nil
+}
+
+// isTransient reports send errors that a later retry can get past (a full socket buffer, an ICMP
+// error reported on the socket); the loss machinery re-sends what did not leave.
+func isTransient(err error) bool {
+	var errno interface{ Temporary() bool }
+	if errors.As(err, &errno) && errno.Temporary() {
+		return true
+	}
+	return errors.Is(err, errConnRefused)
+}
+
+// seal builds the datagram for chunk c of b on lane i and appends it to the lane's batch.
+func (s *Sender) seal(i int, b *txBlock, c int, now time.Time) []byte {
+	l := &s.lanes[i]
+	k := len(l.batch)
+	if k == len(l.bufs) {
+		l.bufs = append(l.bufs, make([]byte, wire.MaxDatagram))
+	}
+	buf := l.bufs[k]
+	var payload []byte
+	f := wire.DataFrame{Kind: wire.KindChunk, Block: b.id, Chunk: uint16(c)}
+	if c == b.nChunks {
+		f.Kind = wire.KindHash
+		payload = b.hash[:]
+	} else {
+		off := c * wire.ChunkSize
+		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
+	}
+	f.Len = uint16(len(payload))
+	pt := buf[wire.HeaderLen : wire.HeaderLen+wire.DataFrameLen+len(payload)]
+	f.Put(pt)
+	copy(pt[wire.DataFrameLen:], payload)
+	seq := s.path.NextSeq(i)
+	pkt := s.path.Seal(buf[:0], wire.TypeData, i, seq, pt)
+	l.next = seq
+	if l.lowest == 0 {
+		l.lowest = seq
+	}
+	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), state: stInflight}
+	l.batch = append(l.batch, pkt)
+	return pkt
+}
+
+func (s *Sender) onFeedback(pt []byte, now time.Time) {
+	if err := wire.ParseFeedback(pt, &s.fb); err != nil || len(s.fb.Lanes) != Lanes {
+		return
+	}
+	s.stats.Feedback++
+	s.stats.LastAckAt = now
+	if s.fb.Cursor > s.cursor {
+		s.cursor = s.fb.Cursor
+	}
+	if s.fb.Window > 0 {
+		s.window = s.fb.Window
+	}
+	tnow := int64(now.Sub(s.start))
+	for i := range s.fb.Lanes {
+		la := &s.fb.Lanes[i]
+		l := &s.lanes[i]
+		if len(la.Ranges) == 0 || la.Largest > l.next || l.lowest == 0 {
+			continue
+		}
+		if la.Largest > l.largest {
+			// RTT sample from the newest datagram, less the receiver's hold time.
+			if p := &l.ring[la.Largest%sentRing]; p.state == stInflight || p.state == stLost {
+				rtt := time.Duration(tnow-p.at) - time.Duration(la.AckDelay)*time.Microsecond
+				if rtt > 0 {
+					s.rttSample(rtt)
+				}
+			}
+			l.largest = la.Largest
+		}
+		floor := la.Largest
+		for _, r := range la.Ranges {
+			floor = r.Lo
+			lo := max(r.Lo, l.lowest)
+			for q := lo; q <= r.Hi && r.Hi >= lo; q++ {
+				s.ackSeq(l, q)
+			}
+		}
+		// Packet threshold: an unacknowledged datagram three or more below an acknowledged one on
+		// the same lane, inside the range the report covers, is lost. Lanes never reorder with
+		// each other in this logic.
+		for q := max(l.lowest, floor); q+3 <= la.Largest; q++ {
+			if p := &l.ring[q%sentRing]; p.state == stInflight {
+				s.lose(p)
+			}
+		}
+		s.advance(l)
+	}
+}
+
+func (s *Sender) ackSeq(l *laneTx, q uint64) {
+	p := &l.ring[q%sentRing]
+	if p.state != stInflight && p.state != stLost {
+		return
+	}
+	p.state = stAcked
+	b := s.blocks[p.block]
+	if b == nil {
+		return
+	}
+	if b.ack(int(p.chunk)) && b.nAcked == b.nChunks+1 {
+		s.release(b)
+	}
+}
+
+func (s *Sender) lose(p *sentPkt) {
+	p.state = stLost
+	s.stats.Lost++
+	if b := s.blocks[p.block]; b != nil && !b.isAcked(int(p.chunk)) {
+		s.retx = append(s.retx, chunkRef{p.block, p.chunk})
+	}
+}
+
+// advance moves a lane's lowest past resolved datagrams.
+func (s *Sender) advance(l *laneTx) {
+	for l.lowest != 0 && l.lowest <= l.next {
+		p := &l.ring[l.lowest%sentRing]
+		if p.state == stInflight {
+			return
+		}
+		p.state = stFree
+		l.lowest++
+	}
+}
+
+// detectTimeLoss declares lost whatever has waited far longer than a round trip: the tail of a
+// lane, where no later datagram can reveal the gap.
+func (s *Sender) detectTimeLoss(now time.Time) {
+	limit := int64(now.Sub(s.start)) - int64(s.srtt+max(4*s.rttvar, 20*time.Millisecond)+20*time.Millisecond)
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if l.lowest == 0 {
+			continue
+		}
+		for q := l.lowest; q <= l.next; q++ {
+			p := &l.ring[q%sentRing]
+			if p.state != stInflight {
+				continue
+			}
+			if p.at > limit {
+				break
+			}
+			s.lose(p)
+		}
+		s.advance(l)
+	}
+}
+
+func (s *Sender) rttSample(rtt time.Duration) {
+	if s.minRTT == 0 || rtt < s.minRTT {
+		s.minRTT = rtt
+	}
+	if s.stats.Feedback <= 1 && s.stats.SRTT == 0 {
+		s.srtt, s.rttvar = rtt, rtt/2
+	} else {
+		d := s.srtt - rtt
+		if d < 0 {
+			d = -d
+		}
+		s.rttvar = (3*s.rttvar + d) / 4
+		s.srtt = (7*s.srtt + rtt) / 8
+	}
+	s.stats.SRTT, s.stats.MinRTT = s.srtt, s.minRTT
+}

@@ -1,0 +1,90 @@
+// Package units parses and prints the quantities users type: rates in bits per second and sizes
+// in bytes, with SI (k, M, G, T) or binary (Ki, Mi, Gi) suffixes.
+package units
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseRate parses "300M", "1.5G", "750k", "400Mbit", "1e9" as bits per second.
+func ParseRate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	low := strings.ToLower(t)
+	for _, suf := range []string{"bit/s", "bps", "bit", "b/s"} {
+		if strings.HasSuffix(low, suf) {
+			t = t[:len(t)-len(suf)]
+			break
+		}
+	}
+	v, err := parseScaled(t, 1000)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad rate %q: want a number of bits per second like 300M or 1.5G", s)
+	}
+	return v, nil
+}
+
+// ParseSize parses "5G", "256MiB", "1024", "64k" as bytes (K/M/G are binary multiples here, as
+// for file sizes in dd and most tools).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "i")
+	v, err := parseScaled(t, 1024)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q: want bytes like 256M or 5G", s)
+	}
+	return int64(v), nil
+}
+
+func parseScaled(t string, base float64) (float64, error) {
+	if t == "" {
+		return 0, fmt.Errorf("empty")
+	}
+	mult := 1.0
+	switch t[len(t)-1] {
+	case 'k', 'K':
+		mult = base
+	case 'm', 'M':
+		mult = base * base
+	case 'g', 'G':
+		mult = base * base * base
+	case 't', 'T':
+		mult = base * base * base * base
+	}
+	if mult != 1 {
+		t = t[:len(t)-1]
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return 0, err
+	}
+	return v * mult, nil
+}
+
+// Rate formats bits per second for people.
+func Rate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.1f Mbit/s", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1f kbit/s", bps/1e3)
+	}
+	return fmt.Sprintf("%.0f bit/s", bps)
+}
+
+// Size formats bytes for people.
+func Size(n int64) string {
+	f := float64(n)
+	switch {
+	case f >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", f/(1<<30))
+	case f >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", f/(1<<20))
+	case f >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", f/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,185 @@
+package wire
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	mrand "math/rand/v2"
+	"testing"
+)
+
+func TestHeaderRoundTrip(t *testing.T) {
+	h := Header{Type: TypeFeedback, Lane: 3, Flags: 0x5a, ConnID: 0xdeadbeef, Seq: 1<<40 + 7}
+	b := make([]byte, HeaderLen+TagLen)
+	h.Put(b)
+	got, err := ParseHeader(b)
+	if err != nil || got != h {
+		t.Fatalf("got %+v, %v; want %+v", got, err, h)
+	}
+	b[0] = 0xF2
+	if _, err := ParseHeader(b); !errors.Is(err, ErrVersion) {
+		t.Fatalf("version 2 accepted: %v", err)
+	}
+	b[0], b[1] = magic|Version, 99
+	if _, err := ParseHeader(b); !errors.Is(err, ErrType) {
+		t.Fatalf("type 99 accepted: %v", err)
+	}
+	if _, err := ParseHeader(b[:20]); !errors.Is(err, ErrShort) {
+		t.Fatalf("short datagram accepted: %v", err)
+	}
+}
+
+func TestDataFrameRoundTrip(t *testing.T) {
+	payload := []byte("hello, far wing")
+	f := DataFrame{Kind: KindParity, FecK: 10, FecM: 2, FecIdx: 11, Block: 123456, Chunk: 700, Len: uint16(len(payload))}
+	b := make([]byte, DataFrameLen, 64)
+	f.Put(b)
+	b = append(b, payload...)
+	got, p, err := ParseDataFrame(b)
+	if err != nil || got != f || !bytes.Equal(p, payload) {
+		t.Fatalf("got %+v %q %v", got, p, err)
+	}
+	if _, _, err := ParseDataFrame(b[:len(b)-1]); err == nil {
+		t.Fatal("length mismatch accepted")
+	}
+}
+
+func newPair(t *testing.T) (*Crypto, *Crypto, []byte) {
+	key := make([]byte, KeyLen)
+	rand.Read(key)
+	c, err := NewCrypto(key, 42, ClientToServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := NewCrypto(key, 42, ServerToClient)
+	return c, s, key
+}
+
+func TestAEAD(t *testing.T) {
+	c, s, _ := newPair(t)
+	msg := bytes.Repeat([]byte("x"), 1000)
+	buf := make([]byte, 0, 2048)
+	pkt := c.Seal(buf, Header{Type: TypeData, Lane: 1, Seq: 9}, msg)
+	if len(pkt) != len(msg)+Overhead {
+		t.Fatalf("len %d", len(pkt))
+	}
+	good := append([]byte(nil), pkt...)
+	h, pt, err := s.Open(append([]byte(nil), good...))
+	if err != nil || h.Seq != 9 || h.Lane != 1 || !bytes.Equal(pt, msg) {
+		t.Fatalf("open: %v %+v", err, h)
+	}
+	// Every single flipped bit, in the header or the body, must be rejected.
+	for i := 0; i < len(good)*8; i += 7 {
+		bad := append([]byte(nil), good...)
+		bad[i/8] ^= 1 << (i % 8)
+		if _, _, err := s.Open(bad); err == nil {
+			t.Fatalf("flipped bit %d accepted", i)
+		}
+	}
+	// The sender's own direction does not open with its own key (no reflection).
+	if _, _, err := c.Open(append([]byte(nil), good...)); !errors.Is(err, ErrAuth) {
+		t.Fatalf("reflected datagram accepted: %v", err)
+	}
+	// A foreign key with the same conn id fails.
+	key2 := make([]byte, KeyLen)
+	rand.Read(key2)
+	f, _ := NewCrypto(key2, 42, ServerToClient)
+	if _, _, err := f.Open(append([]byte(nil), good...)); !errors.Is(err, ErrAuth) {
+		t.Fatalf("foreign key accepted: %v", err)
+	}
+	if _, err := NewCrypto(key2[:16], 1, 0); err == nil {
+		t.Fatal("short key accepted")
+	}
+}
+
+func TestSeqWindowReplay(t *testing.T) {
+	var w SeqWindow
+	for _, s := range []uint64{5, 6, 8, 7} {
+		if !w.Mark(s) {
+			t.Fatalf("%d rejected", s)
+		}
+	}
+	for _, s := range []uint64{5, 6, 7, 8} {
+		if w.Mark(s) {
+			t.Fatalf("replay %d accepted", s)
+		}
+	}
+	w.Mark(8 + seqWindowBits)
+	if w.Mark(9) {
+		t.Fatal("too-old number accepted")
+	}
+}
+
+// TestFeedbackRanges checks that ranges produced by SeqWindow survive encoding and describe
+// exactly the set of received numbers.
+func TestFeedbackRanges(t *testing.T) {
+	r := mrand.New(mrand.NewPCG(1, 2))
+	for trial := 0; trial < 50; trial++ {
+		var w SeqWindow
+		got := map[uint64]bool{}
+		base := uint64(r.IntN(100000))
+		n := 1 + r.IntN(5000)
+		for i := 0; i < n; i++ {
+			s := base + uint64(i)
+			if r.Float64() < 0.05 {
+				continue
+			}
+			w.Mark(s)
+			got[s] = true
+		}
+		if len(got) == 0 {
+			continue
+		}
+		ranges := w.AppendRanges(nil, 1<<20)
+		largest, _ := w.Largest()
+		fb := Feedback{Cursor: 3, Window: 77, Lanes: []LaneAck{{Largest: largest, AckDelay: 1234, Ranges: ranges}}}
+		enc := AppendFeedback(nil, &fb, 1<<20)
+		var dec Feedback
+		if err := ParseFeedback(enc, &dec); err != nil {
+			t.Fatal(err)
+		}
+		if dec.Cursor != 3 || dec.Window != 77 || dec.Lanes[0].AckDelay != 1234 || dec.Lanes[0].Largest != largest {
+			t.Fatalf("header fields: %+v", dec)
+		}
+		seen := 0
+		prevLo := largest + 2
+		for _, rg := range dec.Lanes[0].Ranges {
+			if rg.Hi+1 >= prevLo || rg.Lo > rg.Hi {
+				t.Fatalf("ranges not strictly descending: %+v", dec.Lanes[0].Ranges)
+			}
+			for s := rg.Lo; s <= rg.Hi; s++ {
+				if !got[s] {
+					t.Fatalf("trial %d: %d reported but not received", trial, s)
+				}
+				seen++
+			}
+			prevLo = rg.Lo
+		}
+		if seen != len(got) {
+			t.Fatalf("trial %d: %d of %d reported", trial, seen, len(got))
+		}
+	}
+}
+
+func TestFeedbackBudget(t *testing.T) {
+	var w SeqWindow
+	for s := uint64(0); s < 20000; s += 2 {
+		w.Mark(s)
+	}
+	largest, _ := w.Largest()
+	fb := Feedback{Lanes: make([]LaneAck, 4)}
+	for i := range fb.Lanes {
+		fb.Lanes[i] = LaneAck{Largest: largest, Ranges: w.AppendRanges(nil, 5000)}
+	}
+	enc := AppendFeedback(nil, &fb, 1200)
+	if len(enc) > 1200 {
+		t.Fatalf("feedback %d bytes over budget", len(enc))
+	}
+	var dec Feedback
+	if err := ParseFeedback(enc, &dec); err != nil || len(dec.Lanes[3].Ranges) == 0 {
+		t.Fatalf("%v %d", err, len(dec.Lanes[3].Ranges))
+	}
+	if err := ParseFeedback(enc[:len(enc)/2], &dec); err == nil {
+		t.Fatal("truncated feedback accepted")
+	}
+}

@@ -1,0 +1,292 @@
+package xfer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/farwing/farwing/bootstrap"
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/wire"
+)
+
+// Version is the build's version string, set by cmd/farwing.
+var Version = "dev"
+
+// Options are the client's settings for one copy.
+type Options struct {
+	SSH       bootstrap.SSH
+	Rate      float64 // bits/s
+	Window    int     // blocks; 0 = from rate and RTT
+	Recursive bool
+	Preserve  bool
+	Sink      bool // the receiving side verifies but does not write
+	Log       func(format string, args ...any)
+}
+
+// Result is the outcome of a copy, as printed by --json.
+type Result struct {
+	Direction     string             `json:"direction"` // push or pull
+	Host          string             `json:"host"`
+	Files         []fcopy.FileResult `json:"files"`
+	Bytes         int64              `json:"bytes"`
+	Seconds       float64            `json:"seconds"`      // whole command: start to verified files
+	DataSeconds   float64            `json:"data_seconds"` // first data datagram to verified end
+	GoodputBps    float64            `json:"goodput_bps"`  // file bits / data seconds
+	DatagramsSent uint64             `json:"datagrams_sent"`
+	DatagramsRecv uint64             `json:"datagrams_received"`
+	Retransmitted uint64             `json:"retransmitted"`
+	Lost          uint64             `json:"lost,omitempty"`
+	WireBytes     uint64             `json:"wire_bytes,omitempty"`
+	AuthFailures  uint64             `json:"auth_failures"`
+	RTTms         float64            `json:"rtt_ms"`
+	RateBps       float64            `json:"rate_bps"`
+	PeerUploaded  bool               `json:"peer_uploaded"`
+	PeerPath      string             `json:"peer_path"`
+	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
+	Sink          bool               `json:"sink,omitempty"`
+	Local, Remote map[string]any     `json:"-"`
+	started       time.Time
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
+func newSession() (key []byte, connID uint32) {
+	key = make([]byte, wire.KeyLen)
+	rand.Read(key)
+	var b [4]byte
+	rand.Read(b[:])
+	return key, binary.BigEndian.Uint32(b[:])
+}
+
+// connect starts the peer and opens the UDP path to it.
+type conn struct {
+	peer *bootstrap.Peer
+	ctl  *Control
+	path *session.Path
+	rtt  time.Duration
+	res  *Result
+}
+
+func (c *conn) close() {
+	if c.path != nil {
+		c.path.Close()
+	}
+	if c.peer != nil {
+		c.peer.Close()
+	}
+}
+
+func start(ctx context.Context, o *Options, host string, hello Msg, res *Result) (*conn, Msg, error) {
+	id, err := bootstrap.Self()
+	if err != nil {
+		return nil, Msg{}, fmt.Errorf("cannot read this program's own executable: %w", err)
+	}
+	peer, err := bootstrap.Start(ctx, o.SSH, host, id)
+	if err != nil {
+		return nil, Msg{}, err
+	}
+	res.PeerUploaded, res.PeerPath = peer.Uploaded, peer.Path
+	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[peer.Uploaded], host, peer.RemoteOS)
+	c := &conn{peer: peer, ctl: NewControl(peer.Stdout, peer.Stdin), res: res}
+	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
+	if err := c.ctl.Send(hello); err != nil {
+		c.close()
+		return nil, Msg{}, err
+	}
+	ready, err := c.ctl.Expect("ready")
+	if err != nil {
+		c.close()
+		if errors.Is(err, ErrPeerGone) {
+			if s := peer.Stderr(); s != "" {
+				err = fmt.Errorf("%w: %s", err, lastLine(s))
+			}
+		}
+		return nil, Msg{}, err
+	}
+	if ready.Proto != Proto {
+		c.close()
+		return nil, Msg{}, fmt.Errorf("the remote peer speaks control protocol %d, this farwing %d", ready.Proto, Proto)
+	}
+	return c, ready, nil
+}
+
+// openPath opens the local lanes and performs the UDP handshake with the server's ports.
+func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto) error {
+	addr, err := serverAddr(ctx, o, host, ready.Addr)
+	if err != nil {
+		return err
+	}
+	if len(ready.Ports) != session.Lanes {
+		return fmt.Errorf("the remote peer offered %d UDP ports, want %d", len(ready.Ports), session.Lanes)
+	}
+	bind := "0.0.0.0:0"
+	if addr.Is6() {
+		bind = "[::]:0"
+	}
+	path, err := session.Open(bind, crypto, false, 0)
+	if err != nil {
+		return err
+	}
+	c.path = path
+	var dst []netip.AddrPort
+	for _, p := range ready.Ports {
+		dst = append(dst, netip.AddrPortFrom(addr, uint16(p)))
+	}
+	rtt, err := path.Handshake(ctx, dst, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	c.rtt = rtt
+	o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
+	return nil
+}
+
+// serverAddr picks the UDP destination: the address ssh connects to, or the one the server saw.
+func serverAddr(ctx context.Context, o *Options, host, seen string) (netip.Addr, error) {
+	name, err := o.SSH.Resolve(ctx, host)
+	if err == nil {
+		if a, err := netip.ParseAddr(name); err == nil {
+			return a.Unmap(), nil
+		}
+		if ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name); err == nil && len(ips) > 0 {
+			for _, ip := range ips {
+				if ip.Unmap().Is4() {
+					return ip.Unmap(), nil
+				}
+			}
+			return ips[0], nil
+		}
+	}
+	if a, err := netip.ParseAddr(seen); err == nil {
+		return a.Unmap(), nil
+	}
+	return netip.Addr{}, fmt.Errorf("%w: cannot find an address for %s", session.ErrNoUDP, host)
+}
+
+func lastLine(s string) string {
+	return bootstrapLast(s)
+}
+
+// Push copies local sources to host:dst.
+func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
+	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, started: time.Now()}
+	sources, err := fcopy.Collect(srcs, o.Recursive)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := fcopy.NewPlan(sources.Files)
+	if err != nil {
+		return nil, err
+	}
+	key, connID := newSession()
+	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Key: key, ConnID: connID, Dest: dst,
+		Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate}, res)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
+	if err := c.openPath(ctx, &o, host, ready, crypto); err != nil {
+		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		return nil, err
+	}
+	window := o.Window
+	if window == 0 {
+		window = windowBlocks(o.Rate, c.rtt)
+	}
+	if err := c.ctl.Send(Msg{T: "files", Files: sources.Files, Window: window}); err != nil {
+		return nil, err
+	}
+	acc, err := c.ctl.Expect("accept")
+	if err != nil {
+		return nil, err
+	}
+	if acc.Window > 0 {
+		window = acc.Window
+	}
+	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, Window: window, InitialRTT: c.rtt})
+	if err != nil {
+		return nil, err
+	}
+	res.fill(side, c, plan)
+	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
+	return res, nil
+}
+
+// Pull copies host:srcs to the local dst.
+func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
+	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, started: time.Now()}
+	key, connID := newSession()
+	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Key: key, ConnID: connID, Paths: srcs,
+		Recursive: o.Recursive, Rate: o.Rate}, res)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	plan, err := fcopy.NewPlan(ready.Files)
+	if err != nil {
+		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail})
+		return nil, err
+	}
+	var target *fcopy.Target
+	if !o.Sink {
+		if target, err = fcopy.ResolveTarget(dst, ready.Files); err != nil {
+			c.ctl.Send(Msg{T: "error", Err: "the client cannot write its destination", Code: ExitCode(err)})
+			return nil, err
+		}
+	}
+	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
+	if err := c.openPath(ctx, &o, host, ready, crypto); err != nil {
+		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		return nil, err
+	}
+	window := o.Window
+	if window == 0 {
+		window = windowBlocks(o.Rate, c.rtt)
+	}
+	if err := c.ctl.Send(Msg{T: "accept", Window: window, ConnID: connID}); err != nil {
+		return nil, err
+	}
+	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true)
+	if err != nil {
+		return nil, err
+	}
+	res.fill(side, c, plan)
+	if side.peerStats != nil {
+		res.Retransmitted = side.peerStats.Retransmitted
+	}
+	return res, nil
+}
+
+func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
+	r.Files = side.results
+	r.Bytes = plan.TotalBytes()
+	r.Seconds = time.Since(r.started).Seconds()
+	r.DataSeconds = side.end.Sub(side.start).Seconds()
+	if r.DataSeconds > 0 {
+		r.GoodputBps = float64(r.Bytes) * 8 / r.DataSeconds
+	}
+	for _, ls := range c.path.LaneStats() {
+		r.DatagramsSent += ls.SentDatagrams
+		r.DatagramsRecv += ls.RecvDatagrams
+	}
+	r.AuthFailures = c.path.AuthFailures.Load()
+	r.RTTms = float64(c.rtt) / 1e6
+	if side.sender.SRTT > 0 {
+		r.RTTms = float64(side.sender.SRTT) / 1e6
+	}
+	if len(r.Files) == 1 {
+		r.BLAKE3 = r.Files[0].Sum
+	}
+}

@@ -1,0 +1,171 @@
+// Package xfer runs a transfer from both ends: the control-channel conversation over the ssh
+// session's stdin/stdout, the UDP path, and the sending or receiving engine.
+package xfer
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	fcopy "github.com/farwing/farwing/copy"
+)
+
+// Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
+const Proto = 1
+
+// Msg is one control message: a JSON object per line. Only the fields of its type are set.
+type Msg struct {
+	T       string `json:"t"` // hello ready files accept digest done error bye
+	Version string `json:"version,omitempty"`
+	Proto   int    `json:"proto,omitempty"`
+
+	// hello
+	Key       []byte   `json:"key,omitempty"`
+	ConnID    uint32   `json:"conn_id,omitempty"`
+	Role      string   `json:"role,omitempty"` // the server's role: "recv" (push) or "send" (pull)
+	Paths     []string `json:"paths,omitempty"`
+	Dest      string   `json:"dest,omitempty"`
+	Recursive bool     `json:"recursive,omitempty"`
+	Preserve  bool     `json:"preserve,omitempty"`
+	Sink      bool     `json:"sink,omitempty"`
+	Rate      float64  `json:"rate,omitempty"`
+
+	// ready
+	Ports []int  `json:"ports,omitempty"`
+	Addr  string `json:"addr,omitempty"`
+
+	// files (push) / ready (pull)
+	Files  []fcopy.File `json:"files,omitempty"`
+	Window int          `json:"window,omitempty"`
+
+	// digest
+	File int    `json:"file,omitempty"`
+	Sum  string `json:"sum,omitempty"`
+
+	// done
+	Results []fcopy.FileResult `json:"results,omitempty"`
+	Stats   *PeerStats         `json:"stats,omitempty"`
+
+	// error
+	Err  string `json:"err,omitempty"`
+	Code int    `json:"code,omitempty"`
+}
+
+// PeerStats is what the remote end reports about its side of the data path.
+type PeerStats struct {
+	Datagrams     uint64  `json:"datagrams"`
+	Retransmitted uint64  `json:"retransmitted,omitempty"`
+	AuthFailures  uint64  `json:"auth_failures"`
+	Seconds       float64 `json:"seconds"`
+}
+
+// Control is one end of the control channel.
+type Control struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	w   io.Writer
+	dec *json.Decoder
+}
+
+// NewControl wraps a reader and writer (the ssh pipes, or stdin/stdout in serve).
+func NewControl(r io.Reader, w io.Writer) *Control {
+	return &Control{enc: json.NewEncoder(w), w: w, dec: json.NewDecoder(bufio.NewReader(r))}
+}
+
+// Send writes one message; safe for concurrent use.
+func (c *Control) Send(m Msg) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.enc.Encode(m); err != nil {
+		return fmt.Errorf("control channel: %w", err)
+	}
+	if f, ok := c.w.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
+// ErrPeerGone is returned when the control channel closes unexpectedly.
+var ErrPeerGone = errors.New("the remote peer closed the control channel")
+
+// Recv reads the next message. A remote "error" message is returned as a *RemoteError.
+func (c *Control) Recv() (Msg, error) {
+	var m Msg
+	if err := c.dec.Decode(&m); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return m, ErrPeerGone
+		}
+		return m, fmt.Errorf("control channel: %w", err)
+	}
+	if m.T == "error" {
+		return m, &RemoteError{Msg: m.Err, Code: m.Code}
+	}
+	return m, nil
+}
+
+// Expect reads the next message and checks its type.
+func (c *Control) Expect(t string) (Msg, error) {
+	m, err := c.Recv()
+	if err != nil {
+		return m, err
+	}
+	if m.T != t {
+		return m, fmt.Errorf("control channel: got %q, expected %q", m.T, t)
+	}
+	return m, nil
+}
+
+// RemoteError is an error reported by the other end.
+type RemoteError struct {
+	Msg  string
+	Code int // the exit code the other end would use (see cmd/farwing)
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
+
+// digests collects the sender's whole-file digests as they arrive over the control channel.
+type digests struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	got  map[int][32]byte
+	err  error
+}
+
+func newDigests() *digests {
+	d := &digests{got: map[int][32]byte{}}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+func (d *digests) put(i int, sum [32]byte) {
+	d.mu.Lock()
+	d.got[i] = sum
+	d.mu.Unlock()
+	d.cond.Broadcast()
+}
+
+func (d *digests) fail(err error) {
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+	}
+	d.mu.Unlock()
+	d.cond.Broadcast()
+}
+
+func (d *digests) wait(i int) ([32]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		if s, ok := d.got[i]; ok {
+			return s, nil
+		}
+		if d.err != nil {
+			return [32]byte{}, d.err
+		}
+		d.cond.Wait()
+	}
+}

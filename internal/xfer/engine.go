@@ -1,0 +1,207 @@
+package xfer
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/farwing/farwing/bootstrap"
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/session"
+)
+
+// Exit codes, documented in README and `farwing help`.
+const (
+	ExitOK          = 0
+	ExitFail        = 1 // anything not listed below
+	ExitUsage       = 2 // bad command line
+	ExitSource      = 3 // a source is missing, unreadable or a directory without -r
+	ExitDest        = 4 // the destination cannot be written
+	ExitSSH         = 5 // ssh/scp failed: unknown host, refused, authentication
+	ExitUDP         = 6 // no UDP path, or the path died mid-transfer
+	ExitVerify      = 7 // a block or file failed verification
+	ExitPlatform    = 8 // the remote OS/architecture cannot run this build
+	ExitInterrupted = 130
+)
+
+// ExitCode maps an error to the process exit code.
+func ExitCode(err error) int {
+	var re *RemoteError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &re) && re.Code != 0:
+		return re.Code
+	case errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.Is(err, fcopy.ErrSource):
+		return ExitSource
+	case errors.Is(err, fcopy.ErrDest):
+		return ExitDest
+	case errors.Is(err, fcopy.ErrVerify):
+		return ExitVerify
+	case errors.Is(err, bootstrap.ErrPlatform):
+		return ExitPlatform
+	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
+		return ExitSSH
+	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback):
+		return ExitUDP
+	}
+	return ExitFail
+}
+
+// sideResult is what one engine run measured.
+type sideResult struct {
+	results   []fcopy.FileResult
+	sender    session.SenderStats
+	receiver  session.ReceiverStats
+	start     time.Time // first data datagram sent / engine start
+	end       time.Time // verified end
+	peerStats *PeerStats
+}
+
+// windowBlocks sizes the receive window: four round trips at the target rate plus slack, so that
+// repairs never wait on the window, within 64 MiB … 1 GiB of memory per side.
+func windowBlocks(rate float64, rtt time.Duration) int {
+	if rtt <= 0 {
+		rtt = 300 * time.Millisecond
+	}
+	w := int(4*rate/8*rtt.Seconds()/fcopy.BlockSize) + 16
+	return min(max(w, 64), 1024)
+}
+
+// runSend reads the plan's files and sends them, then waits for the receiver's verdict.
+func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, open fcopy.Opener,
+	cfg session.SenderConfig) (*sideResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	res := &sideResult{start: time.Now()}
+
+	pool := fcopy.NewPool(cfg.Window + 4)
+	blocks := make(chan *fcopy.Block, 4)
+	readErr := make(chan error, 1)
+	go func() {
+		err := fcopy.Read(ctx, plan, open, pool, blocks, func(i int, sum [32]byte) {
+			ctl.Send(Msg{T: "digest", File: i, Sum: hex.EncodeToString(sum[:])})
+		})
+		close(blocks)
+		if err != nil {
+			cancel(err)
+		}
+		readErr <- err
+	}()
+	done := make(chan Msg, 1)
+	go func() {
+		m, err := ctl.Recv()
+		if err == nil && m.T != "done" {
+			err = fmt.Errorf("control channel: got %q, expected \"done\"", m.T)
+		}
+		if err != nil {
+			cancel(err)
+			return
+		}
+		done <- m
+	}()
+
+	s := session.NewSender(path, plan, pool, cfg)
+	err := s.Run(ctx, blocks)
+	res.sender = s.Stats()
+	if err == nil {
+		select {
+		case m := <-done:
+			res.results, res.peerStats = m.Results, m.Stats
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		case <-time.After(2 * time.Minute):
+			err = errors.New("the receiver did not confirm the transfer within 2 minutes")
+		}
+	} else if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		err = c
+	}
+	if err == nil {
+		select {
+		case err = <-readErr:
+		default:
+		}
+	}
+	res.end = time.Now()
+	if !res.sender.FirstDataAt.IsZero() {
+		res.start = res.sender.FirstDataAt
+	}
+	if err != nil {
+		var re *RemoteError
+		if !errors.As(err, &re) && !errors.Is(err, ErrPeerGone) {
+			ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		}
+		return res, err
+	}
+	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted,
+		AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds()}
+	ctl.Send(Msg{T: "bye", Stats: &st})
+	return res, nil
+}
+
+// runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.
+func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, target *fcopy.Target,
+	o fcopy.WriterOptions, window int, waitBye bool) (*sideResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	res := &sideResult{start: time.Now()}
+	dg := newDigests()
+	bye := make(chan Msg, 1)
+	go func() {
+		for {
+			m, err := ctl.Recv()
+			if err != nil {
+				dg.fail(err)
+				cancel(err)
+				return
+			}
+			switch m.T {
+			case "digest":
+				var sum [32]byte
+				if b, err := hex.DecodeString(m.Sum); err == nil && len(b) == 32 && m.File >= 0 && m.File < len(plan.Files) {
+					copy(sum[:], b)
+					dg.put(m.File, sum)
+				}
+			case "bye":
+				bye <- m
+				return
+			}
+		}
+	}()
+	go func() { <-ctx.Done(); dg.fail(context.Cause(ctx)) }()
+	o.Digest = func(ctx context.Context, i int) ([32]byte, error) { return dg.wait(i) }
+	w := fcopy.NewWriter(plan, target, o)
+	r := session.NewReceiver(path, plan, w, window)
+	err := r.Run(ctx)
+	res.receiver = r.Stats()
+	res.results = w.Results()
+	res.end = time.Now()
+	if err != nil {
+		w.Abort()
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			err = c
+		}
+		var re *RemoteError
+		if !errors.As(err, &re) && !errors.Is(err, ErrPeerGone) {
+			ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		}
+		return res, err
+	}
+	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds()}
+	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {
+		return res, err
+	}
+	if waitBye {
+		select {
+		case m := <-bye:
+			res.peerStats = m.Stats
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	return res, nil
+}

@@ -44,6 +44,9 @@ type Path struct {
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
+
+	// dropSend, when set (tests only), is asked before each datagram is sent; true drops it.
+	dropSend func() bool
 }
 
 type handlerBox struct{ h Handler }
@@ -129,6 +132,15 @@ func (p *Path) Send(i int, pkts [][]byte) error {
 	dst, ok := p.Peer(i)
 	if !ok {
 		return fmt.Errorf("lane %d has no peer address yet", i)
+	}
+	if p.dropSend != nil {
+		kept := pkts[:0:0]
+		for _, b := range pkts {
+			if !p.dropSend() {
+				kept = append(kept, b)
+			}
+		}
+		pkts = kept
 	}
 	return p.conns[i].Send(dst, pkts)
 }

@@ -1,0 +1,253 @@
+package copy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zeebo/blake3"
+)
+
+func writeFile(t *testing.T, dir, name string, size int) (string, []byte) {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+// TestReadBlocks hashes files whose sizes are not multiples of the block size, and empty files,
+// and checks every block, its digest and the whole-file digests.
+func TestReadBlocks(t *testing.T) {
+	dir := t.TempDir()
+	sizes := []int{0, 1, BlockSize - 1, BlockSize, BlockSize + 1, 3*BlockSize + 12345, 0}
+	var paths []string
+	var datas [][]byte
+	for i, sz := range sizes {
+		p, b := writeFile(t, dir, "f"+string(rune('a'+i)), sz)
+		paths = append(paths, p)
+		datas = append(datas, b)
+	}
+	src, err := Collect(paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(src.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBlocks := uint32(0 + 1 + 1 + 1 + 2 + 4 + 0)
+	if plan.NumBlocks() != wantBlocks {
+		t.Fatalf("blocks %d, want %d", plan.NumBlocks(), wantBlocks)
+	}
+	out := make(chan *Block, 100)
+	sums := map[int][32]byte{}
+	pool := NewPool(16)
+	if err := Read(context.Background(), plan, src.Open(), pool, out, func(i int, s [32]byte) { sums[i] = s }); err != nil {
+		t.Fatal(err)
+	}
+	close(out)
+	var n uint32
+	for b := range out {
+		if b.ID != n {
+			t.Fatalf("block %d out of order (want %d)", b.ID, n)
+		}
+		f, off, ln := plan.Locate(b.ID)
+		if !bytes.Equal(b.Data, datas[f][off:off+int64(ln)]) {
+			t.Fatalf("block %d: wrong bytes", b.ID)
+		}
+		if b.Hash != blake3.Sum256(b.Data) {
+			t.Fatalf("block %d: wrong hash", b.ID)
+		}
+		n++
+		pool.Put(b.Data)
+	}
+	if n != wantBlocks {
+		t.Fatalf("read %d blocks", n)
+	}
+	for i, d := range datas {
+		if sums[i] != blake3.Sum256(d) {
+			t.Fatalf("file %d: whole-file digest differs", i)
+		}
+	}
+}
+
+func TestPlanLocate(t *testing.T) {
+	files := []File{{Name: "a", Size: 0}, {Name: "b", Size: 2*BlockSize + 5}, {Name: "c", Size: 0}, {Name: "d", Size: 10}, {Name: "e", Size: 0}}
+	p, err := NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		file int
+		off  int64
+		n    int
+	}{{1, 0, BlockSize}, {1, BlockSize, BlockSize}, {1, 2 * BlockSize, 5}, {3, 0, 10}}
+	for b, w := range want {
+		f, off, n := p.Locate(uint32(b))
+		if f != w.file || off != w.off || n != w.n {
+			t.Fatalf("block %d: got %d/%d/%d want %+v", b, f, off, n, w)
+		}
+	}
+	for _, bad := range []string{"../x", "/etc/passwd", "a/../../b", "a//b", ""} {
+		if _, err := NewPlan([]File{{Name: bad}}); err == nil {
+			t.Fatalf("unsafe name %q accepted", bad)
+		}
+	}
+}
+
+// receive runs the writer over a plan built from real files and returns the target's results.
+func receive(t *testing.T, src *Sources, dst string, corrupt bool) ([]FileResult, error) {
+	t.Helper()
+	plan, err := NewPlan(src.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := ResolveTarget(dst, src.Files)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *Block, 1000)
+	sums := map[int][32]byte{}
+	if err := Read(context.Background(), plan, src.Open(), NewPool(64), out, func(i int, s [32]byte) { sums[i] = s }); err != nil {
+		t.Fatal(err)
+	}
+	close(out)
+	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
+	for b := range out {
+		if corrupt && b.ID == plan.NumBlocks()-1 {
+			b.Data[len(b.Data)-1] ^= 1
+		}
+		if err := w.WriteBlock(context.Background(), b.ID, b.Data, b.Hash); err != nil {
+			w.Abort()
+			return nil, err
+		}
+	}
+	if err := w.Finish(context.Background()); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w.Results(), nil
+}
+
+func TestWriterTargets(t *testing.T) {
+	dir := t.TempDir()
+	p1, d1 := writeFile(t, dir, "src/one", 3*BlockSize/2)
+	p2, d2 := writeFile(t, dir, "src/two", 100)
+	writeFile(t, dir, "src/sub/three", 5)
+	os.MkdirAll(filepath.Join(dir, "src/empty"), 0o755)
+
+	// Existing directory: files go inside under their names.
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	src, _ := Collect([]string{p1, p2}, false)
+	if _, err := receive(t, src, out, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "one")); !bytes.Equal(b, d1) {
+		t.Fatal("one differs")
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "two")); !bytes.Equal(b, d2) {
+		t.Fatal("two differs")
+	}
+	// Single source to a new name.
+	src1, _ := Collect([]string{p2}, false)
+	if _, err := receive(t, src1, filepath.Join(out, "renamed"), false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "renamed")); !bytes.Equal(b, d2) {
+		t.Fatal("renamed differs")
+	}
+	// Trailing slash on a missing directory, several sources to a file: clear errors.
+	if _, err := receive(t, src1, filepath.Join(dir, "nodir")+"/", false); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("missing dir/: %v", err)
+	}
+	if _, err := receive(t, src, filepath.Join(out, "renamed"), false); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("several to a file: %v", err)
+	}
+	// A directory without -r.
+	if _, err := Collect([]string{filepath.Join(dir, "src")}, false); !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), "-r") {
+		t.Fatalf("dir without -r: %v", err)
+	}
+	// Recursive into a new name, including the empty directory.
+	srcR, err := Collect([]string{filepath.Join(dir, "src")}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := receive(t, srcR, filepath.Join(dir, "copyR"), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"one", "two", "sub/three"} {
+		a, _ := os.ReadFile(filepath.Join(dir, "src", p))
+		b, err := os.ReadFile(filepath.Join(dir, "copyR", p))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Fatalf("%s differs: %v", p, err)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "copyR", "empty")); err != nil || !st.IsDir() {
+		t.Fatalf("empty dir not created: %v", err)
+	}
+}
+
+// TestWriterCorruptBlock checks that a block that fails verification leaves no file that looks
+// complete and no temporary file behind.
+func TestWriterCorruptBlock(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := writeFile(t, dir, "in", 2*BlockSize+7)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	src, _ := Collect([]string{p}, false)
+	_, err := receive(t, src, out, true)
+	if !errors.Is(err, ErrVerify) {
+		t.Fatalf("corruption not detected: %v", err)
+	}
+	ents, _ := os.ReadDir(out)
+	if len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents[0].Name())
+	}
+}
+
+func TestWriterDigestMismatch(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := writeFile(t, dir, "in", 1000)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	src, _ := Collect([]string{p}, false)
+	plan, _ := NewPlan(src.Files)
+	target, _ := ResolveTarget(out, src.Files)
+	ch := make(chan *Block, 4)
+	Read(context.Background(), plan, src.Open(), NewPool(2), ch, func(int, [32]byte) {})
+	close(ch)
+	w := NewWriter(plan, target, WriterOptions{Digest: func(context.Context, int) ([32]byte, error) { return [32]byte{1}, nil }})
+	b := <-ch
+	if err := w.WriteBlock(context.Background(), b.ID, b.Data, b.Hash); !errors.Is(err, ErrVerify) {
+		t.Fatalf("whole-file mismatch not detected: %v", err)
+	}
+	w.Abort()
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents[0].Name())
+	}
+}
+
+func TestUnwritableDest(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root can write anywhere; the lab end-to-end test covers this as an unprivileged user")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o555)
+	defer os.Chmod(dir, 0o755)
+	if _, err := ResolveTarget(dir, []File{{Name: "x"}}); !errors.Is(err, ErrDest) {
+		t.Fatalf("unwritable dir accepted: %v", err)
+	}
+}

@@ -23,7 +23,7 @@ const (
 	MaxDatagramV6 = 1452
 	// ChunkSize is the file bytes carried by one data datagram. It keeps the datagram within
 	// MaxDatagramV6 so a session never depends on the address family.
-	ChunkSize = MaxDatagramV6 - Overhead - DataFrameLen // 1408
+	ChunkSize = MaxDatagramV6 - Overhead - DataFrameLen - 2 // 1406; Reed-Solomon parity of such chunks is 2 bytes longer and still fits
 )
 
 // Type is a datagram's kind.

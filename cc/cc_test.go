@@ -1,0 +1,205 @@
+package cc
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestParsePolicy(t *testing.T) {
+	for s, want := range map[string]Policy{"fair": Fair, "HIGH": High, " fixed ": Fixed, "low": Low, "": Fair} {
+		got, err := ParsePolicy(s)
+		if err != nil || got != want {
+			t.Errorf("ParsePolicy(%q) = %v, %v; want %v", s, got, err, want)
+		}
+		if s != "" && s != " fixed " && s != "HIGH" && got.String() != s {
+			t.Errorf("%v.String() = %q", got, got.String())
+		}
+	}
+	if _, err := ParsePolicy("turbo"); err == nil {
+		t.Error("ParsePolicy(turbo) succeeded")
+	}
+}
+
+// drive runs a simple closed loop: one packet per lane per step, acked one RTT later, every
+// lossEvery-th packet lost.
+func drive(c *Controller, steps int, rtt time.Duration, lossEvery uint64) time.Time {
+	now := t0
+	var seq [4]uint64
+	type sent struct {
+		lane int
+		seq  uint64
+		at   time.Time
+	}
+	var q []sent
+	step := 100 * time.Microsecond
+	for i := 0; i < steps; i++ {
+		now = now.Add(step)
+		for l := 0; l < 4; l++ {
+			if c.Inflight()+1500 <= c.InflightCap() {
+				c.OnSent(now, l, seq[l], 1500, false)
+				q = append(q, sent{l, seq[l], now})
+				seq[l]++
+			}
+		}
+		for len(q) > 0 && now.Sub(q[0].at) >= rtt {
+			p := q[0]
+			q = q[1:]
+			if lossEvery > 0 && p.seq%lossEvery == lossEvery-1 {
+				c.OnLoss(now, p.lane, p.seq, 1500)
+			} else {
+				c.OnAck(now, p.lane, p.seq, 1500, now.Sub(p.at))
+			}
+		}
+		if i%10 == 0 {
+			c.Tick(now)
+		}
+	}
+	return now
+}
+
+func TestPerPacketNoAllocs(t *testing.T) {
+	c := New(Config{MSS: 1500, Lanes: 4, InitialRTT: 50 * time.Millisecond, Seed: 1}, t0)
+	now := drive(c, 20000, 50*time.Millisecond, 50)
+	var seq uint64 = 1 << 20
+	allocs := testing.AllocsPerRun(2000, func() {
+		now = now.Add(10 * time.Microsecond)
+		c.OnSent(now, 1, seq, 1500, false)
+		c.OnSent(now, 1, seq+1, 1500, false)
+		c.OnAck(now.Add(time.Millisecond), 1, seq, 1500, 50*time.Millisecond)
+		c.OnLoss(now.Add(time.Millisecond), 1, seq+1, 1500)
+		c.Tick(now)
+		seq += 2
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per OnSent+OnAck+OnLoss+Tick, want 0", allocs)
+	}
+}
+
+func TestRingGrowsAndAccounts(t *testing.T) {
+	c := New(Config{MSS: 1500, Lanes: 2, RingSize: 1024, Seed: 1}, t0)
+	now := t0
+	const n = 10000 // ten times the initial ring, all outstanding
+	for i := uint64(0); i < n; i++ {
+		c.OnSent(now, 0, i, 1500, false)
+	}
+	if got := c.Inflight(); got != n*1500 {
+		t.Fatalf("inflight %d, want %d", got, n*1500)
+	}
+	now = now.Add(100 * time.Millisecond)
+	for i := uint64(0); i < n; i++ {
+		if i%100 == 0 {
+			c.OnLoss(now, 0, i, 1500)
+		} else {
+			c.OnAck(now, 0, i, 1500, 100*time.Millisecond)
+		}
+	}
+	if got := c.Inflight(); got != 0 {
+		t.Fatalf("inflight %d after all resolved, want 0", got)
+	}
+	// Duplicate ack, late ack of a lost packet, unknown lane/seq: no double counting.
+	c.OnAck(now, 0, 5, 1500, 0)
+	c.OnAck(now, 0, 100, 1500, 0)
+	c.OnAck(now, 1, 77, 1500, 0)
+	c.OnLoss(now, 0, 6, 1500)
+	c.OnAck(now, 9, 1, 1500, 0)
+	s := c.Stats()
+	if c.Inflight() != 0 || s.SpuriousLosses != 1 || s.LostPkts != n/100 {
+		t.Fatalf("inflight %d spurious %d lost %d", c.Inflight(), s.SpuriousLosses, s.LostPkts)
+	}
+}
+
+func TestFixedHoldsMaxRate(t *testing.T) {
+	c := New(Config{MSS: 1500, Lanes: 4, Policy: Fixed, MaxRate: 100e6, InitialRTT: 20 * time.Millisecond, Seed: 1}, t0)
+	drive(c, 20000, 20*time.Millisecond, 5) // 20 % loss
+	if r := c.PacingRate(); r != 100e6 {
+		t.Fatalf("fixed pacing %v, want 100e6", r)
+	}
+	c.OnFeedbackTimeout(t0.Add(time.Hour))
+	if r := c.PacingRate(); r != 100e6 {
+		t.Fatalf("fixed pacing after timeout %v", r)
+	}
+}
+
+func TestRateBounds(t *testing.T) {
+	c := New(Config{MSS: 1500, Lanes: 4, MaxRate: 50e6, MinRate: 20e6, InitialRTT: 20 * time.Millisecond, Seed: 1}, t0)
+	now := drive(c, 30000, 20*time.Millisecond, 0)
+	if r := c.PacingRate(); r > 50e6 {
+		t.Fatalf("pacing %v above MaxRate", r)
+	}
+	// Feedback stops: timeouts halve, but never below MinRate.
+	for i := 0; i < 20; i++ {
+		now = now.Add(500 * time.Millisecond)
+		c.Tick(now)
+		if r := c.PacingRate(); r < 20e6 {
+			t.Fatalf("pacing %v below MinRate", r)
+		}
+	}
+	if c.Stats().FeedbackTimeouts < 3 {
+		t.Fatalf("timeouts %d", c.Stats().FeedbackTimeouts)
+	}
+}
+
+func TestFeedbackTimeoutHalves(t *testing.T) {
+	c := New(Config{MSS: 1500, Lanes: 4, InitialRTT: 20 * time.Millisecond, Seed: 1}, t0)
+	now := drive(c, 30000, 20*time.Millisecond, 0)
+	r0 := c.PacingRate()
+	if c.Inflight() == 0 {
+		c.OnSent(now, 0, 1<<30, 1500, false)
+	}
+	c.Tick(now.Add(1100 * time.Millisecond))
+	r1 := c.PacingRate()
+	c.Tick(now.Add(2200 * time.Millisecond))
+	r2 := c.PacingRate()
+	if math.Abs(r1/r0-0.5) > 0.06 || math.Abs(r2/r1-0.5) > 0.06 {
+		t.Fatalf("rates %.1f -> %.1f -> %.1f Mbit/s, want halving", r0/1e6, r1/1e6, r2/1e6)
+	}
+}
+
+func TestLaneWeightsSumToOne(t *testing.T) {
+	c := New(Config{MSS: 1500, Lanes: 4, Seed: 1}, t0)
+	drive(c, 5000, 20*time.Millisecond, 0)
+	w := c.LaneWeights()
+	s := 0.0
+	for _, v := range w {
+		s += v
+	}
+	if len(w) != 4 || math.Abs(s-1) > 1e-9 {
+		t.Fatalf("weights %v", w)
+	}
+}
+
+func TestRunThreshold(t *testing.T) {
+	// At 5 % i.i.d. loss in 5000 packets a run of 4 is common, so the threshold must be above it.
+	if r := runThreshold(5000, 0.05); r < 6 {
+		t.Fatalf("runThreshold(5000, 5%%) = %d", r)
+	}
+	if r := runThreshold(5000, 0); r != 3 {
+		t.Fatalf("runThreshold(5000, 0) = %d", r)
+	}
+}
+
+// BenchmarkOnSentOnAck is the per-packet cost: one OnSent and one OnAck (with an RTT sample and a
+// delivery-rate sample) per iteration, in steady state.
+func BenchmarkOnSentOnAck(b *testing.B) {
+	c := New(Config{MSS: 1500, Lanes: 4, InitialRTT: 50 * time.Millisecond, Seed: 1}, t0)
+	now := drive(c, 20000, 50*time.Millisecond, 0)
+	const lag = 4096 // packets in flight
+	var seq [4]uint64
+	for i := 0; i < lag; i++ {
+		l := i & 3
+		c.OnSent(now, l, seq[l], 1500, false)
+		seq[l]++
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now = now.Add(2 * time.Microsecond)
+		l := i & 3
+		c.OnSent(now, l, seq[l], 1500, false)
+		c.OnAck(now, l, seq[l]-lag/4, 1500, 50*time.Millisecond)
+		seq[l]++
+	}
+}

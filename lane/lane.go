@@ -8,24 +8,49 @@
 //     keeps ownership of the buffers; they may be reused as soon as Send returns.
 //   - Recv blocks until at least one datagram is available (or the deadline / Close), then calls fn
 //     once per datagram with a slice that is valid only during the call.
+//
+// On Linux (conn_linux.go) Send batches with sendmmsg and coalesces runs of equal-sized packets into
+// UDP GSO super-packets; Recv batches with recvmmsg and UDP GRO and splits the coalesced datagrams in
+// place. Neither allocates in steady state. Elsewhere (conn_default.go) both use one system call
+// per datagram. The datagrams on the wire are the same either way.
 package lane
 
 import (
 	"errors"
-	"net"
-	"net/netip"
+	"fmt"
+	"os"
+	"strconv"
 	"sync/atomic"
-	"time"
 )
 
 // MaxDatagram is the largest UDP payload Farwing sends: it fits a 1500-byte MTU over IPv4 and IPv6
 // (1500 - 40 IPv6 - 8 UDP).
 const MaxDatagram = 1452
 
-// Options configures a lane socket.
+// DefaultBuffer is the socket buffer asked for when Options.Buffer is 0.
+const DefaultBuffer = 8 << 20
+
+// Options configures a lane socket. The zero value is a good default.
 type Options struct {
-	// Buffer is the wanted SO_RCVBUF/SO_SNDBUF in bytes (0: a default).
+	// Buffer is the wanted SO_RCVBUF/SO_SNDBUF in bytes (0: DefaultBuffer). Linux caps it at
+	// net.core.rmem_max / net.core.wmem_max unless the process has CAP_NET_ADMIN; if it is capped,
+	// Listen warns once per process (see Warn). Conn.Buffers reports what the kernel granted.
 	Buffer int
+
+	// DisableGSO turns UDP segmentation offload off for sends; so does FARWING_GSO=0 in the
+	// environment. Useful against kernel or NIC bugs that cannot be detected at run time.
+	DisableGSO bool
+	// DisableGRO turns UDP receive coalescing off; so does FARWING_GRO=0.
+	DisableGRO bool
+	// GSOSegments is the most datagrams one GSO super-packet may carry (0: 64, the kernel's
+	// UDP_MAX_SEGMENTS before Linux 6.x; at most 128, which 6.18 accepts). If the kernel refuses
+	// more than 64, Send steps down to 64 by itself. With MaxDatagram-sized packets the 64 KiB
+	// datagram limit already stops at 45, so this only matters for packets under 1 KiB.
+	GSOSegments int
+
+	// Warn receives the one-per-process warning about capped socket buffers (nil: print it to
+	// standard error). Set it to func(string) {} to silence it.
+	Warn func(msg string)
 }
 
 // Stats are a lane's counters. Read them with Conn.Stats.
@@ -33,80 +58,81 @@ type Stats struct {
 	SentDatagrams, SentBytes uint64
 	RecvDatagrams, RecvBytes uint64
 	RxDropped                uint64 // kernel receive-queue drops (SO_RXQ_OVFL)
-}
 
-// Conn is one UDP lane.
-type Conn struct {
-	uc    *net.UDPConn
-	buf   []byte
-	stats struct {
-		sentD, sentB, recvD, recvB, drops atomic.Uint64
-	}
-}
-
-// Listen opens a lane on addr ("198.18.0.1:0", "[::]:0", ":0").
-func Listen(addr string, opt Options) (*Conn, error) {
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return nil, err
-	}
-	uc, err := net.ListenUDP("udp", ua)
-	if err != nil {
-		return nil, err
-	}
-	if opt.Buffer == 0 {
-		opt.Buffer = 8 << 20
-	}
-	_ = uc.SetReadBuffer(opt.Buffer)
-	_ = uc.SetWriteBuffer(opt.Buffer)
-	return &Conn{uc: uc, buf: make([]byte, 65536)}, nil
-}
-
-// LocalAddr is the socket's bound address.
-func (c *Conn) LocalAddr() netip.AddrPort {
-	return c.uc.LocalAddr().(*net.UDPAddr).AddrPort()
-}
-
-// Send writes each packet in pkts as one datagram to dst.
-func (c *Conn) Send(dst netip.AddrPort, pkts [][]byte) error {
-	for _, p := range pkts {
-		if _, err := c.uc.WriteToUDPAddrPort(p, dst); err != nil {
-			return err
-		}
-		c.stats.sentD.Add(1)
-		c.stats.sentB.Add(uint64(len(p)))
-	}
-	return nil
+	RxTruncated  uint64 // datagrams dropped because they did not fit the receive buffer (MSG_TRUNC)
+	GSOFallbacks uint64 // sends that failed with GSO and were resent without it (then GSO stays off)
+	TxSyscalls   uint64 // sendmmsg (or sendmsg) calls
+	RxSyscalls   uint64 // successful recvmmsg (or recvmsg) calls
 }
 
 // ErrTimeout is returned by Recv when its deadline passes with nothing received.
 var ErrTimeout = errors.New("lane: receive timeout")
 
-// Recv waits for datagrams until deadline (zero: no deadline) and hands each to fn.
-func (c *Conn) Recv(deadline time.Time, fn func(b []byte, from netip.AddrPort)) (int, error) {
-	_ = c.uc.SetReadDeadline(deadline)
-	n, from, err := c.uc.ReadFromUDPAddrPort(c.buf)
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return 0, ErrTimeout
-		}
-		return 0, err
+// counters back Stats; every field is updated at most once per Send or Recv call.
+type counters struct {
+	sentD, sentB, recvD, recvB, drops atomic.Uint64
+	trunc, gsoFallbacks, txCalls      atomic.Uint64
+	rxCalls                           atomic.Uint64
+}
+
+func (s *counters) snapshot() Stats {
+	return Stats{
+		SentDatagrams: s.sentD.Load(), SentBytes: s.sentB.Load(),
+		RecvDatagrams: s.recvD.Load(), RecvBytes: s.recvB.Load(),
+		RxDropped:    s.drops.Load(),
+		RxTruncated:  s.trunc.Load(),
+		GSOFallbacks: s.gsoFallbacks.Load(),
+		TxSyscalls:   s.txCalls.Load(),
+		RxSyscalls:   s.rxCalls.Load(),
 	}
-	c.stats.recvD.Add(1)
-	c.stats.recvB.Add(uint64(n))
-	fn(c.buf[:n], from)
-	return 1, nil
 }
 
 // Stats returns a snapshot of the lane's counters.
-func (c *Conn) Stats() Stats {
-	return Stats{
-		SentDatagrams: c.stats.sentD.Load(), SentBytes: c.stats.sentB.Load(),
-		RecvDatagrams: c.stats.recvD.Load(), RecvBytes: c.stats.recvB.Load(),
-		RxDropped: c.stats.drops.Load(),
+func (c *Conn) Stats() Stats { return c.stats.snapshot() }
+
+// envOff reports whether the environment variable name is set to a false value ("0", "false",
+// "off"). The FARWING_* switches are debugging knobs, not a stable interface.
+func envOff(name string) bool {
+	v := os.Getenv(name)
+	if v == "" {
+		return false
 	}
+	if v == "off" || v == "no" {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err == nil && !b
 }
 
-// Close closes the socket; a blocked Recv returns net.ErrClosed.
-func (c *Conn) Close() error { return c.uc.Close() }
+// bufferWarned makes the capped-buffer warning appear once per process, however many lanes open.
+var bufferWarned atomic.Bool
+
+// bufferWarning describes a socket buffer the kernel capped below want bytes, naming the sysctl
+// that lifts the cap, or returns "" if neither was capped. rcv and snd are the sizes granted.
+func bufferWarning(want, rcv, snd int, rcvCapped, sndCapped bool) string {
+	switch {
+	case rcvCapped && sndCapped:
+		return fmt.Sprintf("lane: UDP socket buffers capped by the kernel (receive %d, send %d bytes; wanted %d); "+
+			"raise them with: sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d", rcv, snd, want, want, want)
+	case rcvCapped:
+		return fmt.Sprintf("lane: UDP receive buffer capped by the kernel at %d bytes (wanted %d); "+
+			"raise it with: sysctl -w net.core.rmem_max=%d", rcv, want, want)
+	case sndCapped:
+		return fmt.Sprintf("lane: UDP send buffer capped by the kernel at %d bytes (wanted %d); "+
+			"raise it with: sysctl -w net.core.wmem_max=%d", snd, want, want)
+	}
+	return ""
+}
+
+// warnOnce delivers msg through opt.Warn (or to standard error) the first time it is called in
+// this process with a non-empty msg.
+func warnOnce(opt Options, msg string) {
+	if msg == "" || !bufferWarned.CompareAndSwap(false, true) {
+		return
+	}
+	if opt.Warn != nil {
+		opt.Warn(msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, msg)
+}

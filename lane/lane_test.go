@@ -1,0 +1,357 @@
+package lane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// quiet keeps the capped-buffer warning out of test output.
+func quiet(o Options) Options {
+	if o.Warn == nil {
+		o.Warn = func(string) {}
+	}
+	return o
+}
+
+func listen(tb testing.TB, addr string, opt Options) *Conn {
+	tb.Helper()
+	c, err := Listen(addr, quiet(opt))
+	if err != nil {
+		if strings.Contains(addr, "::1") {
+			tb.Skipf("no IPv6 loopback: %v", err)
+		}
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// numbered returns n packets; packet i has length lens(i) and starts with i as a uint32, then
+// bytes derived from i, so a receiver can check identity, order and contents.
+func numbered(n int, lens func(i int) int) [][]byte {
+	pkts := make([][]byte, n)
+	for i := range pkts {
+		p := make([]byte, max(lens(i), 4))
+		binary.BigEndian.PutUint32(p, uint32(i))
+		for j := 4; j < len(p); j++ {
+			p[j] = byte(i*7 + j)
+		}
+		pkts[i] = p
+	}
+	return pkts
+}
+
+// mixedLens is a sender-like size pattern: runs of full packets with short tails and odd sizes.
+func mixedLens(i int) int {
+	switch {
+	case i%50 == 49:
+		return 100 + i%300
+	case i%97 == 0:
+		return 8
+	case (i/200)%2 == 1:
+		return 1200
+	}
+	return MaxDatagram
+}
+
+// recvAll receives until want datagrams arrived or the deadline passed.
+func recvAll(tb testing.TB, c *Conn, want int, from netip.AddrPort) [][]byte {
+	tb.Helper()
+	var got [][]byte
+	end := time.Now().Add(5 * time.Second)
+	for len(got) < want {
+		_, err := c.Recv(end, func(b []byte, f netip.AddrPort) {
+			if f != from {
+				tb.Errorf("datagram from %v, want %v", f, from)
+			}
+			got = append(got, bytes.Clone(b))
+		})
+		if err != nil {
+			tb.Fatalf("after %d of %d datagrams: %v", len(got), want, err)
+		}
+	}
+	return got
+}
+
+func checkSame(tb testing.TB, got, want [][]byte) {
+	tb.Helper()
+	if len(got) != len(want) {
+		tb.Fatalf("got %d datagrams, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			tb.Fatalf("datagram %d: got %d bytes (first %x), want %d bytes (first %x)",
+				i, len(got[i]), got[i][:min(8, len(got[i]))], len(want[i]), want[i][:min(8, len(want[i]))])
+		}
+	}
+}
+
+// TestLoopback sends a mixed pattern over every combination of family, GSO and GRO and checks
+// that each datagram arrives once, intact and in order.
+func TestLoopback(t *testing.T) {
+	for _, fam := range []string{"127.0.0.1:0", "[::1]:0"} {
+		for _, gso := range []bool{true, false} {
+			for _, gro := range []bool{true, false} {
+				name := fam + map[bool]string{true: "/gso", false: "/nogso"}[gso] +
+					map[bool]string{true: "/gro", false: "/nogro"}[gro]
+				t.Run(name, func(t *testing.T) {
+					tx := listen(t, fam, Options{DisableGSO: !gso})
+					rx := listen(t, fam, Options{DisableGRO: !gro})
+					pkts := numbered(1000, mixedLens)
+					// Chunks of various sizes, as a paced sender hands them over.
+					for i := 0; i < len(pkts); {
+						j := min(len(pkts), i+1+i%173)
+						if err := tx.Send(rx.LocalAddr(), pkts[i:j]); err != nil {
+							t.Fatal(err)
+						}
+						i = j
+					}
+					got := recvAll(t, rx, len(pkts), tx.LocalAddr())
+					checkSame(t, got, pkts)
+
+					ts, rs := tx.Stats(), rx.Stats()
+					var bytes uint64
+					for _, p := range pkts {
+						bytes += uint64(len(p))
+					}
+					if ts.SentDatagrams != 1000 || ts.SentBytes != bytes || rs.RecvDatagrams != 1000 || rs.RecvBytes != bytes {
+						t.Errorf("stats: sent %d/%d B, received %d/%d B, want 1000/%d B",
+							ts.SentDatagrams, ts.SentBytes, rs.RecvDatagrams, rs.RecvBytes, bytes)
+					}
+					g, _ := tx.Offload()
+					_, r := rx.Offload()
+					t.Logf("offload gso=%v gro=%v; tx syscalls %d, rx syscalls %d, GSO fallbacks %d",
+						g, r, ts.TxSyscalls, rs.RxSyscalls, ts.GSOFallbacks)
+					if !gso && g || !gro && r {
+						t.Errorf("offload on although disabled: gso=%v gro=%v", g, r)
+					}
+					// Loopback passes super-packets whole to a GRO socket and never coalesces
+					// plain datagrams, so few receive calls prove that both ends did their part.
+					if g && r && rs.RxSyscalls > 50 {
+						t.Errorf("GSO to GRO took %d receive calls for 1000 packets", rs.RxSyscalls)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestRecvTimeoutAndClose(t *testing.T) {
+	c := listen(t, "127.0.0.1:0", Options{})
+	start := time.Now()
+	n, err := c.Recv(time.Now().Add(20*time.Millisecond), func([]byte, netip.AddrPort) { t.Error("unexpected datagram") })
+	if n != 0 || err != ErrTimeout {
+		t.Fatalf("Recv = %d, %v; want 0, ErrTimeout", n, err)
+	}
+	if d := time.Since(start); d < 15*time.Millisecond || d > 2*time.Second {
+		t.Errorf("timeout after %v", d)
+	}
+	// A deadline in the past times out at once, and the same deadline again too.
+	past := time.Now().Add(-time.Second)
+	for range 2 {
+		if _, err := c.Recv(past, nil); err != ErrTimeout {
+			t.Fatalf("past deadline: %v", err)
+		}
+	}
+	// Zero deadline blocks until Close.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Recv(time.Time{}, func([]byte, netip.AddrPort) {})
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) || err != net.ErrClosed {
+			t.Fatalf("Recv after Close = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Recv did not return after Close")
+	}
+	if _, err := c.Recv(time.Time{}, nil); err != net.ErrClosed {
+		t.Fatalf("Recv on closed conn = %v", err)
+	}
+	if err := c.Send(c.LocalAddr(), [][]byte{{1}}); err == nil {
+		t.Fatal("Send on closed conn succeeded")
+	}
+}
+
+// TestRecvAfterTimeout checks that a socket keeps working after a deadline passed.
+func TestRecvAfterTimeout(t *testing.T) {
+	a := listen(t, "127.0.0.1:0", Options{})
+	b := listen(t, "127.0.0.1:0", Options{})
+	if _, err := b.Recv(time.Now().Add(time.Millisecond), nil); err != ErrTimeout {
+		t.Fatal(err)
+	}
+	if err := a.Send(b.LocalAddr(), [][]byte{[]byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	got := recvAll(t, b, 1, a.LocalAddr())
+	if string(got[0]) != "hello" {
+		t.Fatalf("got %q", got[0])
+	}
+}
+
+func TestDualStack(t *testing.T) {
+	c, err := Listen("[::]:0", quiet(Options{}))
+	if err != nil {
+		t.Skip(err)
+	}
+	defer c.Close()
+	v4 := listen(t, "127.0.0.1:0", Options{})
+	pkts := numbered(100, func(int) int { return MaxDatagram })
+	if err := c.Send(v4.LocalAddr(), pkts); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	end := time.Now().Add(5 * time.Second)
+	for len(got) < len(pkts) {
+		if _, err := v4.Recv(end, func(b []byte, from netip.AddrPort) {
+			if from.Port() != c.LocalAddr().Port() {
+				t.Errorf("from %v", from)
+			}
+			got = append(got, bytes.Clone(b))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSame(t, got, pkts)
+	// And back: the dual-stack socket sees the IPv4 sender as an IPv4-mapped address, as
+	// net.UDPConn reports it.
+	if err := v4.Send(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), c.LocalAddr().Port()), pkts[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recv(end, func(b []byte, from netip.AddrPort) {
+		if from.Addr().Unmap() != netip.MustParseAddr("127.0.0.1") || from.Port() != v4.LocalAddr().Port() {
+			t.Errorf("from %v", from)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuffers(t *testing.T) {
+	c := listen(t, "127.0.0.1:0", Options{Buffer: 1 << 20})
+	r, s := c.Buffers()
+	if r <= 0 || s <= 0 {
+		t.Fatalf("Buffers() = %d, %d", r, s)
+	}
+	t.Logf("asked for 1 MiB: receive %d, send %d", r, s)
+}
+
+func TestBufferWarning(t *testing.T) {
+	if m := bufferWarning(8<<20, 16<<20, 16<<20, false, false); m != "" {
+		t.Errorf("uncapped: %q", m)
+	}
+	for _, tt := range []struct {
+		r, s      bool
+		want, not string
+	}{
+		{true, false, "net.core.rmem_max=8388608", "wmem"},
+		{false, true, "net.core.wmem_max=8388608", "rmem"},
+		{true, true, "net.core.rmem_max=8388608 net.core.wmem_max=8388608", ""},
+	} {
+		m := bufferWarning(8<<20, 425984, 425984, tt.r, tt.s)
+		if !strings.Contains(m, tt.want) || tt.not != "" && strings.Contains(m, tt.not) {
+			t.Errorf("bufferWarning(%v, %v) = %q", tt.r, tt.s, m)
+		}
+	}
+
+	// Once per process, through Options.Warn.
+	old := bufferWarned.Load()
+	defer bufferWarned.Store(old)
+	bufferWarned.Store(false)
+	var got []string
+	opt := Options{Warn: func(m string) { got = append(got, m) }}
+	warnOnce(opt, "")
+	warnOnce(opt, "first")
+	warnOnce(opt, "second")
+	if len(got) != 1 || got[0] != "first" {
+		t.Fatalf("warnings = %q", got)
+	}
+}
+
+func TestEnvOff(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": true, "false": true, "off": true, "1": false, "yes": false, "junk": false} {
+		t.Setenv("FARWING_TEST_KNOB", v)
+		if got := envOff("FARWING_TEST_KNOB"); got != want {
+			t.Errorf("envOff(%q) = %v", v, got)
+		}
+	}
+}
+
+func TestEnvDisablesOffload(t *testing.T) {
+	t.Setenv("FARWING_GSO", "0")
+	t.Setenv("FARWING_GRO", "0")
+	c := listen(t, "127.0.0.1:0", Options{})
+	if gso, gro := c.Offload(); gso || gro {
+		t.Fatalf("Offload() = %v, %v with FARWING_GSO=0 FARWING_GRO=0", gso, gro)
+	}
+}
+
+// TestConcurrentSendRecv runs Send and Recv on the same pair of lanes from different goroutines,
+// both directions at once, as the session does (and gives the race detector something to see).
+func TestConcurrentSendRecv(t *testing.T) {
+	a := listen(t, "127.0.0.1:0", Options{})
+	b := listen(t, "127.0.0.1:0", Options{})
+	const total = 3000
+	pkts := numbered(total, mixedLens)
+	run := func(from, to *Conn, errc chan<- error) {
+		var got [][]byte
+		deadline := time.Now().Add(10 * time.Second)
+		sendDone := make(chan error, 1)
+		var received atomic.Int64
+		go func() {
+			for i := 0; i < total; {
+				// At most ~300 KB in flight, well inside the receive buffer.
+				for int64(i)-received.Load() > 200 && time.Now().Before(deadline) {
+					time.Sleep(100 * time.Microsecond)
+				}
+				j := min(total, i+64)
+				if err := from.Send(to.LocalAddr(), pkts[i:j]); err != nil {
+					sendDone <- err
+					return
+				}
+				i = j
+			}
+			sendDone <- nil
+		}()
+		for len(got) < total {
+			if _, err := to.Recv(deadline, func(p []byte, _ netip.AddrPort) {
+				got = append(got, bytes.Clone(p))
+				received.Add(1)
+			}); err != nil {
+				errc <- err
+				return
+			}
+		}
+		if err := <-sendDone; err != nil {
+			errc <- err
+			return
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], pkts[i]) {
+				errc <- fmt.Errorf("datagram %d differs", i)
+				return
+			}
+		}
+		errc <- nil
+	}
+	errc := make(chan error, 2)
+	go run(a, b, errc)
+	go run(b, a, errc)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/cc"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -81,7 +82,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 	fs.SetOutput(stderr)
 	var (
 		o        xfer.Options
-		rate     = fs.String("rate", "100M", "pacing rate in bits/s (e.g. 300M, 1.5G)")
+		rate     = fs.String("rate", "", "rate ceiling in bits/s, counted in IP bytes (e.g. 300M, 1.5G); the exact rate with --policy fixed")
+		minRate  = fs.String("min-rate", "", "rate floor in bits/s")
+		policy   = fs.String("policy", "fair", "rate policy: fair (share with TCP), high (hold more under loss), fixed (hold --rate), low (yield to everything)")
 		window   = fs.Int("window", 0, "receive window in MiB (0: from rate and round trip)")
 		jsonOut  = fs.Bool("json", false, "print one JSON summary object on stdout")
 		verbose  = fs.BoolP("verbose", "v", false, "show progress details and ssh's own messages")
@@ -118,11 +121,31 @@ func cmdCopy(ctx context.Context, args []string) int {
 		}
 		return code
 	}
-	r, err := units.ParseRate(*rate)
+	if *rate != "" {
+		r, err := units.ParseRate(*rate)
+		if err != nil {
+			return fail(xfer.ExitUsage, err)
+		}
+		o.Rate = r
+	}
+	if *minRate != "" {
+		r, err := units.ParseRate(*minRate)
+		if err != nil {
+			return fail(xfer.ExitUsage, err)
+		}
+		o.MinRate = r
+	}
+	pol, err := cc.ParsePolicy(*policy)
 	if err != nil {
 		return fail(xfer.ExitUsage, err)
 	}
-	o.Rate = r
+	if pol == cc.Fixed && o.Rate == 0 {
+		return fail(xfer.ExitUsage, fmt.Errorf("--policy fixed needs --rate"))
+	}
+	if o.MinRate > 0 && o.Rate > 0 && o.MinRate > o.Rate {
+		return fail(xfer.ExitUsage, fmt.Errorf("--min-rate is above --rate"))
+	}
+	o.Policy = pol
 	if *window < 0 {
 		return fail(xfer.ExitUsage, fmt.Errorf("--window must be positive"))
 	}

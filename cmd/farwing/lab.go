@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/farwing/farwing/bench/lab/labcli"
 )
 
-func cmdLab(ctx context.Context, args []string) int {
-	fmt.Fprintln(stderr, "farwing lab: not built yet")
-	return 1
-}
+// cmdLab runs a command through the built-in WAN emulator (see bench/lab).
+func cmdLab(_ context.Context, args []string) int { return labcli.Main(args, stdout, stderr) }

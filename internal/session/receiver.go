@@ -36,6 +36,9 @@ func (b *rxBlock) mark(c int) bool {
 	return true
 }
 
+// FeedbackInterval is how often the receiver reports.
+const FeedbackInterval = 5 * time.Millisecond
+
 // ReceiverStats are the receiving side's counters.
 type ReceiverStats struct {
 	Datagrams  uint64 // authenticated data datagrams
@@ -67,7 +70,7 @@ type Receiver struct {
 
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
-	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), fbEvery: 5 * time.Millisecond,
+	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), fbEvery: FeedbackInterval,
 		ring: make([]*rxBlock, window), toWrite: make(chan *rxBlock, window+1)}
 	return r
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
@@ -14,7 +15,9 @@ import (
 
 // SenderConfig tunes a Sender.
 type SenderConfig struct {
-	Rate       float64       // pacing rate, bits/s of UDP payload
+	Rate       float64       // ceiling in bits/s counted in IP bytes (0: none); the fixed rate with cc.Fixed
+	MinRate    float64       // floor in bits/s
+	Policy     cc.Policy     // how the rate controller treats congestion signals
 	Window     int           // receiver window in blocks (agreed over the control channel)
 	InitialRTT time.Duration // from the handshake; 0 = 500 ms
 	// Idle is how long the sender waits without any feedback before it gives up.
@@ -31,7 +34,12 @@ type SenderStats struct {
 	SRTT, MinRTT  time.Duration
 	FirstDataAt   time.Time
 	LastAckAt     time.Time
+	CC            cc.Stats // the rate controller's view at the end
 }
+
+// ipUDPOverhead is what IPv4 and UDP add to each datagram on the wire; rates count IP bytes, as
+// link capacities do.
+const ipUDPOverhead = 28
 
 var debug = os.Getenv("FARWING_DEBUG") != ""
 
@@ -42,6 +50,7 @@ type sentPkt struct {
 	at    int64 // send time, ns since the sender's start
 	block uint32
 	chunk uint16
+	size  uint16 // bytes on the wire (IP)
 	state uint8
 }
 
@@ -98,6 +107,7 @@ type Sender struct {
 	cfg   SenderConfig
 	start time.Time
 	pacer *lane.Pacer
+	cc    *cc.Controller
 	lanes [Lanes]laneTx
 	rr    int
 
@@ -122,7 +132,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	if cfg.Idle <= 0 {
 		cfg.Idle = 20 * time.Second
 	}
-	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(cfg.Rate, 2*time.Millisecond),
+	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
 		fbCh: make(chan []byte, 256)}
 	for i := range s.lanes {
@@ -151,7 +161,11 @@ var ErrNoFeedback = errors.New("no acknowledgements from the receiver")
 // Run sends every block read from in until all are acknowledged or ctx ends.
 func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.start = time.Now()
+	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
+		MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
+	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
+	defer func() { s.stats.CC = s.cc.Stats() }()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	lastFB := time.Now()
@@ -200,6 +214,8 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			return fmt.Errorf("%w for %s", ErrNoFeedback, s.cfg.Idle.Round(time.Second))
 		}
 		s.detectTimeLoss(now)
+		s.cc.Tick(now)
+		s.pacer.SetRate(s.cc.PacingRate())
 		if err := s.transmit(now); err != nil {
 			return err
 		}
@@ -248,7 +264,7 @@ func (s *Sender) transmit(now time.Time) error {
 	budget := s.pacer.Budget(now)
 	for budget >= wire.MaxDatagramV6 {
 		n := 0
-		for n < maxBatch*Lanes && budget > 0 {
+		for n < maxBatch*Lanes && budget > 0 && s.cc.Inflight() < s.inflightCap() {
 			b, c, re, ok := s.nextChunk()
 			if !ok {
 				break
@@ -260,8 +276,8 @@ func (s *Sender) transmit(now time.Time) error {
 				break
 			}
 			pkt := s.seal(s.rr, b, c, now)
-			budget -= len(pkt)
-			s.pacer.Consume(len(pkt))
+			budget -= len(pkt) + ipUDPOverhead
+			s.pacer.Consume(len(pkt) + ipUDPOverhead)
 			s.stats.Datagrams++
 			s.stats.WireBytes += uint64(len(pkt))
 			if re {
@@ -288,6 +304,13 @@ func (s *Sender) transmit(now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// inflightCap is the controller's cap, but never less than what the pacing rate sends in 4
+// feedback intervals: acknowledgements come in batches every feedback interval, so on a path
+// whose round trip is shorter than that interval a pure 2·BDP cap would starve the pipe.
+func (s *Sender) inflightCap() int {
+	return max(s.cc.InflightCap(), int(s.cc.PacingRate()/8*(4*FeedbackInterval).Seconds()))
 }
 
 // isTransient reports send errors that a later retry can get past (a full socket buffer, an ICMP
@@ -327,8 +350,11 @@ func (s *Sender) seal(i int, b *txBlock, c int, now time.Time) []byte {
 	if l.lowest == 0 {
 		l.lowest = seq
 	}
-	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), state: stInflight}
+	size := len(pkt) + ipUDPOverhead
+	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight}
 	l.batch = append(l.batch, pkt)
+	appLimited := len(s.retx) == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.window)
+	s.cc.OnSent(now, i, seq, size, appLimited)
 	return pkt
 }
 
@@ -338,6 +364,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 	}
 	s.stats.Feedback++
 	s.stats.LastAckAt = now
+	s.cc.OnFeedback(now)
 	if s.fb.Cursor > s.cursor {
 		s.cursor = s.fb.Cursor
 	}
@@ -351,10 +378,11 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		if len(la.Ranges) == 0 || la.Largest > l.next || l.lowest == 0 {
 			continue
 		}
+		var rtt time.Duration
 		if la.Largest > l.largest {
 			// RTT sample from the newest datagram, less the receiver's hold time.
 			if p := &l.ring[la.Largest%sentRing]; p.state == stInflight || p.state == stLost {
-				rtt := time.Duration(tnow-p.at) - time.Duration(la.AckDelay)*time.Microsecond
+				rtt = time.Duration(tnow-p.at) - time.Duration(la.AckDelay)*time.Microsecond
 				if rtt > 0 {
 					s.rttSample(rtt)
 				}
@@ -366,7 +394,11 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 			floor = r.Lo
 			lo := max(r.Lo, l.lowest)
 			for q := lo; q <= r.Hi && r.Hi >= lo; q++ {
-				s.ackSeq(l, q)
+				var sample time.Duration
+				if q == la.Largest {
+					sample = max(rtt, 0)
+				}
+				s.ackSeq(now, i, l, q, sample)
 			}
 		}
 		// Packet threshold: an unacknowledged datagram three or more below an acknowledged one on
@@ -374,19 +406,20 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		// each other in this logic.
 		for q := max(l.lowest, floor); q+3 <= la.Largest; q++ {
 			if p := &l.ring[q%sentRing]; p.state == stInflight {
-				s.lose(p)
+				s.lose(now, i, q, p)
 			}
 		}
 		s.advance(l)
 	}
 }
 
-func (s *Sender) ackSeq(l *laneTx, q uint64) {
+func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.Duration) {
 	p := &l.ring[q%sentRing]
 	if p.state != stInflight && p.state != stLost {
 		return
 	}
 	p.state = stAcked
+	s.cc.OnAck(now, lane, q, int(p.size), rtt)
 	b := s.blocks[p.block]
 	if b == nil {
 		return
@@ -396,8 +429,9 @@ func (s *Sender) ackSeq(l *laneTx, q uint64) {
 	}
 }
 
-func (s *Sender) lose(p *sentPkt) {
+func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 	p.state = stLost
+	s.cc.OnLoss(now, lane, q, int(p.size))
 	s.stats.Lost++
 	if b := s.blocks[p.block]; b != nil && !b.isAcked(int(p.chunk)) {
 		s.retx = append(s.retx, chunkRef{p.block, p.chunk})
@@ -433,7 +467,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 			if p.at > limit {
 				break
 			}
-			s.lose(p)
+			s.lose(now, i, q, p)
 		}
 		s.advance(l)
 	}

@@ -126,6 +126,6 @@ func TestTransferUnderLoss(t *testing.T) {
 		if rs := recv.Stats(); rs.Outside != 0 {
 			t.Fatalf("sender overran the window: %+v", rs)
 		}
-		t.Logf("loss %.0f%%: %d datagrams, %d re-sent, %d declared lost, srtt %s", loss*100, st.Datagrams, st.Retransmitted, st.Lost, st.SRTT)
+		t.Logf("loss %.0f%%: %d datagrams, %d re-sent, %d declared lost, srtt %s, cc %+v", loss*100, st.Datagrams, st.Retransmitted, st.Lost, st.SRTT, st.CC)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
@@ -22,8 +23,10 @@ var Version = "dev"
 // Options are the client's settings for one copy.
 type Options struct {
 	SSH       bootstrap.SSH
-	Rate      float64 // bits/s
-	Window    int     // blocks; 0 = from rate and RTT
+	Rate      float64   // ceiling in bits/s (0: none)
+	MinRate   float64   // floor in bits/s
+	Policy    cc.Policy // fair, high, fixed, low
+	Window    int       // blocks; 0 = from rate and RTT
 	Recursive bool
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
@@ -47,6 +50,7 @@ type Result struct {
 	AuthFailures  uint64             `json:"auth_failures"`
 	RTTms         float64            `json:"rtt_ms"`
 	RateBps       float64            `json:"rate_bps"`
+	CC            *RateStats         `json:"cc,omitempty"`
 	PeerUploaded  bool               `json:"peer_uploaded"`
 	PeerPath      string             `json:"peer_path"`
 	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
@@ -191,7 +195,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	}
 	key, connID := newSession()
 	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Key: key, ConnID: connID, Dest: dst,
-		Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate}, res)
+		Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -215,12 +219,14 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if acc.Window > 0 {
 		window = acc.Window
 	}
-	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, Window: window, InitialRTT: c.rtt})
+	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt})
 	if err != nil {
 		return nil, err
 	}
 	res.fill(side, c, plan)
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
+	res.CC = rateStats(side.sender)
 	return res, nil
 }
 
@@ -229,7 +235,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, started: time.Now()}
 	key, connID := newSession()
 	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Key: key, ConnID: connID, Paths: srcs,
-		Recursive: o.Recursive, Rate: o.Rate}, res)
+		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -263,8 +269,11 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		return nil, err
 	}
 	res.fill(side, c, plan)
-	if side.peerStats != nil {
-		res.Retransmitted = side.peerStats.Retransmitted
+	if ps := side.peerStats; ps != nil {
+		res.Retransmitted, res.Lost, res.WireBytes, res.CC = ps.Retransmitted, ps.Lost, ps.WireBytes, ps.CC
+		if res.CC != nil && res.CC.SRTTms > 0 {
+			res.RTTms = res.CC.SRTTms
+		}
 	}
 	return res, nil
 }

@@ -31,7 +31,9 @@ type Msg struct {
 	Recursive bool     `json:"recursive,omitempty"`
 	Preserve  bool     `json:"preserve,omitempty"`
 	Sink      bool     `json:"sink,omitempty"`
-	Rate      float64  `json:"rate,omitempty"`
+	Rate      float64  `json:"rate,omitempty"`     // ceiling, bits/s (0: none)
+	MinRate   float64  `json:"min_rate,omitempty"` // floor, bits/s
+	Policy    string   `json:"policy,omitempty"`   // fair, high, fixed, low
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -56,10 +58,24 @@ type Msg struct {
 
 // PeerStats is what the remote end reports about its side of the data path.
 type PeerStats struct {
-	Datagrams     uint64  `json:"datagrams"`
-	Retransmitted uint64  `json:"retransmitted,omitempty"`
-	AuthFailures  uint64  `json:"auth_failures"`
-	Seconds       float64 `json:"seconds"`
+	Datagrams     uint64     `json:"datagrams"`
+	Retransmitted uint64     `json:"retransmitted,omitempty"`
+	Lost          uint64     `json:"lost,omitempty"`
+	WireBytes     uint64     `json:"wire_bytes,omitempty"`
+	AuthFailures  uint64     `json:"auth_failures"`
+	Seconds       float64    `json:"seconds"`
+	CC            *RateStats `json:"cc,omitempty"`
+}
+
+// RateStats is the rate controller's summary, as printed in --json.
+type RateStats struct {
+	RateBps          float64 `json:"rate_bps"`  // pacing rate at the end
+	BtlBwBps         float64 `json:"btlbw_bps"` // estimated bottleneck bandwidth
+	SRTTms           float64 `json:"srtt_ms"`
+	MinRTTms         float64 `json:"min_rtt_ms"`
+	RandomLoss       float64 `json:"random_loss"` // measured random-loss rate (fraction)
+	CongestionEvents uint64  `json:"congestion_events"`
+	Mode             string  `json:"mode"`
 }
 
 // Control is one end of the control channel.

@@ -68,6 +68,9 @@ func windowBlocks(rate float64, rtt time.Duration) int {
 	if rtt <= 0 {
 		rtt = 300 * time.Millisecond
 	}
+	if rate <= 0 {
+		rate = 2.5e9 // no ceiling: size for a fast path; memory is taken only as data is in flight
+	}
 	w := int(4*rate/8*rtt.Seconds()/fcopy.BlockSize) + 16
 	return min(max(w, 64), 1024)
 }
@@ -137,10 +140,17 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		return res, err
 	}
-	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted,
-		AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds()}
+	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost,
+		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
+		CC: rateStats(res.sender)}
 	ctl.Send(Msg{T: "bye", Stats: &st})
 	return res, nil
+}
+
+func rateStats(s session.SenderStats) *RateStats {
+	c := s.CC
+	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
+		RandomLoss: c.LossBase, CongestionEvents: c.CongestionEvents, Mode: c.Mode.String()}
 }
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
@@ -106,7 +107,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			return fail(err)
 		}
 		window := min(max(acc.Window, 16), 1024)
-		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, Window: window})
+		pol, err := cc.ParsePolicy(hello.Policy)
+		if err != nil {
+			return fail(err)
+		}
+		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
+			Policy: pol, Window: window})
 		return err
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))

@@ -1,0 +1,287 @@
+package main
+
+// End-to-end tests: the real farwing binary, real ssh/scp and sshd, through the built-in lab
+// (two network namespaces joined by the userspace WAN emulator). They need root and skip without.
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/farwing/farwing/bench/lab"
+	"github.com/farwing/farwing/bench/lab/labtest"
+	"github.com/farwing/farwing/bench/lab/sshlab"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// farwingBin builds the static binary once per test run: bootstrap uploads exactly this file.
+func farwingBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "farwing-e2e-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		binPath = filepath.Join(dir, "farwing")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("build farwing: %v", binErr)
+	}
+	return binPath
+}
+
+type labEnv struct {
+	t   *testing.T
+	l   *lab.Lab
+	srv *sshlab.Server
+	bin string
+}
+
+func startLab(t *testing.T, rate float64, rtt time.Duration, loss float64) *labEnv {
+	t.Helper()
+	labtest.Skip(t)
+	if err := sshlab.Check(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	bin := farwingBin(t)
+	l := labtest.Start(t, lab.Symmetric(rate, rtt, loss, 0, 1))
+	srv, err := sshlab.Start(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return &labEnv{t: t, l: l, srv: srv, bin: bin}
+}
+
+type copyRun struct {
+	code    int
+	stdout  string
+	stderr  string
+	elapsed time.Duration
+	res     map[string]any
+}
+
+// copy runs `farwing copy` in namespace A with the lab's ssh config (unless args set -F).
+func (e *labEnv) copy(args ...string) copyRun {
+	e.t.Helper()
+	full := []string{"copy", "--json"}
+	if !strings.HasPrefix(strings.Join(args, " "), "-F") {
+		full = append(full, "-F", e.srv.ConfigFile)
+	}
+	full = append(full, args...)
+	cmd := e.l.Command(e.l.NSA, e.bin, full...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	start := time.Now()
+	err := cmd.Run()
+	r := copyRun{stdout: so.String(), stderr: se.String(), elapsed: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("run farwing: %v", err)
+	}
+	if r.stdout != "" {
+		if err := json.Unmarshal([]byte(r.stdout), &r.res); err != nil {
+			e.t.Fatalf("--json printed %q: %v", r.stdout, err)
+		}
+	}
+	return r
+}
+
+func randomFile(t *testing.T, dir, name string, size int) (string, string) {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := blake3.Sum256(b)
+	return p, hexs(sum[:])
+}
+
+func hexs(b []byte) string {
+	const d = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, d[c>>4], d[c&15])
+	}
+	return string(out)
+}
+
+func fileSum(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := blake3.Sum256(b)
+	return hexs(s[:])
+}
+
+// TestLabPushPull pushes a random 32 MiB file through 100 Mbit/s, 60 ms RTT and 1 % loss each way,
+// pulls it back, and checks bytes and digests; the first copy installs the peer, the second must not.
+func TestLabPushPull(t *testing.T) {
+	e := startLab(t, 100e6, 60*time.Millisecond, 0.01)
+	dir := t.TempDir()
+	src, sum := randomFile(t, dir, "random.bin", 32<<20)
+
+	push := e.copy("--rate", "90M", src, e.srv.Host+":")
+	if push.code != 0 {
+		t.Fatalf("push: exit %d: %s", push.code, push.stderr)
+	}
+	if push.res["blake3"] != sum {
+		t.Fatalf("push reported digest %v, file has %s", push.res["blake3"], sum)
+	}
+	if push.res["peer_uploaded"] != true {
+		t.Fatalf("first contact did not report installing the peer: %v", push.res)
+	}
+	remote := filepath.Join(e.srv.Home, "random.bin")
+	if got := fileSum(t, remote); got != sum {
+		t.Fatalf("remote copy differs: %s vs %s", got, sum)
+	}
+	peerPath, _ := push.res["peer_path"].(string)
+	st1, err := os.Stat(peerPath)
+	if err != nil {
+		t.Fatalf("installed peer %q: %v", peerPath, err)
+	}
+	if !strings.HasPrefix(peerPath, filepath.Join(e.srv.Home, ".cache", "farwing")+"/") {
+		t.Fatalf("peer installed at %s, want under the remote's ~/.cache/farwing", peerPath)
+	}
+	t.Logf("push: %.2f s, goodput %.1f Mbit/s, %v re-sent", push.res["seconds"], push.res["goodput_bps"].(float64)/1e6, push.res["retransmitted"])
+
+	back := filepath.Join(dir, "back.bin")
+	pull := e.copy("--rate", "90M", e.srv.Host+":random.bin", back)
+	if pull.code != 0 {
+		t.Fatalf("pull: exit %d: %s", pull.code, pull.stderr)
+	}
+	if pull.res["peer_uploaded"] != false {
+		t.Fatalf("second copy uploaded the peer again: %v", pull.res)
+	}
+	st2, err := os.Stat(peerPath)
+	if err != nil || !os.SameFile(st1, st2) || !st1.ModTime().Equal(st2.ModTime()) {
+		t.Fatalf("peer file replaced by the second copy: %v", err)
+	}
+	if got := fileSum(t, back); got != sum || pull.res["blake3"] != sum {
+		t.Fatalf("pulled copy differs: file %s, reported %v, want %s", got, pull.res["blake3"], sum)
+	}
+	if r, _ := pull.res["retransmitted"].(float64); r == 0 {
+		t.Fatalf("1%% loss but no retransmissions reported: %v", pull.res)
+	}
+	t.Logf("pull: %.2f s, goodput %.1f Mbit/s, %v re-sent", pull.res["seconds"], pull.res["goodput_bps"].(float64)/1e6, pull.res["retransmitted"])
+}
+
+// TestLabDestinations checks scp's destination rules through real ssh: an existing directory as
+// destination, a trailing slash, a new name.
+func TestLabDestinations(t *testing.T) {
+	e := startLab(t, 200e6, 10*time.Millisecond, 0)
+	dir := t.TempDir()
+	src, sum := randomFile(t, dir, "a.bin", 3<<20+17)
+	sub := filepath.Join(e.srv.Home, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(sub, e.srv.UID, e.srv.GID)
+	for _, c := range []struct{ dst, want string }{
+		{"sub", "sub/a.bin"},           // existing directory
+		{"sub/", "sub/a.bin"},          // trailing slash
+		{"sub/new.bin", "sub/new.bin"}, // new name
+		{sub + "/abs.bin", "sub/abs.bin"},
+	} {
+		r := e.copy(src, e.srv.Host+":"+c.dst)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.dst, r.code, r.stderr)
+		}
+		if got := fileSum(t, filepath.Join(e.srv.Home, c.want)); got != sum {
+			t.Fatalf("%s: %s differs", c.dst, c.want)
+		}
+	}
+}
+
+// TestLabErrors checks that bad input fails fast with one clear line, a distinct exit code, and no
+// file that looks complete.
+func TestLabErrors(t *testing.T) {
+	e := startLab(t, 200e6, 10*time.Millisecond, 0)
+	dir := t.TempDir()
+	src, _ := randomFile(t, dir, "x.bin", 1<<20)
+	// The user cannot write to / or to a directory it does not own.
+	ro := filepath.Join(e.srv.Home, "ro")
+	os.Mkdir(ro, 0o555)
+	os.WriteFile(filepath.Join(e.srv.Home, "have.bin"), []byte("remote data"), 0o644)
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+		gone string // a path that must not exist afterwards
+	}{
+		{"missing source", []string{filepath.Join(dir, "nope.bin"), e.srv.Host + ":"}, 3, "no such file", filepath.Join(e.srv.Home, "nope.bin")},
+		{"missing remote source", []string{e.srv.Host + ":nope.bin", filepath.Join(dir, "got.bin")}, 3, "no such file", filepath.Join(dir, "got.bin")},
+		{"trailing slash, no such dir", []string{src, e.srv.Host + ":nodir/"}, 4, "does not exist", filepath.Join(e.srv.Home, "nodir")},
+		{"unwritable destination", []string{src, e.srv.Host + ":ro/x.bin"}, 4, "cannot write", filepath.Join(ro, "x.bin")},
+		{"unwritable local destination", []string{e.srv.Host + ":have.bin", "/proc/x.bin"}, 4, "cannot write", "/proc/x.bin"},
+		{"directory without -r", []string{dir, e.srv.Host + ":"}, 3, "-r", ""},
+		{"unknown host", []string{src, "nosuchhost.invalid:"}, 5, "resolve", ""},
+		{"ssh auth failure", []string{"-F", e.srv.AuthFailConfig(), src, e.srv.Host + ":"}, 5, "authentication", filepath.Join(e.srv.Home, "x.bin")},
+		{"both local", []string{src, filepath.Join(dir, "y")}, 2, "remote", filepath.Join(dir, "y")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.copy(c.args...)
+			if r.code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", r.code, c.code, r.stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "farwing: ") || !strings.Contains(lines[0], c.msg) {
+				t.Fatalf("want one line mentioning %q, got %q", c.msg, r.stderr)
+			}
+			if r.elapsed > 15*time.Second {
+				t.Fatalf("took %s", r.elapsed)
+			}
+			if r.res["exit_code"] != float64(c.code) || r.res["error"] == "" {
+				t.Fatalf("--json error object: %v", r.res)
+			}
+			if c.gone != "" {
+				if _, err := os.Stat(c.gone); err == nil {
+					t.Fatalf("%s exists after a failed copy", c.gone)
+				}
+			}
+			noPartials(t, e.srv.Home)
+			noPartials(t, dir)
+		})
+	}
+}
+
+// noPartials fails if any temporary part file was left behind.
+func noPartials(t *testing.T, root string) {
+	t.Helper()
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".part") {
+			t.Errorf("temporary file left behind: %s", p)
+		}
+		return nil
+	})
+}

@@ -11,11 +11,13 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/cc"
+	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -150,7 +152,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		return fail(xfer.ExitUsage, fmt.Errorf("--window must be positive"))
 	}
 	o.Window = *window
-	o.SSH = bootstrap.SSH{Config: config, Identity: identity, Port: port, Options: sshOpts, Jump: jump, Verbose: *verbose}
+	o.SSH = bootstrap.SSH{Config: config, Identity: identity, Port: port, Options: sshOpts, Jump: jump, Verbose: *verbose || os.Getenv("FARWING_DEBUG") != ""}
 	if p := os.Getenv("FARWING_SSH"); p != "" {
 		o.SSH.SSHPath = p
 	}
@@ -159,6 +161,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 	}
 	if *verbose && !*quiet {
 		o.Log = func(f string, a ...any) { fmt.Fprintf(stderr, "farwing: "+f+"\n", a...) }
+	}
+	if !*quiet && (*verbose || isTerminal(os.Stderr)) {
+		o.Progress = progressLine(*verbose && !isTerminal(os.Stderr))
 	}
 	pos := fs.Args()
 	if len(pos) < 2 {
@@ -247,4 +252,40 @@ func splitRemote(arg string) (host, path string, remote bool) {
 		return "", arg, false
 	}
 	return at + rest[:c], rest[c+1:], true
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine prints "  41% 105.0 MiB/256.0 MiB  352.1 Mbit/s  rate 380.2 Mbit/s  srtt 141 ms (min 140)
+// loss 1.02%  cong 0  re-sent 1234", redrawn in place on a terminal, one line per update otherwise.
+func progressLine(lines bool) xfer.ProgressFunc {
+	var last int64
+	var lastT time.Duration
+	return func(p session.Progress, total int64, el time.Duration, final bool) {
+		pct := 100.0
+		if total > 0 {
+			pct = 100 * float64(p.Bytes) / float64(total)
+		}
+		cur := 0.0
+		if d := (el - lastT).Seconds(); d > 0 {
+			cur = float64(p.Bytes-last) * 8 / d
+		}
+		last, lastT = p.Bytes, el
+		s := fmt.Sprintf("%4.0f%% %s/%s  %s", pct, units.Size(p.Bytes), units.Size(total), units.Rate(cur))
+		if p.RateBps > 0 {
+			s += fmt.Sprintf("  rate %s  srtt %.0f ms (min %.0f)  loss %.2f%%  cong %d  re-sent %d",
+				units.Rate(p.RateBps), float64(p.SRTT)/1e6, float64(p.MinRTT)/1e6, 100*p.RandomLoss, p.CongestionEvents, p.Retransmitted)
+		}
+		switch {
+		case lines:
+			fmt.Fprintln(stderr, s)
+		case final:
+			fmt.Fprintf(stderr, "\r\033[K")
+		default:
+			fmt.Fprintf(stderr, "\r\033[K%s", s)
+		}
+	}
 }

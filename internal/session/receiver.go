@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,8 +66,12 @@ type Receiver struct {
 	failed  error
 	stats   ReceiverStats
 
-	fbSent atomic.Uint64
+	fbSent  atomic.Uint64
+	written atomic.Int64
 }
+
+// Progress returns the bytes verified and written so far.
+func (r *Receiver) Progress() *Progress { return &Progress{Bytes: r.written.Load()} }
 
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
@@ -187,6 +192,7 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 		if err := r.w.WriteBlock(ctx, b.id, b.data, b.hash); err != nil {
 			return err
 		}
+		r.written.Add(int64(len(b.data)))
 		r.mu.Lock()
 		r.free = append(r.free, b.data)
 		r.ring[b.id%r.window] = nil
@@ -208,6 +214,12 @@ func (r *Receiver) feedbackLoop(ctx context.Context) {
 			return
 		case now := <-t.C:
 			r.sendFeedback(now)
+			if debug && r.fbSent.Load()%200 == 0 {
+				r.mu.Lock()
+				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d\n", r.base, r.deliver, r.stats,
+					r.path.peers[0].Load(), r.path.AuthFailures.Load(), r.path.Replays.Load())
+				r.mu.Unlock()
+			}
 		}
 	}
 }

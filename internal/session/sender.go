@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/farwing/farwing/cc"
@@ -41,7 +42,12 @@ type SenderStats struct {
 // link capacities do.
 const ipUDPOverhead = 28
 
+// debug prints the engines' state every second on stderr (FARWING_DEBUG=1; the client passes it
+// on to the remote peer).
 var debug = os.Getenv("FARWING_DEBUG") != ""
+
+// SetDebug turns the state printing on.
+func SetDebug(on bool) { debug = on }
 
 const sentRing = 1 << 17 // per-lane record of datagrams in flight
 
@@ -120,6 +126,9 @@ type Sender struct {
 	srtt, rttvar   time.Duration
 	minRTT         time.Duration
 	fbCh           chan []byte
+	ackedBytes     atomic.Int64
+	progress       atomic.Pointer[Progress]
+	lastProgress   time.Time
 	fb             wire.Feedback
 	stats          SenderStats
 }
@@ -154,6 +163,19 @@ func (s *Sender) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
 
 // Stats returns the counters (valid after Run returns).
 func (s *Sender) Stats() SenderStats { return s.stats }
+
+// Progress is a snapshot for the progress line.
+type Progress struct {
+	Bytes            int64 // file bytes acknowledged (sender) or written (receiver)
+	RateBps          float64
+	SRTT, MinRTT     time.Duration
+	RandomLoss       float64
+	CongestionEvents uint64
+	Retransmitted    uint64
+}
+
+// Progress returns the latest snapshot (nil before the first).
+func (s *Sender) Progress() *Progress { return s.progress.Load() }
 
 // ErrNoFeedback is returned when the receiver stays silent for longer than SenderConfig.Idle.
 var ErrNoFeedback = errors.New("no acknowledgements from the receiver")
@@ -215,6 +237,12 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		}
 		s.detectTimeLoss(now)
 		s.cc.Tick(now)
+		if now.Sub(s.lastProgress) >= 200*time.Millisecond {
+			s.lastProgress = now
+			st := s.cc.Stats()
+			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
+				RandomLoss: st.LossBase, CongestionEvents: st.CongestionEvents, Retransmitted: s.stats.Retransmitted})
+		}
 		s.pacer.SetRate(s.cc.PacingRate())
 		if err := s.transmit(now); err != nil {
 			return err
@@ -230,6 +258,7 @@ func (s *Sender) addBlock(b *fcopy.Block) {
 }
 
 func (s *Sender) release(b *txBlock) {
+	s.ackedBytes.Add(int64(len(b.data)))
 	delete(s.blocks, b.id)
 	s.pool.Put(b.buf)
 }

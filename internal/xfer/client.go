@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
@@ -31,6 +32,7 @@ type Options struct {
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
 	Log       func(format string, args ...any)
+	Progress  ProgressFunc
 }
 
 // Result is the outcome of a copy, as printed by --json.
@@ -104,6 +106,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[peer.Uploaded], host, peer.RemoteOS)
 	c := &conn{peer: peer, ctl: NewControl(peer.Stdout, peer.Stdin), res: res}
 	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
+	hello.Debug = os.Getenv("FARWING_DEBUG") != ""
 	if err := c.ctl.Send(hello); err != nil {
 		c.close()
 		return nil, Msg{}, err
@@ -220,7 +223,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		window = acc.Window
 	}
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt})
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt}, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +267,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if err := c.ctl.Send(Msg{T: "accept", Window: window, ConnID: connID}); err != nil {
 		return nil, err
 	}
-	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true)
+	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true, o.Progress)
 	if err != nil {
 		return nil, err
 	}

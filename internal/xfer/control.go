@@ -31,6 +31,7 @@ type Msg struct {
 	Recursive bool     `json:"recursive,omitempty"`
 	Preserve  bool     `json:"preserve,omitempty"`
 	Sink      bool     `json:"sink,omitempty"`
+	Debug     bool     `json:"debug,omitempty"`
 	Rate      float64  `json:"rate,omitempty"`     // ceiling, bits/s (0: none)
 	MinRate   float64  `json:"min_rate,omitempty"` // floor, bits/s
 	Policy    string   `json:"policy,omitempty"`   // fair, high, fixed, low

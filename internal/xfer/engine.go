@@ -62,6 +62,38 @@ type sideResult struct {
 	peerStats *PeerStats
 }
 
+// ProgressFunc receives a progress snapshot about twice a second, and once more (final true) at
+// the end of the data phase.
+type ProgressFunc func(p session.Progress, total int64, elapsed time.Duration, final bool)
+
+func reportProgress(fn ProgressFunc, total int64, snap func() *session.Progress) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				if p := snap(); p != nil {
+					fn(*p, total, time.Since(start), true)
+				}
+				return
+			case <-t.C:
+				if p := snap(); p != nil {
+					fn(*p, total, time.Since(start), false)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
 // windowBlocks sizes the receive window: four round trips at the target rate plus slack, so that
 // repairs never wait on the window, within 64 MiB … 1 GiB of memory per side.
 func windowBlocks(rate float64, rtt time.Duration) int {
@@ -77,7 +109,7 @@ func windowBlocks(rate float64, rtt time.Duration) int {
 
 // runSend reads the plan's files and sends them, then waits for the receiver's verdict.
 func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, open fcopy.Opener,
-	cfg session.SenderConfig) (*sideResult, error) {
+	cfg session.SenderConfig, prog ProgressFunc) (*sideResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
@@ -109,7 +141,9 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	}()
 
 	s := session.NewSender(path, plan, pool, cfg)
+	stop := reportProgress(prog, plan.TotalBytes(), s.Progress)
 	err := s.Run(ctx, blocks)
+	stop()
 	res.sender = s.Stats()
 	if err == nil {
 		select {
@@ -155,7 +189,7 @@ func rateStats(s session.SenderStats) *RateStats {
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.
 func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, target *fcopy.Target,
-	o fcopy.WriterOptions, window int, waitBye bool) (*sideResult, error) {
+	o fcopy.WriterOptions, window int, waitBye bool, prog ProgressFunc) (*sideResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
@@ -186,7 +220,9 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	o.Digest = func(ctx context.Context, i int) ([32]byte, error) { return dg.wait(i) }
 	w := fcopy.NewWriter(plan, target, o)
 	r := session.NewReceiver(path, plan, w, window)
+	stop := reportProgress(prog, plan.TotalBytes(), r.Progress)
 	err := r.Run(ctx)
+	stop()
 	res.receiver = r.Stats()
 	res.results = w.Results()
 	res.end = time.Now()

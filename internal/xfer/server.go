@@ -32,6 +32,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return err
 	}
+	if hello.Debug {
+		session.SetDebug(true)
+	}
 	if hello.Proto != Proto {
 		return fail(fmt.Errorf("the remote farwing speaks control protocol %d, the client %d; upgrade one of them", Proto, hello.Proto))
 	}
@@ -80,7 +83,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if err := ctl.Send(Msg{T: "accept", Window: window}); err != nil {
 			return err
 		}
-		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, true)
+		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, true, nil)
 		return err
 	case "send":
 		var paths []string
@@ -112,7 +115,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			return fail(err)
 		}
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
-			Policy: pol, Window: window})
+			Policy: pol, Window: window}, nil)
 		return err
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))

@@ -1,0 +1,158 @@
+package lab
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// These tests drive the emulator core through SOCK_SEQPACKET socket pairs
+// instead of TUN devices, so they need no privileges and run everywhere.
+
+func seqpacketPair(t *testing.T) (a, b *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b = os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// startLink returns the sending end of the link's input and the receiving
+// end of its output.
+func startLink(t *testing.T, p Path, seed uint64) (*link, *os.File, *os.File) {
+	t.Helper()
+	send, in := seqpacketPair(t)
+	out, recv := seqpacketPair(t)
+	done := make(chan struct{})
+	lk := newLink(in, out, p, seed, time.Now(), done)
+	finished := make(chan struct{}, 2)
+	go func() { lk.readLoop(); finished <- struct{}{} }()
+	go func() { lk.releaseLoop(); finished <- struct{}{} }()
+	t.Cleanup(func() {
+		close(done)
+		in.Close()
+		out.Close()
+		<-finished
+		<-finished
+	})
+	return lk, send, recv
+}
+
+type arrival struct {
+	n  int
+	at time.Time
+}
+
+func collect(t *testing.T, f *os.File, want int, idle time.Duration) []arrival {
+	t.Helper()
+	var got []arrival
+	buf := make([]byte, bufSize)
+	for len(got) < want {
+		f.SetReadDeadline(time.Now().Add(idle))
+		n, err := f.Read(buf)
+		if err != nil {
+			break
+		}
+		got = append(got, arrival{n, time.Now()})
+	}
+	return got
+}
+
+func TestLinkRateDelayQueue(t *testing.T) {
+	const (
+		rate  = 10e6
+		delay = 20 * time.Millisecond
+		queue = 30000
+		size  = 1000
+		sent  = 100
+	)
+	lk, send, recv := startLink(t, Path{RateBps: rate, Delay: delay, QueueBytes: queue}, 1)
+	start := time.Now()
+	pkt := make([]byte, size)
+	for range sent {
+		if _, err := send.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := collect(t, recv, sent, 300*time.Millisecond)
+	st := lk.snapshot()
+	t.Logf("stats %+v", st)
+	// The burst arrives far faster than 10 Mbit/s, so the queue admits
+	// about queue/size packets and drops the rest.
+	if len(got) < queue/size-2 || len(got) > queue/size+3 {
+		t.Errorf("delivered %d packets, want about %d", len(got), queue/size)
+	}
+	if int(st.Packets) != len(got) || int(st.Packets+st.QueueDrops) != sent {
+		t.Errorf("delivered %d, stats %+v: counts do not add up to %d", len(got), st, sent)
+	}
+	if st.MaxQueueBytes > queue {
+		t.Errorf("max queue %d exceeds the limit %d", st.MaxQueueBytes, queue)
+	}
+	// Scheduling on a busy machine can only make packets late, so early
+	// delivery is checked strictly and lateness loosely: packet i (0-based)
+	// must not leave before delay + (i+1) serialization times.
+	serial := time.Duration(size * 8 / rate * float64(time.Second))
+	for i, a := range got {
+		earliest := delay + time.Duration(i+1)*serial - releaseSlack - time.Millisecond
+		if at := a.at.Sub(start); at < earliest {
+			t.Errorf("packet %d delivered after %v, earlier than rate and delay allow (%v)", i, at, earliest)
+		}
+	}
+	last := got[len(got)-1].at.Sub(start)
+	if want := delay + time.Duration(len(got))*serial; last > want+100*time.Millisecond {
+		t.Errorf("last packet after %v, want about %v", last, want)
+	}
+}
+
+func TestLinkLoss(t *testing.T) {
+	const sent = 4000
+	lk, send, recv := startLink(t, Path{Loss: 0.2}, 42)
+	done := make(chan []arrival)
+	go func() { done <- collect(t, recv, sent, 300*time.Millisecond) }()
+	pkt := make([]byte, 64)
+	for range sent {
+		if _, err := send.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := <-done
+	st := lk.snapshot()
+	loss := 1 - float64(len(got))/sent
+	t.Logf("loss %.3f, stats %+v", loss, st)
+	// 20% of 4000: σ ≈ 0.6%, so ±4% is far outside chance.
+	if loss < 0.16 || loss > 0.24 {
+		t.Errorf("loss %.3f, want 0.20 ± 0.04", loss)
+	}
+	if int(st.LossDrops)+len(got) != sent {
+		t.Errorf("stats %+v do not account for %d packets", st, sent)
+	}
+}
+
+func TestLinkSetPathNoReorder(t *testing.T) {
+	lk, send, recv := startLink(t, Path{Delay: 50 * time.Millisecond}, 1)
+	send.Write([]byte{1})
+	lk.update(Path{Delay: time.Millisecond})
+	send.Write([]byte{2})
+	buf := make([]byte, 16)
+	for _, want := range []byte{1, 2} {
+		recv.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := recv.Read(buf)
+		if err != nil || n != 1 || buf[0] != want {
+			t.Fatalf("got %v %v, want packet %d (FIFO after shortening the delay)", buf[:n], err, want)
+		}
+	}
+}
+
+func TestDefaultQueueBytes(t *testing.T) {
+	if got := DefaultQueueBytes(400e6, 70*time.Millisecond); got != 7_000_000 {
+		t.Errorf("400M × 140ms: %d, want 7000000", got)
+	}
+	if got := DefaultQueueBytes(1e6, time.Millisecond); got != minQueueBytes {
+		t.Errorf("tiny BDP: %d, want the 64 KiB floor", got)
+	}
+}

@@ -233,7 +233,12 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 				len(s.blocks), len(s.sendable), len(s.retx), s.cursor, s.window, s.stats, s.lanes[0].lowest, s.lanes[0].next, s.lanes[0].largest, s.pacer.Budget(now))
 		}
 		if now.Sub(lastFB) > s.cfg.Idle && s.stats.Datagrams > 0 {
-			return fmt.Errorf("%w for %s", ErrNoFeedback, s.cfg.Idle.Round(time.Second))
+			var rx uint64
+			for _, ls := range s.path.LaneStats() {
+				rx += ls.RecvDatagrams
+			}
+			return fmt.Errorf("%w for %s (%d feedback datagrams before that, %d datagrams received in all, %d failed authentication, %d replays)",
+				ErrNoFeedback, s.cfg.Idle.Round(time.Second), s.stats.Feedback, rx, s.path.AuthFailures.Load(), s.path.Replays.Load())
 		}
 		s.detectTimeLoss(now)
 		s.cc.Tick(now)

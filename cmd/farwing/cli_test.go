@@ -1,0 +1,44 @@
+package main
+
+import "testing"
+
+func TestSplitRemote(t *testing.T) {
+	for _, c := range []struct {
+		arg, host, path string
+		remote          bool
+	}{
+		{"host:/data/", "host", "/data/", true},
+		{"user@host:file", "user@host", "file", true},
+		{"host:", "host", "", true},
+		{"[::1]:x", "::1", "x", true},
+		{"u@[2001:db8::1]:/p", "u@2001:db8::1", "/p", true},
+		{"./a:b", "", "./a:b", false},
+		{"/abs/a:b", "", "/abs/a:b", false},
+		{"plain", "", "plain", false},
+		{":nohost", "", ":nohost", false},
+		{"dir/x@y:z", "", "dir/x@y:z", false},
+	} {
+		h, p, r := splitRemote(c.arg)
+		if h != c.host || p != c.path || r != c.remote {
+			t.Errorf("%q: got (%q, %q, %v), want (%q, %q, %v)", c.arg, h, p, r, c.host, c.path, c.remote)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"copy"},
+		{"copy", "onlyone"},
+		{"copy", "a", "b"},
+		{"copy", "h1:a", "h2:b"},
+		{"copy", "--rate", "fast", "a", "h:b"},
+		{"copy", "--policy", "greedy", "a", "h:b"},
+		{"copy", "--policy", "fixed", "a", "h:b"},
+		{"copy", "--min-rate", "500M", "--rate", "100M", "a", "h:b"},
+		{"nosuchcommand"},
+	} {
+		if code := run(args); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

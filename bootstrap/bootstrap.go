@@ -36,8 +36,12 @@ type SSH struct {
 	Options  []string // -o, repeatable
 	Jump     string   // -J
 	Verbose  bool     // show ssh's own messages as they come
-	SSHPath  string   // default "ssh"
-	SCPPath  string   // default "scp"
+	// Persist keeps a shared ssh connection open for this long after the copy (OpenSSH
+	// ControlMaster/ControlPersist), so the next copy to the host starts without a new ssh
+	// handshake. 0 leaves the user's own ssh configuration alone.
+	Persist time.Duration
+	SSHPath string // default "ssh"
+	SCPPath string // default "scp"
 }
 
 func (s SSH) common(portFlag string) []string {
@@ -57,7 +61,27 @@ func (s SSH) common(portFlag string) []string {
 	if s.Jump != "" {
 		a = append(a, "-J", s.Jump)
 	}
+	if s.Persist > 0 {
+		if dir, err := controlDir(); err == nil {
+			a = append(a, "-o", "ControlMaster=auto", "-o", "ControlPath="+dir+"/%C",
+				"-o", "ControlPersist="+strconv.Itoa(int(max(s.Persist, time.Second)/time.Second)))
+		}
+	}
 	return a
+}
+
+// controlDir is where shared ssh connection sockets live: private to the user, short enough for
+// a unix socket path.
+func controlDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := base + "/farwing/ssh"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
@@ -155,9 +179,12 @@ echo "FARWING-PEER ok $(uname -s) $(uname -m) $p"
 exec "$p" serve`
 }
 
-// Start reaches host, installs the peer when needed and starts it.
-func Start(ctx context.Context, s SSH, host string, id Identity) (*Peer, error) {
-	p, status, err := s.run(ctx, host, probeScript(id))
+// Start reaches host, installs the peer when needed and starts it. preface is written to the
+// peer's stdin at once, before the remote answers: the caller's first control messages travel
+// with the ssh session's start instead of a round trip later (a shell that does not start the
+// peer never reads them).
+func Start(ctx context.Context, s SSH, host string, id Identity, preface []byte) (*Peer, error) {
+	p, status, err := s.run(ctx, host, probeScript(id), preface)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +193,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity) (*Peer, error) 
 		p.RemoteOS, p.Path = f[1]+" "+f[2], f[3]
 		return p, nil
 	}
-	p.Close()
+	p.Close(3 * time.Second)
 	if len(f) < 4 || (f[0] != "need" && f[0] != "nodir") {
 		return nil, fmt.Errorf("%w: unexpected answer from %s: %q", ErrSSH, host, status)
 	}
@@ -183,13 +210,13 @@ func Start(ctx context.Context, s SSH, host string, id Identity) (*Peer, error) 
 	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
 		return nil, err
 	}
-	p, status, err = s.run(ctx, host, installScript(id, tmp, final))
+	p, status, err = s.run(ctx, host, installScript(id, tmp, final), preface)
 	if err != nil {
 		return nil, err
 	}
 	f = strings.Fields(status)
 	if len(f) < 4 || f[0] != "ok" {
-		p.Close()
+		p.Close(3 * time.Second)
 		return nil, fmt.Errorf("%w: installing the peer on %s failed (%s)", ErrSSH, host, status)
 	}
 	p.Uploaded = true
@@ -198,7 +225,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity) (*Peer, error) 
 }
 
 // run starts `sh -c script` on host and returns the peer with its first status line.
-func (s SSH) run(ctx context.Context, host, script string) (*Peer, string, error) {
+func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Peer, string, error) {
 	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -215,6 +242,9 @@ func (s SSH) run(ctx context.Context, host, script string) (*Peer, string, error
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
+	}
+	if len(preface) > 0 {
+		go stdin.Write(preface) // a failed write shows up as the missing status line below
 	}
 	line, err := p.Stdout.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "FARWING-PEER ") {
@@ -301,15 +331,16 @@ func (p *Peer) Wait() error {
 	return p.waitErr
 }
 
-// Close ends the session: closes the control channel and waits a moment for ssh to exit before
-// killing it.
-func (p *Peer) Close() {
+// Close ends the session: it closes the control channel, on which the remote peer exits, and
+// gives ssh grace to leave on its own before killing it. The transfer's outcome is already known
+// here, so waiting a round trip for ssh's own exit would only add to the copy's time.
+func (p *Peer) Close(grace time.Duration) {
 	p.Stdin.Close()
 	done := make(chan struct{})
 	go func() { p.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(3 * time.Second):
+	case <-time.After(grace):
 		p.cmd.Process.Kill()
 		<-done
 	}

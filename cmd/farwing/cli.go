@@ -96,6 +96,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		config   string
 		port     int
 		jump     string
+		persist  time.Duration
 	)
 	fs.BoolVarP(&o.Recursive, "recursive", "r", false, "copy directories recursively")
 	fs.BoolVarP(&o.Preserve, "preserve", "p", false, "keep modification times")
@@ -105,6 +106,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 	fs.IntVarP(&port, "port", "P", 0, "ssh port")
 	fs.StringArrayVarP(&sshOpts, "option", "o", nil, "ssh option, as in ssh -o (repeatable)")
 	fs.StringVarP(&jump, "jump", "J", "", "ssh jump host (ProxyJump)")
+	fs.DurationVar(&persist, "ssh-persist", 0, "keep a shared ssh connection open this long after the copy (e.g. 60s), so the next copy to the host skips the ssh handshake")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage:\n  farwing copy [flags] SRC... [user@]host:DST\n  farwing copy [flags] [user@]host:SRC... DST\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -152,7 +154,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		return fail(xfer.ExitUsage, fmt.Errorf("--window must be positive"))
 	}
 	o.Window = *window
-	o.SSH = bootstrap.SSH{Config: config, Identity: identity, Port: port, Options: sshOpts, Jump: jump, Verbose: *verbose || os.Getenv("FARWING_DEBUG") != ""}
+	o.SSH = bootstrap.SSH{Config: config, Identity: identity, Port: port, Options: sshOpts, Jump: jump, Persist: persist, Verbose: *verbose || os.Getenv("FARWING_DEBUG") != ""}
 	if p := os.Getenv("FARWING_SSH"); p != "" {
 		o.SSH.SSHPath = p
 	}

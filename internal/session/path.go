@@ -177,6 +177,12 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				return
 			}
 			now := time.Now()
+			hb := p.handler.Load()
+			if hb == nil && (h.Type == wire.TypeData || h.Type == wire.TypeFeedback) {
+				// No engine yet: leave the number unmarked so it is never acknowledged; the
+				// sender will count it lost and send it again.
+				return
+			}
 			rx.mu.Lock()
 			fresh := rx.win.Mark(h.Seq)
 			if fresh {
@@ -205,7 +211,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				}
 				return
 			}
-			if hb := p.handler.Load(); hb != nil {
+			if hb != nil {
 				hb.h.Datagram(i, h, pt, now)
 			}
 		})

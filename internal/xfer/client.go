@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -75,6 +76,9 @@ func newSession() (key []byte, connID uint32) {
 	return key, binary.BigEndian.Uint32(b[:])
 }
 
+// closeGrace is how long ssh gets to exit on its own once the transfer's outcome is known.
+const closeGrace = 50 * time.Millisecond
+
 // connect starts the peer and opens the UDP path to it.
 type conn struct {
 	peer *bootstrap.Peer
@@ -84,12 +88,12 @@ type conn struct {
 	res  *Result
 }
 
-func (c *conn) close() {
+func (c *conn) close(grace time.Duration) {
 	if c.path != nil {
 		c.path.Close()
 	}
 	if c.peer != nil {
-		c.peer.Close()
+		c.peer.Close(grace)
 	}
 }
 
@@ -98,22 +102,22 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if err != nil {
 		return nil, Msg{}, fmt.Errorf("cannot read this program's own executable: %w", err)
 	}
-	peer, err := bootstrap.Start(ctx, o.SSH, host, id)
+	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
+	hello.Debug = os.Getenv("FARWING_DEBUG") != ""
+	preface, err := json.Marshal(hello)
+	if err != nil {
+		return nil, Msg{}, err
+	}
+	peer, err := bootstrap.Start(ctx, o.SSH, host, id, append(preface, '\n'))
 	if err != nil {
 		return nil, Msg{}, err
 	}
 	res.PeerUploaded, res.PeerPath = peer.Uploaded, peer.Path
 	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[peer.Uploaded], host, peer.RemoteOS)
 	c := &conn{peer: peer, ctl: NewControl(peer.Stdout, peer.Stdin), res: res}
-	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
-	hello.Debug = os.Getenv("FARWING_DEBUG") != ""
-	if err := c.ctl.Send(hello); err != nil {
-		c.close()
-		return nil, Msg{}, err
-	}
 	ready, err := c.ctl.Expect("ready")
 	if err != nil {
-		c.close()
+		c.close(time.Second)
 		if errors.Is(err, ErrPeerGone) {
 			if s := peer.Stderr(); s != "" {
 				err = fmt.Errorf("%w: %s", err, lastLine(s))
@@ -122,7 +126,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		return nil, Msg{}, err
 	}
 	if ready.Proto != Proto {
-		c.close()
+		c.close(time.Second)
 		return nil, Msg{}, fmt.Errorf("the remote peer speaks control protocol %d, this farwing %d", ready.Proto, Proto)
 	}
 	return c, ready, nil
@@ -197,30 +201,25 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	key, connID := newSession()
-	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Key: key, ConnID: connID, Dest: dst,
-		Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
+	window := o.Window
+	if window == 0 {
+		window = windowBlocks(o.Rate, 0)
+	}
+	// The file list travels with the hello, so the remote checks its destination while ssh is
+	// still starting, and answers with its UDP ports in the same message.
+	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Key: key, ConnID: connID, Dest: dst, Files: sources.Files,
+		Window: window, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
+	defer func() { c.close(closeGrace) }()
+	if ready.Window > 0 {
+		window = ready.Window
+	}
 	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
 	if err := c.openPath(ctx, &o, host, ready, crypto); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
-	}
-	window := o.Window
-	if window == 0 {
-		window = windowBlocks(o.Rate, c.rtt)
-	}
-	if err := c.ctl.Send(Msg{T: "files", Files: sources.Files, Window: window}); err != nil {
-		return nil, err
-	}
-	acc, err := c.ctl.Expect("accept")
-	if err != nil {
-		return nil, err
-	}
-	if acc.Window > 0 {
-		window = acc.Window
 	}
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
 		Policy: o.Policy, Window: window, InitialRTT: c.rtt}, o.Progress)
@@ -237,12 +236,16 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, started: time.Now()}
 	key, connID := newSession()
-	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Key: key, ConnID: connID, Paths: srcs,
+	window := o.Window
+	if window == 0 {
+		window = windowBlocks(o.Rate, 0)
+	}
+	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Key: key, ConnID: connID, Paths: srcs, Window: window,
 		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
 	}
-	defer c.close()
+	defer func() { c.close(closeGrace) }()
 	plan, err := fcopy.NewPlan(ready.Files)
 	if err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail})
@@ -255,16 +258,13 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			return nil, err
 		}
 	}
+	// Accept before the UDP handshake: it reaches the sender while the handshake runs.
+	if err := c.ctl.Send(Msg{T: "accept", Window: window}); err != nil {
+		return nil, err
+	}
 	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
 	if err := c.openPath(ctx, &o, host, ready, crypto); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
-		return nil, err
-	}
-	window := o.Window
-	if window == 0 {
-		window = windowBlocks(o.Rate, c.rtt)
-	}
-	if err := c.ctl.Send(Msg{T: "accept", Window: window, ConnID: connID}); err != nil {
 		return nil, err
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true, o.Progress)

@@ -59,29 +59,23 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 
 	switch hello.Role {
 	case "recv":
-		if err := ctl.Send(ready); err != nil {
-			return err
-		}
-		files, err := ctl.Expect("files")
-		if err != nil {
-			return err
-		}
-		plan, err := fcopy.NewPlan(files.Files)
+		plan, err := fcopy.NewPlan(hello.Files)
 		if err != nil {
 			return fail(err)
 		}
 		var target *fcopy.Target
 		if !hello.Sink {
-			if target, err = fcopy.ResolveTarget(expandHome(hello.Dest), files.Files); err != nil {
+			if target, err = fcopy.ResolveTarget(expandHome(hello.Dest), hello.Files); err != nil {
 				return fail(err)
 			}
 		}
-		window := min(max(files.Window, 16), 1024)
-		if err := path.WaitPeers(ctx, 10*time.Second); err != nil {
-			return fail(err)
-		}
-		if err := ctl.Send(Msg{T: "accept", Window: window}); err != nil {
+		window := min(max(hello.Window, 16), 1024)
+		ready.Window = window
+		if err := ctl.Send(ready); err != nil {
 			return err
+		}
+		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
+			return fail(err)
 		}
 		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, true, nil)
 		return err
@@ -106,7 +100,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := path.WaitPeers(ctx, 10*time.Second); err != nil {
+		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
 		window := min(max(acc.Window, 16), 1024)

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/zeebo/blake3"
 )
 
 // ErrDest marks problems with the destination (missing directory, not writable, not a directory).
@@ -119,14 +117,19 @@ type Writer struct {
 	cur      *wfile
 	temps    map[string]bool
 	results  []FileResult
-	hasher   *blake3.Hasher
+	tree     fileTree
 }
 
+// writebackEvery is how much written data the writer lets accumulate before it starts the
+// kernel's writeback of it.
+const writebackEvery = 32 << 20
+
 type wfile struct {
-	idx   int
-	f     *os.File
-	tmp   string
-	final string
+	flushed int64 // writeback started below this offset
+	idx     int
+	f       *os.File
+	tmp     string
+	final   string
 }
 
 // WriterOptions configure a Writer.
@@ -140,7 +143,7 @@ type WriterOptions struct {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	return &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest,
-		temps: map[string]bool{}, hasher: blake3.New()}
+		temps: map[string]bool{}}
 }
 
 // Results lists the files finished so far.
@@ -151,6 +154,14 @@ func (w *Writer) Next() uint32 { return w.next }
 
 // WriteBlock verifies block b against hash and writes it. Blocks must come in order.
 func (w *Writer) WriteBlock(ctx context.Context, b uint32, data []byte, hash [32]byte) error {
+	s := w.plan.Sum(b, data)
+	return w.WriteChecked(ctx, b, data, &s, s.Matches(hash))
+}
+
+// WriteChecked writes block b, which the caller has hashed with Plan.Sum (possibly on another
+// goroutine) and compared with the sender's digest (ok: BlockSum.Matches; false fails the
+// transfer with ErrVerify). Blocks must come in order; the whole-file digest is built from sum.
+func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *BlockSum, ok bool) error {
 	if b != w.next {
 		return fmt.Errorf("internal: block %d written out of order (want %d)", b, w.next)
 	}
@@ -158,7 +169,7 @@ func (w *Writer) WriteBlock(ctx context.Context, b uint32, data []byte, hash [32
 	if n != len(data) {
 		return fmt.Errorf("internal: block %d has %d bytes, want %d", b, len(data), n)
 	}
-	if blake3.Sum256(data) != hash {
+	if !ok {
 		return fmt.Errorf("%w: block %d of %s (offset %d) does not match the sender's digest", ErrVerify, b, w.plan.Files[file].Name, off)
 	}
 	if err := w.finishUpTo(ctx, file); err != nil {
@@ -169,12 +180,17 @@ func (w *Writer) WriteBlock(ctx context.Context, b uint32, data []byte, hash [32
 			return err
 		}
 	}
-	if w.cur.f != nil {
-		if _, err := w.cur.f.WriteAt(data, off); err != nil {
-			return fmt.Errorf("%w: write %s: %v", ErrDest, w.cur.tmp, unwrapPath(err))
+	if wf := w.cur; wf.f != nil {
+		if _, err := wf.f.WriteAt(data, off); err != nil {
+			return fmt.Errorf("%w: write %s: %v", ErrDest, wf.tmp, unwrapPath(err))
+		}
+		// Blocks arrive in order, so the file fills from the front: start writeback behind it.
+		if end := off + int64(len(data)); end-wf.flushed >= writebackEvery {
+			startWriteback(wf.f, wf.flushed, end-wf.flushed)
+			wf.flushed = end
 		}
 	}
-	w.hasher.Write(data)
+	w.tree.add(sum)
 	w.next++
 	if first, nb := w.plan.FileBlocks(file); b == first+nb-1 {
 		return w.finish(ctx, file)
@@ -219,7 +235,7 @@ func (w *Writer) finishUpTo(ctx context.Context, file int) error {
 }
 
 func (w *Writer) open(i int) error {
-	w.hasher.Reset()
+	w.tree.reset()
 	wf := &wfile{idx: i}
 	w.cur = wf
 	if w.sink {
@@ -248,8 +264,7 @@ func (w *Writer) open(i int) error {
 func (w *Writer) finish(ctx context.Context, i int) error {
 	wf := w.cur
 	f := w.plan.Files[i]
-	var got [32]byte
-	w.hasher.Sum(got[:0])
+	got := w.tree.sum()
 	want, err := w.digest(ctx, i)
 	if err != nil {
 		return err

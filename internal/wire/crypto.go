@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // KeyLen is the session key size (AES-256).
@@ -50,6 +51,10 @@ func NewCrypto(key []byte, connID uint32, send Direction) (*Crypto, error) {
 // ConnID is the session's connection id.
 func (c *Crypto) ConnID() uint32 { return c.connID }
 
+// nonces holds 12-byte nonce buffers: a nonce passed to cipher.AEAD (an interface) escapes, so a
+// stack array would cost one allocation per datagram.
+var nonces = sync.Pool{New: func() any { return new([12]byte) }}
+
 func nonce(n *[12]byte, dir Direction, lane uint8, seq uint64) {
 	n[0] = byte(dir)
 	n[1] = lane
@@ -64,9 +69,11 @@ func (c *Crypto) Seal(dst []byte, h Header, plaintext []byte) []byte {
 	h.ConnID = c.connID
 	dst = dst[:HeaderLen]
 	h.Put(dst)
-	var n [12]byte
-	nonce(&n, c.send, h.Lane, h.Seq)
-	return c.aead.Seal(dst, n[:], plaintext, dst[:HeaderLen])
+	n := nonces.Get().(*[12]byte)
+	nonce(n, c.send, h.Lane, h.Seq)
+	out := c.aead.Seal(dst, n[:], plaintext, dst[:HeaderLen])
+	nonces.Put(n)
+	return out
 }
 
 // Open authenticates and decrypts pkt in place and returns its header and plaintext.
@@ -79,9 +86,10 @@ func (c *Crypto) Open(pkt []byte) (Header, []byte, error) {
 	if h.ConnID != c.connID {
 		return h, nil, ErrAuth
 	}
-	var n [12]byte
-	nonce(&n, c.recv, h.Lane, h.Seq)
+	n := nonces.Get().(*[12]byte)
+	nonce(n, c.recv, h.Lane, h.Seq)
 	pt, err := c.aead.Open(pkt[HeaderLen:HeaderLen], n[:], pkt[HeaderLen:], pkt[:HeaderLen])
+	nonces.Put(n)
 	if err != nil {
 		return h, nil, ErrAuth
 	}

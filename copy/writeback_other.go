@@ -1,0 +1,8 @@
+//go:build !linux
+
+package copy
+
+import "os"
+
+// startWriteback is a no-op where sync_file_range does not exist; fsync does all the work.
+func startWriteback(*os.File, int64, int64) {}

@@ -170,6 +170,7 @@ type Controller struct {
 	bwHi     float64
 	bwLo     float64
 	initBw   float64
+	seedBw   float64 // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
 	fullBw   float64
 	fullCnt  int
 	probeBw0 float64
@@ -287,6 +288,22 @@ func New(cfg Config, now time.Time) *Controller {
 }
 
 func (c *Controller) ts(now time.Time) int64 { return int64(now.Sub(c.start)) }
+
+// SeedBandwidth gives STARTUP an estimate of the path's capacity in bits/s (from a packet-train
+// probe), so that its first rounds start near the capacity instead of ramping from the initial
+// window. It only ever raises the starting point, and does nothing once STARTUP is over: the
+// controller's own delivery-rate samples take over from there.
+func (c *Controller) SeedBandwidth(now time.Time, bps float64) {
+	if c.mode != Startup || !(bps > 0) || math.IsInf(bps, 0) {
+		return
+	}
+	// STARTUP paces at startupGain × bw: seed so that the next round paces at ~90 % of the estimate.
+	if b := bps / 8 * 0.9 / startupGain; b > c.initBw {
+		c.initBw = b
+	}
+	c.seedBw = math.Max(c.seedBw, bps/8)
+	c.setRate()
+}
 
 func (c *Controller) rand01() float64 {
 	c.rng ^= c.rng << 13
@@ -1003,6 +1020,13 @@ func (c *Controller) setRate() {
 	}
 	b := c.bw()
 	r := gain * b * (1 - pacingMargin) * 8
+	if c.mode == Startup && c.seedBw > 0 {
+		// With a measured capacity STARTUP need not double blindly: it may exceed what was
+		// measured, or what it has since delivered, by a quarter per round. That still finds
+		// capacity the probe missed, and keeps the overshoot to a fraction of a BDP of queue
+		// instead of the 1.77 BDP a 2.77× round can leave there.
+		r = math.Min(r, 1.25*math.Max(c.seedBw, c.btlbw)*8)
+	}
 	var capB float64
 	if c.mode == ProbeRTT {
 		capB = c.probeRTTCap()

@@ -45,8 +45,14 @@ type Path struct {
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 
+	sendMu       [Lanes]sync.Mutex
+	train        trainRx
+	trainBps     atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
+	trainOnHello atomic.Bool
+	trainSent    atomic.Bool
+
 	// dropSend, when set (tests only), is asked before each datagram is sent; true drops it.
-	dropSend func() bool
+	dropSend atomic.Pointer[func() bool]
 }
 
 type handlerBox struct{ h Handler }
@@ -133,15 +139,23 @@ func (p *Path) Send(i int, pkts [][]byte) error {
 	if !ok {
 		return fmt.Errorf("lane %d has no peer address yet", i)
 	}
-	if p.dropSend != nil {
+	if drop := p.dropSend.Load(); drop != nil {
 		kept := pkts[:0:0]
 		for _, b := range pkts {
-			if !p.dropSend() {
+			if !(*drop)() {
 				kept = append(kept, b)
 			}
 		}
 		pkts = kept
 	}
+	return p.sendTo(i, dst, pkts)
+}
+
+// sendTo is the one place datagrams leave: a lane's socket takes one sender at a time (lane's
+// contract), and data, feedback, hello answers and probe reports can share a lane.
+func (p *Path) sendTo(i int, dst netip.AddrPort, pkts [][]byte) error {
+	p.sendMu[i].Lock()
+	defer p.sendMu[i].Unlock()
 	return p.conns[i].Send(dst, pkts)
 }
 
@@ -196,8 +210,22 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				p.Replays.Add(1)
 				return
 			}
+			if h.Flags&trainFlag != 0 {
+				switch h.Type {
+				case wire.TypeHello:
+					p.onTrain(i, pt, len(b), now, from)
+				case wire.TypeHelloAck:
+					if len(pt) >= 8 {
+						p.trainBps.CompareAndSwap(0, beUint64(pt)+1)
+					}
+				}
+				return
+			}
 			switch h.Type {
 			case wire.TypeHello:
+				if p.server && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true) {
+					go p.sendTrain(i, from)
+				}
 				if p.server {
 					p.SetPeer(i, from)
 					p.SendOne(i, wire.TypeHelloAck, pt) // echo the client's timestamp
@@ -237,7 +265,8 @@ var ErrNoUDP = errors.New("no UDP path")
 
 // Handshake (client side) sends hellos on every lane to server until each lane is answered, and
 // returns the measured round-trip time. It fails after timeout naming the ports that stayed silent.
-func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout time.Duration) (time.Duration, error) {
+// With probe, it also sends the packet-train probe (the client sends the data in a push).
+func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout time.Duration, probe bool) (time.Duration, error) {
 	for i := range p.conns {
 		p.SetPeer(i, server[i])
 	}
@@ -257,6 +286,9 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 				ts[k] = byte(n >> (56 - 8*k))
 			}
 			p.SendOne(i, wire.TypeHello, ts[:])
+		}
+		if probe && p.trainSent.CompareAndSwap(false, true) {
+			p.sendTrain(0, server[0])
 		}
 		if done {
 			return time.Duration(p.helloRTT.Load()), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,26 +16,30 @@ import (
 // chunksIn is the number of data chunks of a block of n bytes.
 func chunksIn(n int) int { return (n + wire.ChunkSize - 1) / wire.ChunkSize }
 
-// rxBlock is a block being reassembled.
+// rxBlock is a block being reassembled. The lane goroutines fill it without a lock: a chunk is
+// claimed by setting its bit in have (atomic OR), copied, and then counted in nHave; the goroutine
+// whose count completes the block hands it on, and by then every copy has happened before. A block
+// object is never reused for another block id, so a late duplicate holding a stale pointer only
+// finds its bit already set.
 type rxBlock struct {
-	id       uint32
-	data     []byte
-	nChunks  int // data chunks; the hash travels as chunk index nChunks
-	have     []uint64
-	nHave    int
-	hash     [32]byte
-	hashSeen bool
-	complete bool
+	id      uint32
+	data    []byte
+	nChunks int // data chunks; the hash travels as chunk index nChunks
+	have    []atomic.Uint64
+	nHave   atomic.Int32
+	hash    [32]byte
+	// checked is held locked from delivery until a verify worker has compared the block's digest
+	// (wireguard-go's locked-container ordering: the writer takes blocks in order and waits on it).
+	checked  sync.Mutex
+	sum      fcopy.BlockSum
+	ok       bool
+	complete bool // guarded by Receiver.mu
 }
 
-func (b *rxBlock) mark(c int) bool {
-	w, bit := c/64, uint64(1)<<(c%64)
-	if b.have[w]&bit != 0 {
-		return false
-	}
-	b.have[w] |= bit
-	b.nHave++
-	return true
+// claim marks chunk c as received and reports whether it was new.
+func (b *rxBlock) claim(c int) bool {
+	bit := uint64(1) << (c % 64)
+	return b.have[c/64].Or(bit)&bit == 0
 }
 
 // FeedbackInterval is how often the receiver reports.
@@ -48,8 +53,16 @@ type ReceiverStats struct {
 	Feedback   uint64 // feedback datagrams sent
 }
 
+// laneCounters are one lane goroutine's counters, on their own cache line.
+type laneCounters struct {
+	datagrams, duplicates, outside atomic.Uint64
+	_                              [40]byte
+}
+
 // Receiver reassembles blocks from data datagrams, hands them in order to a copy.Writer and
-// reports progress to the sender in feedback datagrams.
+// reports progress to the sender in feedback datagrams. Datagrams are placed by the lane
+// goroutines without a shared lock; block digests are checked by a pool of workers; the writer
+// takes blocks in order.
 type Receiver struct {
 	path    *Path
 	plan    *fcopy.Plan
@@ -57,17 +70,19 @@ type Receiver struct {
 	window  uint32
 	fbEvery time.Duration
 
-	mu      sync.Mutex
-	base    uint32 // blocks below base are written; memory is held for [base, base+window)
-	deliver uint32 // next block to hand to the writer
-	ring    []*rxBlock
+	base    atomic.Uint32 // blocks below base are written; memory is held for [base, base+window)
+	deliver atomic.Uint32 // next block to hand to the writer
+	ring    []atomic.Pointer[rxBlock]
+	counts  [Lanes]laneCounters
+
+	mu      sync.Mutex // block allocation, delivery, the free list
 	free    [][]byte
 	toWrite chan *rxBlock
-	failed  error
-	stats   ReceiverStats
+	verify  chan *rxBlock
 
-	fbSent  atomic.Uint64
-	written atomic.Int64
+	feedback atomic.Uint64
+	fbSent   atomic.Uint64
+	written  atomic.Int64
 }
 
 // Progress returns the bytes verified and written so far.
@@ -76,12 +91,13 @@ func (r *Receiver) Progress() *Progress { return &Progress{Bytes: r.written.Load
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
 	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), fbEvery: FeedbackInterval,
-		ring: make([]*rxBlock, window), toWrite: make(chan *rxBlock, window+1)}
+		ring: make([]atomic.Pointer[rxBlock], window), toWrite: make(chan *rxBlock, window+1),
+		verify: make(chan *rxBlock, window+1)}
 	return r
 }
 
 // Datagram implements Handler.
-func (r *Receiver) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
+func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) {
 	if h.Type != wire.TypeData {
 		return
 	}
@@ -89,33 +105,21 @@ func (r *Receiver) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
 	if err != nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stats.Datagrams++
-	if f.Block < r.deliver || f.Block >= r.base+r.window || f.Block >= r.plan.NumBlocks() {
-		if f.Block >= r.base+r.window {
-			r.stats.Outside++
-		} else {
-			r.stats.Duplicates++
-		}
+	cnt := &r.counts[laneIdx%Lanes]
+	cnt.datagrams.Add(1)
+	if f.Block < r.deliver.Load() || f.Block >= r.plan.NumBlocks() {
+		cnt.duplicates.Add(1)
 		return
 	}
-	b := r.ring[f.Block%r.window]
+	if f.Block >= r.base.Load()+r.window {
+		cnt.outside.Add(1)
+		return
+	}
+	b := r.ring[f.Block%r.window].Load()
 	if b == nil || b.id != f.Block {
-		n := r.plan.BlockLen(f.Block)
-		b = &rxBlock{id: f.Block, nChunks: chunksIn(n)}
-		b.have = make([]uint64, (b.nChunks+1+63)/64)
-		if k := len(r.free); k > 0 {
-			b.data = r.free[k-1][:n]
-			r.free = r.free[:k-1]
-		} else {
-			b.data = make([]byte, n, fcopy.BlockSize)
+		if b = r.slot(f.Block, cnt); b == nil {
+			return
 		}
-		r.ring[f.Block%r.window] = b
-	}
-	if b.complete {
-		r.stats.Duplicates++
-		return
 	}
 	c := int(f.Chunk)
 	switch f.Kind {
@@ -124,8 +128,8 @@ func (r *Receiver) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
 		if c >= b.nChunks || off+len(payload) != min(off+wire.ChunkSize, len(b.data)) {
 			return // malformed: sealed by our peer, so a bug; ignore rather than corrupt
 		}
-		if !b.mark(c) {
-			r.stats.Duplicates++
+		if !b.claim(c) {
+			cnt.duplicates.Add(1)
 			return
 		}
 		copy(b.data[off:], payload)
@@ -133,24 +137,79 @@ func (r *Receiver) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
 		if c != b.nChunks || len(payload) != 32 {
 			return
 		}
-		if !b.mark(c) {
-			r.stats.Duplicates++
+		if !b.claim(c) {
+			cnt.duplicates.Add(1)
 			return
 		}
 		copy(b.hash[:], payload)
-		b.hashSeen = true
 	default:
 		return
 	}
-	if b.nHave == b.nChunks+1 {
-		b.complete = true
-		for {
-			nb := r.ring[r.deliver%r.window]
-			if r.deliver >= r.plan.NumBlocks() || nb == nil || nb.id != r.deliver || !nb.complete {
-				break
-			}
-			r.toWrite <- nb // capacity window+1: never blocks
-			r.deliver++
+	if int(b.nHave.Add(1)) == b.nChunks+1 {
+		r.completed(b)
+	}
+}
+
+// slot returns the block being assembled as id, creating it; nil if id is no longer (or not yet)
+// inside the window.
+func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id < r.deliver.Load() {
+		cnt.duplicates.Add(1)
+		return nil
+	}
+	if id >= r.base.Load()+r.window {
+		cnt.outside.Add(1)
+		return nil
+	}
+	// Blocks below base have left the ring, and nothing at or beyond base+window is created, so
+	// the slot is either empty or already holds id.
+	if b := r.ring[id%r.window].Load(); b != nil {
+		return b
+	}
+	n := r.plan.BlockLen(id)
+	b := &rxBlock{id: id, nChunks: chunksIn(n)}
+	b.have = make([]atomic.Uint64, (b.nChunks+1+63)/64)
+	if k := len(r.free); k > 0 {
+		b.data = r.free[k-1][:n]
+		r.free = r.free[:k-1]
+	} else {
+		b.data = make([]byte, n, fcopy.BlockSize)
+	}
+	r.ring[id%r.window].Store(b)
+	return b
+}
+
+// completed hands every block that is now complete and next in order to the verify workers and
+// the writer.
+func (r *Receiver) completed(b *rxBlock) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b.complete = true
+	total := r.plan.NumBlocks()
+	for d := r.deliver.Load(); d < total; d++ {
+		nb := r.ring[d%r.window].Load()
+		if nb == nil || nb.id != d || !nb.complete {
+			break
+		}
+		nb.checked.Lock() // unlocked by the verify worker
+		r.verify <- nb    // capacity window+1: never blocks
+		r.toWrite <- nb
+		r.deliver.Store(d + 1)
+	}
+}
+
+// verifyLoop checks block digests until ctx ends.
+func (r *Receiver) verifyLoop(ctx context.Context) {
+	for {
+		select {
+		case b := <-r.verify:
+			b.sum = r.plan.Sum(b.id, b.data)
+			b.ok = b.sum.Matches(b.hash)
+			b.checked.Unlock()
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -161,11 +220,19 @@ func (r *Receiver) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.path.SetHandler(r)
-	fbDone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(fbDone)
+		defer wg.Done()
 		r.feedbackLoop(ctx)
 	}()
+	for range max(runtime.GOMAXPROCS(0), 2) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.verifyLoop(ctx)
+		}()
+	}
 	err := r.writeLoop(ctx)
 	if err == nil {
 		// Tell the sender that everything is in, a few times in case feedback is lost; the
@@ -176,7 +243,7 @@ func (r *Receiver) Run(ctx context.Context) error {
 		}
 	}
 	cancel()
-	<-fbDone
+	wg.Wait()
 	return err
 }
 
@@ -189,14 +256,15 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := r.w.WriteBlock(ctx, b.id, b.data, b.hash); err != nil {
+		b.checked.Lock() // waits for the verify worker
+		if err := r.w.WriteChecked(ctx, b.id, b.data, &b.sum, b.ok); err != nil {
 			return err
 		}
 		r.written.Add(int64(len(b.data)))
 		r.mu.Lock()
 		r.free = append(r.free, b.data)
-		r.ring[b.id%r.window] = nil
-		r.base = b.id + 1
+		r.ring[b.id%r.window].Store(nil)
+		r.base.Store(b.id + 1)
 		r.mu.Unlock()
 	}
 	if err := r.w.Finish(ctx); err != nil {
@@ -215,10 +283,8 @@ func (r *Receiver) feedbackLoop(ctx context.Context) {
 		case now := <-t.C:
 			r.sendFeedback(now)
 			if debug && r.fbSent.Load()%200 == 0 {
-				r.mu.Lock()
-				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d\n", r.base, r.deliver, r.stats,
+				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d\n", r.base.Load(), r.deliver.Load(), r.Stats(),
 					r.path.peers[0].Load(), r.path.AuthFailures.Load(), r.path.Replays.Load())
-				r.mu.Unlock()
 			}
 		}
 	}
@@ -228,9 +294,7 @@ func (r *Receiver) feedbackLoop(ctx context.Context) {
 // that the loss of one feedback datagram does not stall the sender.
 func (r *Receiver) sendFeedback(now time.Time) {
 	fb := wire.Feedback{Lanes: make([]wire.LaneAck, Lanes)}
-	r.mu.Lock()
-	fb.Cursor, fb.Window = r.base, r.window
-	r.mu.Unlock()
+	fb.Cursor, fb.Window = r.base.Load(), r.window
 	for i := range fb.Lanes {
 		rx := &r.path.rx[i]
 		rx.mu.Lock()
@@ -245,18 +309,21 @@ func (r *Receiver) sendFeedback(now time.Time) {
 	k := int(r.fbSent.Add(1))
 	for _, i := range []int{k % Lanes, (k + 2) % Lanes} {
 		if err := r.path.SendOne(i, wire.TypeFeedback, pt); err == nil {
-			r.mu.Lock()
-			r.stats.Feedback++
-			r.mu.Unlock()
+			r.feedback.Add(1)
 		}
 	}
 }
 
 // Stats returns the receiver's counters.
 func (r *Receiver) Stats() ReceiverStats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stats
+	st := ReceiverStats{Feedback: r.feedback.Load()}
+	for i := range r.counts {
+		c := &r.counts[i]
+		st.Datagrams += c.datagrams.Load()
+		st.Duplicates += c.duplicates.Load()
+		st.Outside += c.outside.Load()
+	}
+	return st
 }
 
 func init() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ type SenderStats struct {
 	FirstDataAt   time.Time
 	LastAckAt     time.Time
 	CC            cc.Stats // the rate controller's view at the end
+	ProbeBps      float64  // the packet-train estimate of the path's capacity (0: none)
 }
 
 // ipUDPOverhead is what IPv4 and UDP add to each datagram on the wire; rates count IP bytes, as
@@ -69,12 +71,28 @@ const (
 
 type laneTx struct {
 	ring    []sentPkt
-	lowest  uint64 // lowest sequence number that may still be in flight
-	next    uint64 // last sequence number used
-	largest uint64 // highest acknowledged
-	bufs    [][]byte
-	batch   [][]byte
+	lowest  uint64        // lowest sequence number that may still be in flight
+	next    uint64        // last sequence number used
+	largest uint64        // highest acknowledged
+	cur     *txBatch      // being filled by the sender loop
+	free    chan *txBatch // empty batches
+	work    chan *txBatch // filled batches, in sequence order, for the lane's sealer
 }
+
+// txBatch is up to maxBatch datagrams of one lane: the sender loop writes each plaintext frame at
+// bufs[k][HeaderLen:] and reserves its sequence number; the lane's sealer goroutine seals them in
+// place and sends them with one Path.Send. Batches, not datagrams, cross goroutines, and each
+// lane's batches are sealed and sent in order, so its sequence numbers leave in order.
+type txBatch struct {
+	n    int
+	bufs [maxBatch][]byte
+	seqs [maxBatch]uint64
+	lens [maxBatch]uint16 // plaintext lengths
+	pkts [][]byte         // sealed datagrams, for Send
+}
+
+// batchesPerLane bounds the sealed-but-unsent data per lane (with maxBatch 128: 4 × 184 KiB).
+const batchesPerLane = 4
 
 type txBlock struct {
 	id      uint32
@@ -116,6 +134,9 @@ type Sender struct {
 	cc    *cc.Controller
 	lanes [Lanes]laneTx
 	rr    int
+	// sendErr is the first error of a lane sealer; kick wakes the loop when a batch is free again.
+	sendErr atomic.Pointer[error]
+	kick    chan struct{}
 
 	blocks   map[uint32]*txBlock
 	sendable []*txBlock // blocks with chunks never sent, in order
@@ -127,6 +148,7 @@ type Sender struct {
 	minRTT         time.Duration
 	fbCh           chan []byte
 	ackedBytes     atomic.Int64
+	seeded         bool
 	progress       atomic.Pointer[Progress]
 	lastProgress   time.Time
 	fb             wire.Feedback
@@ -143,9 +165,19 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	}
 	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
-		fbCh: make(chan []byte, 256)}
+		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1)}
 	for i := range s.lanes {
-		s.lanes[i].ring = make([]sentPkt, sentRing)
+		l := &s.lanes[i]
+		l.ring = make([]sentPkt, sentRing)
+		l.free = make(chan *txBatch, batchesPerLane)
+		l.work = make(chan *txBatch, batchesPerLane)
+		for range batchesPerLane {
+			bt := &txBatch{pkts: make([][]byte, 0, maxBatch)}
+			for k := range bt.bufs {
+				bt.bufs[k] = make([]byte, wire.MaxDatagram)
+			}
+			l.free <- bt
+		}
 	}
 	return s
 }
@@ -188,6 +220,16 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
 	defer func() { s.stats.CC = s.cc.Stats() }()
+	var sealers sync.WaitGroup
+	for i := range s.lanes {
+		sealers.Go(func() { s.sealLoop(i) })
+	}
+	defer func() {
+		for i := range s.lanes {
+			close(s.lanes[i].work)
+		}
+		sealers.Wait()
+	}()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	lastFB := time.Now()
@@ -225,6 +267,10 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 				}
 			}
 		case <-tick.C:
+		case <-s.kick:
+		}
+		if e := s.sendErr.Load(); e != nil {
+			return *e
 		}
 		now := time.Now()
 		if debug && now.Sub(lastDbg) > time.Second {
@@ -241,6 +287,13 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 				ErrNoFeedback, s.cfg.Idle.Round(time.Second), s.stats.Feedback, rx, s.path.AuthFailures.Load(), s.path.Replays.Load())
 		}
 		s.detectTimeLoss(now)
+		if !s.seeded {
+			if bps, ok := s.path.TrainEstimate(); ok {
+				s.seeded = true
+				s.stats.ProbeBps = bps
+				s.cc.SeedBandwidth(now, bps)
+			}
+		}
 		s.cc.Tick(now)
 		if now.Sub(s.lastProgress) >= 200*time.Millisecond {
 			s.lastProgress = now
@@ -294,50 +347,84 @@ func (s *Sender) nextChunk() (*txBlock, int, bool, bool) {
 
 const maxBatch = 128
 
+// transmit frames what the pacer and the inflight cap allow and hands full batches to the lane
+// sealers. Only the plaintext copy and the bookkeeping happen here; sealing and the system calls
+// run on the lanes' goroutines.
 func (s *Sender) transmit(now time.Time) error {
 	budget := s.pacer.Budget(now)
-	for budget >= wire.MaxDatagramV6 {
-		n := 0
-		for n < maxBatch*Lanes && budget > 0 && s.cc.Inflight() < s.inflightCap() {
-			b, c, re, ok := s.nextChunk()
-			if !ok {
-				break
-			}
-			l := &s.lanes[s.rr]
-			if l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
-				// The lane's record is full of unresolved datagrams; put the chunk back for later.
-				s.retx = append([]chunkRef{{b.id, uint16(c)}}, s.retx...)
-				break
-			}
-			pkt := s.seal(s.rr, b, c, now)
-			budget -= len(pkt) + ipUDPOverhead
-			s.pacer.Consume(len(pkt) + ipUDPOverhead)
-			s.stats.Datagrams++
-			s.stats.WireBytes += uint64(len(pkt))
-			if re {
-				s.stats.Retransmitted++
-			}
-			s.rr = (s.rr + 1) % Lanes
-			n++
+	sent := false
+	for budget >= wire.MaxDatagramV6 && s.cc.Inflight() < s.inflightCap() {
+		l := &s.lanes[s.rr]
+		if l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
+			break // the lane's record is full of unresolved datagrams
 		}
-		if n == 0 {
+		if l.cur == nil {
+			select {
+			case l.cur = <-l.free:
+			default:
+				// The lane's sealer is behind: this round is over (it kicks the loop when done).
+				s.dispatch()
+				return nil
+			}
+		}
+		b, c, re, ok := s.nextChunk()
+		if !ok {
 			break
 		}
-		if s.stats.FirstDataAt.IsZero() {
-			s.stats.FirstDataAt = now
+		size := s.frame(s.rr, l, b, c, now)
+		budget -= size
+		s.pacer.Consume(size)
+		s.stats.Datagrams++
+		s.stats.WireBytes += uint64(size - ipUDPOverhead)
+		if re {
+			s.stats.Retransmitted++
 		}
-		for i := range s.lanes {
-			l := &s.lanes[i]
-			if len(l.batch) == 0 {
-				continue
-			}
-			if err := s.path.Send(i, l.batch); err != nil && !isTransient(err) {
-				return fmt.Errorf("send on lane %d: %w", i, err)
-			}
-			l.batch = l.batch[:0]
+		if l.cur.n == maxBatch {
+			l.work <- l.cur // never blocks: a lane has batchesPerLane batches in all
+			l.cur = nil
+		}
+		s.rr = (s.rr + 1) % Lanes
+		sent = true
+	}
+	if sent && s.stats.FirstDataAt.IsZero() {
+		s.stats.FirstDataAt = now
+	}
+	s.dispatch()
+	return nil
+}
+
+// dispatch hands every partly filled batch to its sealer.
+func (s *Sender) dispatch() {
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if l.cur != nil && l.cur.n > 0 {
+			l.work <- l.cur
+			l.cur = nil
 		}
 	}
-	return nil
+}
+
+// sealLoop seals and sends lane i's batches in order until its work channel is closed.
+func (s *Sender) sealLoop(i int) {
+	l := &s.lanes[i]
+	for bt := range l.work {
+		bt.pkts = bt.pkts[:0]
+		for k := range bt.n {
+			buf := bt.bufs[k]
+			pt := buf[wire.HeaderLen : wire.HeaderLen+int(bt.lens[k])]
+			bt.pkts = append(bt.pkts, s.path.Seal(buf[:0], wire.TypeData, i, bt.seqs[k], pt))
+		}
+		if err := s.path.Send(i, bt.pkts); err != nil && !isTransient(err) {
+			err = fmt.Errorf("send on lane %d: %w", i, err)
+			s.sendErr.CompareAndSwap(nil, &err)
+		}
+		bt.n = 0
+		l.free <- bt
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // inflightCap is the controller's cap, but never less than what the pacing rate sends in 4
@@ -357,14 +444,12 @@ func isTransient(err error) bool {
 	return errors.Is(err, errConnRefused)
 }
 
-// seal builds the datagram for chunk c of b on lane i and appends it to the lane's batch.
-func (s *Sender) seal(i int, b *txBlock, c int, now time.Time) []byte {
-	l := &s.lanes[i]
-	k := len(l.batch)
-	if k == len(l.bufs) {
-		l.bufs = append(l.bufs, make([]byte, wire.MaxDatagram))
-	}
-	buf := l.bufs[k]
+// frame writes the plaintext of chunk c of b into lane i's current batch, reserves its sequence
+// number and records it in flight; it returns the datagram's size on the wire (IP bytes).
+func (s *Sender) frame(i int, l *laneTx, b *txBlock, c int, now time.Time) int {
+	bt := l.cur
+	k := bt.n
+	buf := bt.bufs[k]
 	var payload []byte
 	f := wire.DataFrame{Kind: wire.KindChunk, Block: b.id, Chunk: uint16(c)}
 	if c == b.nChunks {
@@ -375,21 +460,22 @@ func (s *Sender) seal(i int, b *txBlock, c int, now time.Time) []byte {
 		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
 	}
 	f.Len = uint16(len(payload))
-	pt := buf[wire.HeaderLen : wire.HeaderLen+wire.DataFrameLen+len(payload)]
+	n := wire.DataFrameLen + len(payload)
+	pt := buf[wire.HeaderLen : wire.HeaderLen+n]
 	f.Put(pt)
 	copy(pt[wire.DataFrameLen:], payload)
 	seq := s.path.NextSeq(i)
-	pkt := s.path.Seal(buf[:0], wire.TypeData, i, seq, pt)
+	bt.seqs[k], bt.lens[k] = seq, uint16(n)
+	bt.n++
 	l.next = seq
 	if l.lowest == 0 {
 		l.lowest = seq
 	}
-	size := len(pkt) + ipUDPOverhead
+	size := wire.Overhead + n + ipUDPOverhead
 	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight}
-	l.batch = append(l.batch, pkt)
 	appLimited := len(s.retx) == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.window)
 	s.cc.OnSent(now, i, seq, size, appLimited)
-	return pkt
+	return size
 }
 
 func (s *Sender) onFeedback(pt []byte, now time.Time) {

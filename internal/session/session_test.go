@@ -38,7 +38,7 @@ func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
 	for _, p := range server.Ports() {
 		dst = append(dst, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)))
 	}
-	if _, err := client.Handshake(context.Background(), dst, 5*time.Second); err != nil {
+	if _, err := client.Handshake(context.Background(), dst, 5*time.Second, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := server.WaitPeers(context.Background(), 5*time.Second); err != nil {
@@ -47,7 +47,8 @@ func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
 	for i, p := range []*Path{client, server} {
 		var mu sync.Mutex
 		r := mathrand.New(mathrand.NewPCG(seed, uint64(i)))
-		p.dropSend = func() bool { mu.Lock(); defer mu.Unlock(); return r.Float64() < loss }
+		drop := func() bool { mu.Lock(); defer mu.Unlock(); return r.Float64() < loss }
+		p.dropSend.Store(&drop)
 	}
 	return client, server
 }

@@ -54,6 +54,7 @@ type Result struct {
 	RTTms         float64            `json:"rtt_ms"`
 	RateBps       float64            `json:"rate_bps"`
 	CC            *RateStats         `json:"cc,omitempty"`
+	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
 	PeerUploaded  bool               `json:"peer_uploaded"`
 	PeerPath      string             `json:"peer_path"`
 	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
@@ -133,7 +134,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 }
 
 // openPath opens the local lanes and performs the UDP handshake with the server's ports.
-func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto) error {
+func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
 	addr, err := serverAddr(ctx, o, host, ready.Addr)
 	if err != nil {
 		return err
@@ -154,7 +155,7 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	for _, p := range ready.Ports {
 		dst = append(dst, netip.AddrPortFrom(addr, uint16(p)))
 	}
-	rtt, err := path.Handshake(ctx, dst, 10*time.Second)
+	rtt, err := path.Handshake(ctx, dst, 10*time.Second, probe)
 	if err != nil {
 		return err
 	}
@@ -217,7 +218,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		window = ready.Window
 	}
 	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
-	if err := c.openPath(ctx, &o, host, ready, crypto); err != nil {
+	if err := c.openPath(ctx, &o, host, ready, crypto, true); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
@@ -229,6 +230,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	res.fill(side, c, plan)
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
 	res.CC = rateStats(side.sender)
+	res.ProbeBps = side.sender.ProbeBps
 	return res, nil
 }
 
@@ -263,7 +265,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		return nil, err
 	}
 	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
-	if err := c.openPath(ctx, &o, host, ready, crypto); err != nil {
+	if err := c.openPath(ctx, &o, host, ready, crypto, false); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}

@@ -93,6 +93,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			return fail(err)
 		}
 		ready.Files = sources.Files
+		path.SendTrainOnHello()
 		if err := ctl.Send(ready); err != nil {
 			return err
 		}

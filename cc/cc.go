@@ -65,6 +65,8 @@ const (
 	competeDowns = 3
 	maxDownRnds  = 12
 
+	startupQSamples = 8 // consecutive high-queue RTT samples that end STARTUP (≈ 2 feedback frames over 4 lanes)
+
 	noFeedbackMin = int64(time.Second)
 	weightFloor   = 0.05
 )
@@ -165,15 +167,16 @@ type Controller struct {
 	lastQ       int64 // latest sample - rtprop
 
 	// bandwidth model, bytes/s
-	bwSlot   [2]float64 // max delivery rate in the current and the previous probe cycle
-	btlbw    float64
-	bwHi     float64
-	bwLo     float64
-	initBw   float64
-	seedBw   float64 // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
-	fullBw   float64
-	fullCnt  int
-	probeBw0 float64
+	bwSlot       [2]float64 // max delivery rate in the current and the previous probe cycle
+	btlbw        float64
+	bwHi         float64
+	bwLo         float64
+	initBw       float64
+	seedBw       float64
+	startupHighQ int // consecutive RTT samples with a queue over the STARTUP exit threshold // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
+	fullBw       float64
+	fullCnt      int
+	probeBw0     float64
 
 	// random-loss baseline
 	lossBase             float64
@@ -581,6 +584,19 @@ func (c *Controller) onRTT(t int64, ln *laneState, rtt int64) {
 	}
 	q := rtt - c.rtprop
 	c.lastQ = q
+	// Improvement: STARTUP watches every sample, not the round's minimum. A round at 2.77× builds
+	// a queue of 1.77 round trips' worth of the excess before the round-end check can see it; a run
+	// of samples over the threshold ends STARTUP within a few feedback intervals instead.
+	if c.mode == Startup && c.rtpropStamp >= 0 {
+		if q > max(c.qHigh(), c.rtprop/4) {
+			if c.startupHighQ++; c.startupHighQ >= startupQSamples {
+				c.enterDrain(t)
+				c.setRate()
+			}
+		} else {
+			c.startupHighQ = 0
+		}
+	}
 	if q < c.rnd.qmin {
 		c.rnd.qmin = q
 	}

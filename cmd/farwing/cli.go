@@ -17,6 +17,7 @@ import (
 
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/cc"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
@@ -87,6 +88,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		rate     = fs.String("rate", "", "rate ceiling in bits/s, counted in IP bytes (e.g. 300M, 1.5G); the exact rate with --policy fixed")
 		minRate  = fs.String("min-rate", "", "rate floor in bits/s")
 		policy   = fs.String("policy", "fair", "rate policy: fair (share with TCP), high (hold more under loss), fixed (hold --rate), low (yield to everything)")
+		fecMode  = fs.String("fec", "auto", "Reed-Solomon parity: auto (sized from the measured random loss), off, or K+M (M parity datagrams per K data datagrams, e.g. 10+2)")
 		window   = fs.Int("window", 0, "receive window in MiB (0: from rate and round trip)")
 		jsonOut  = fs.Bool("json", false, "print one JSON summary object on stdout")
 		verbose  = fs.BoolP("verbose", "v", false, "show progress details and ssh's own messages")
@@ -139,6 +141,11 @@ func cmdCopy(ctx context.Context, args []string) int {
 		}
 		o.MinRate = r
 	}
+	fecm, err := fec.ParseMode(*fecMode)
+	if err != nil {
+		return fail(xfer.ExitUsage, err)
+	}
+	o.FEC = fecm
 	pol, err := cc.ParsePolicy(*policy)
 	if err != nil {
 		return fail(xfer.ExitUsage, err)
@@ -228,6 +235,9 @@ func summary(r *xfer.Result) {
 	if r.DatagramsSent > 0 && r.Retransmitted > 0 {
 		retx = fmt.Sprintf(", %d datagrams re-sent", r.Retransmitted)
 	}
+	if r.ParitySent > 0 || r.FECRebuilt > 0 {
+		retx += fmt.Sprintf(", %d parity, %d groups rebuilt by FEC", r.ParitySent, r.FECRebuilt)
+	}
 	fmt.Fprintf(stderr, "farwing: %s %d file(s), %s in %.2f s (data %.2f s, %s)%s%s, verified\n",
 		what, len(r.Files), units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest)
 }
@@ -278,8 +288,11 @@ func progressLine(lines bool) xfer.ProgressFunc {
 		last, lastT = p.Bytes, el
 		s := fmt.Sprintf("%4.0f%% %s/%s  %s", pct, units.Size(p.Bytes), units.Size(total), units.Rate(cur))
 		if p.RateBps > 0 {
-			s += fmt.Sprintf("  rate %s  srtt %.0f ms (min %.0f)  loss %.2f%%  cong %d  re-sent %d",
-				units.Rate(p.RateBps), float64(p.SRTT)/1e6, float64(p.MinRTT)/1e6, 100*p.RandomLoss, p.CongestionEvents, p.Retransmitted)
+			s += fmt.Sprintf("  rate %s  srtt %.0f ms (min %.0f)  loss %.2f%%  cong %d  re-sent %d  parity %d",
+				units.Rate(p.RateBps), float64(p.SRTT)/1e6, float64(p.MinRTT)/1e6, 100*p.RandomLoss, p.CongestionEvents, p.Retransmitted, p.Parity)
+		}
+		if p.Rebuilt > 0 {
+			s += fmt.Sprintf("  fec-rebuilt %d", p.Rebuilt)
 		}
 		switch {
 		case lines:

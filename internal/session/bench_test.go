@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/zeebo/blake3"
 )
@@ -75,7 +76,14 @@ func (p *patternFile) ReadAt(b []byte, off int64) (int, error) {
 // over the four loopback lanes in this process, with everything the real engines do per byte:
 // block and whole-file BLAKE3 at both ends, sealing, opening, reassembly and feedback. One op is
 // one transfer; MB/s is file data. FARWING_BENCH_CPUPROFILE=path writes a CPU profile of all ops.
-func BenchmarkTransfer(b *testing.B) {
+func BenchmarkTransfer(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeAuto}) }
+
+// BenchmarkTransferFEC is BenchmarkTransfer with fixed 10+2 parity on every group: the sender
+// encodes and sends 20 % more datagrams, and the receiver opens a group wherever parity overtakes
+// data (no loss, so nothing is rebuilt unless it does).
+func BenchmarkTransferFEC(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}) }
+
+func benchTransfer(b *testing.B, mode fec.Mode) {
 	const size = 1 << 30
 	const window = 64
 	pf := &patternFile{pat: make([]byte, patternLen), size: size}
@@ -122,7 +130,7 @@ func BenchmarkTransfer(b *testing.B) {
 		recv := NewReceiver(server, plan, w, window)
 		errc := make(chan error, 1)
 		go func() { errc <- recv.Run(ctx) }()
-		snd := NewSender(client, plan, pool, SenderConfig{Window: window, InitialRTT: time.Millisecond})
+		snd := NewSender(client, plan, pool, SenderConfig{Window: window, InitialRTT: time.Millisecond, FEC: mode})
 		if err := snd.Run(ctx, blocks); err != nil {
 			b.Fatalf("sender: %v", err)
 		}
@@ -142,6 +150,7 @@ func BenchmarkTransfer(b *testing.B) {
 			b.Logf("sender %+v\nreceiver %+v kernel drops %d", st, recv.Stats(), drops)
 		}
 		b.ReportMetric(float64(st.Retransmitted)/float64(st.Datagrams)*100, "%retx")
+		b.ReportMetric(float64(st.Datagrams), "datagrams/op")
 	}
 }
 

@@ -17,16 +17,19 @@ import (
 func chunksIn(n int) int { return (n + wire.ChunkSize - 1) / wire.ChunkSize }
 
 // rxBlock is a block being reassembled. The lane goroutines fill it without a lock: a chunk is
-// claimed by setting its bit in have (atomic OR), copied, and then counted in nHave; the goroutine
-// whose count completes the block hands it on, and by then every copy has happened before. A block
-// object is never reused for another block id, so a late duplicate holding a stale pointer only
-// finds its bit already set.
+// claimed by setting its bit in have (atomic OR), copied, marked in placed, and then counted in
+// nHave; the goroutine whose count completes the block hands it on, and by then every copy has
+// happened before. A block object is never reused for another block id, so a late duplicate
+// holding a stale pointer only finds its bit already set. FEC state (rxFEC) appears with the
+// block's first parity datagram.
 type rxBlock struct {
 	id      uint32
 	data    []byte
 	nChunks int // data chunks; the hash travels as chunk index nChunks
 	have    []atomic.Uint64
+	placed  []atomic.Uint64 // chunks whose bytes are in data (set after the copy)
 	nHave   atomic.Int32
+	fec     atomic.Pointer[rxFEC]
 	hash    [32]byte
 	// checked is held locked from delivery until a verify worker has compared the block's digest
 	// (wireguard-go's locked-container ordering: the writer takes blocks in order and waits on it).
@@ -42,21 +45,37 @@ func (b *rxBlock) claim(c int) bool {
 	return b.have[c/64].Or(bit)&bit == 0
 }
 
+// isPlaced reports whether chunk c's bytes are in data.
+func (b *rxBlock) isPlaced(c int) bool { return b.placed[c/64].Load()&(1<<(c%64)) != 0 }
+
+func (b *rxBlock) markPlaced(c int) { b.placed[c/64].Or(1 << (c % 64)) }
+
+// chunkLen is the length of data chunk c.
+func (b *rxBlock) chunkLen(c int) int {
+	off := c * wire.ChunkSize
+	return min(off+wire.ChunkSize, len(b.data)) - off
+}
+
 // FeedbackInterval is how often the receiver reports.
 const FeedbackInterval = 5 * time.Millisecond
 
 // ReceiverStats are the receiving side's counters.
 type ReceiverStats struct {
-	Datagrams  uint64 // authenticated data datagrams
-	Duplicates uint64 // chunks that had already arrived
-	Outside    uint64 // chunks for blocks outside the window
-	Feedback   uint64 // feedback datagrams sent
+	Datagrams   uint64 // authenticated data datagrams
+	Duplicates  uint64 // chunks that had already arrived
+	Outside     uint64 // chunks for blocks outside the window
+	Feedback    uint64 // feedback datagrams sent
+	Parity      uint64 // parity datagrams received
+	FECRebuilt  uint64 // groups whose missing chunks were rebuilt from the parity sent with them
+	FECRepaired uint64 // groups rebuilt with the help of repair parity (after a round trip)
+	FECChunks   uint64 // chunks rebuilt
+	FECLate     uint64 // rebuilt chunks that arrived anyway afterwards (they were late, not lost)
 }
 
 // laneCounters are one lane goroutine's counters, on their own cache line.
 type laneCounters struct {
-	datagrams, duplicates, outside atomic.Uint64
-	_                              [40]byte
+	datagrams, duplicates, outside, parity, late atomic.Uint64
+	_                                            [24]byte
 }
 
 // Receiver reassembles blocks from data datagrams, hands them in order to a copy.Writer and
@@ -80,13 +99,18 @@ type Receiver struct {
 	toWrite chan *rxBlock
 	verify  chan *rxBlock
 
-	feedback atomic.Uint64
-	fbSent   atomic.Uint64
-	written  atomic.Int64
+	feedback    atomic.Uint64
+	fbSent      atomic.Uint64
+	written     atomic.Int64
+	fecRebuilt  atomic.Uint64
+	fecRepaired atomic.Uint64
+	fecChunks   atomic.Uint64
 }
 
 // Progress returns the bytes verified and written so far.
-func (r *Receiver) Progress() *Progress { return &Progress{Bytes: r.written.Load()} }
+func (r *Receiver) Progress() *Progress {
+	return &Progress{Bytes: r.written.Load(), Rebuilt: r.fecRebuilt.Load()}
+}
 
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
@@ -130,9 +154,20 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 		}
 		if !b.claim(c) {
 			cnt.duplicates.Add(1)
+			if fx := b.fec.Load(); fx != nil && fx.wasRebuilt(c) {
+				cnt.late.Add(1)
+			}
 			return
 		}
 		copy(b.data[off:], payload)
+		b.markPlaced(c)
+		// Dekker-style with addParity: placed is set before fec is checked, and addParity marks a
+		// group open before it reads placed, so the group gets this chunk from one side or both.
+		if f.FecK != 0 {
+			if fx := b.fec.Load(); fx != nil {
+				r.addData(b, fx, f, c, payload)
+			}
+		}
 	case wire.KindHash:
 		if c != b.nChunks || len(payload) != 32 {
 			return
@@ -142,10 +177,20 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 			return
 		}
 		copy(b.hash[:], payload)
+	case wire.KindParity:
+		cnt.parity.Add(1)
+		r.addParity(b, f, payload)
+		return
 	default:
 		return
 	}
-	if int(b.nHave.Add(1)) == b.nChunks+1 {
+	r.count(b, 1)
+}
+
+// count adds n placed chunks to b and hands b on if that completes it.
+func (r *Receiver) count(b *rxBlock, n int) {
+	if int(b.nHave.Add(int32(n))) == b.nChunks+1 {
+		r.closeFEC(b)
 		r.completed(b)
 	}
 }
@@ -171,6 +216,7 @@ func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
 	n := r.plan.BlockLen(id)
 	b := &rxBlock{id: id, nChunks: chunksIn(n)}
 	b.have = make([]atomic.Uint64, (b.nChunks+1+63)/64)
+	b.placed = make([]atomic.Uint64, (b.nChunks+63)/64)
 	if k := len(r.free); k > 0 {
 		b.data = r.free[k-1][:n]
 		r.free = r.free[:k-1]
@@ -316,9 +362,12 @@ func (r *Receiver) sendFeedback(now time.Time) {
 
 // Stats returns the receiver's counters.
 func (r *Receiver) Stats() ReceiverStats {
-	st := ReceiverStats{Feedback: r.feedback.Load()}
+	st := ReceiverStats{Feedback: r.feedback.Load(), FECRebuilt: r.fecRebuilt.Load(), FECRepaired: r.fecRepaired.Load(),
+		FECChunks: r.fecChunks.Load()}
 	for i := range r.counts {
 		c := &r.counts[i]
+		st.Parity += c.parity.Load()
+		st.FECLate += c.late.Load()
 		st.Datagrams += c.datagrams.Load()
 		st.Duplicates += c.duplicates.Load()
 		st.Outside += c.outside.Load()

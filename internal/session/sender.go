@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
 )
@@ -24,15 +26,24 @@ type SenderConfig struct {
 	InitialRTT time.Duration // from the handshake; 0 = 500 ms
 	// Idle is how long the sender waits without any feedback before it gives up.
 	Idle time.Duration
+	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
+	FEC fec.Mode
+
+	lossHint   float64 // tests: the random-loss rate FEC plans with instead of the controller's
+	bodyParity bool    // tests: plan body parity as if the receiver's window limited the sender
 }
 
 // SenderStats are the sending side's counters.
 type SenderStats struct {
-	Datagrams     uint64 // data datagrams sent (first transmissions, hashes and retransmissions)
-	WireBytes     uint64 // UDP payload bytes of those
-	Retransmitted uint64 // datagrams sent again after a loss
-	Lost          uint64 // datagrams declared lost
-	Feedback      uint64 // feedback datagrams received
+	Datagrams     uint64    // data datagrams sent (first transmissions, hashes, parity and repairs)
+	WireBytes     uint64    // UDP payload bytes of those
+	Retransmitted uint64    // datagrams sent because of a loss: data chunks again, or repair parity
+	Lost          uint64    // datagrams declared lost
+	Parity        uint64    // parity datagrams sent (proactive and repair)
+	RepairParity  uint64    // the part of Parity sent as repairs (also counted in Retransmitted)
+	RepairGroups  uint64    // FEC groups that needed a repair round trip
+	LastNewDataAt time.Time // when the last chunk was sent for the first time
+	Feedback      uint64    // feedback datagrams received
 	SRTT, MinRTT  time.Duration
 	FirstDataAt   time.Time
 	LastAckAt     time.Time
@@ -60,6 +71,7 @@ type sentPkt struct {
 	chunk uint16
 	size  uint16 // bytes on the wire (IP)
 	state uint8
+	par   uint8 // 0: chunk (or the block hash); 1+i: parity index i of the group starting at chunk
 }
 
 const (
@@ -103,6 +115,11 @@ type txBlock struct {
 	next    int // next chunk never sent (nChunks = the hash)
 	acked   []uint64
 	nAcked  int
+	// FEC: data chunks in groups of k (the last group of the block may be shorter); k == 0 when
+	// the transfer runs without FEC. The hash chunk is outside every group.
+	k          int
+	groups     []txGroup
+	groupsDone int // groups whose receiver holds k distinct shards
 }
 
 func (b *txBlock) ack(c int) bool {
@@ -117,9 +134,13 @@ func (b *txBlock) ack(c int) bool {
 
 func (b *txBlock) isAcked(c int) bool { return b.acked[c/64]&(1<<(c%64)) != 0 }
 
+// chunkRef names a datagram to send: chunk c of a block (par 0), or parity index par-1 of the
+// group that starts at chunk c. In the sender's evalq, chunk is a group index instead.
 type chunkRef struct {
 	block uint32
 	chunk uint16
+	par   uint8
+	due   int64 // parq: not before this time (ns since the sender's start)
 }
 
 // Sender paces sealed data datagrams over the lanes, learns what arrived from feedback and
@@ -137,11 +158,36 @@ type Sender struct {
 	// sendErr is the first error of a lane sealer; kick wakes the loop when a batch is free again.
 	sendErr atomic.Pointer[error]
 	kick    chan struct{}
+	// peerDone is closed when the receiver has confirmed the whole transfer on the control
+	// channel, which ends Run even if the last feedback (the cursor past the last block) was lost.
+	peerDone     chan struct{}
+	peerDoneOnce sync.Once
 
 	blocks   map[uint32]*txBlock
 	sendable []*txBlock // blocks with chunks never sent, in order
 	inDone   bool
-	retx     []chunkRef
+	retx     refQueue   // repairs, sent first
+	parq     refQueue   // proactive parity of groups whose data was just sent
+	evalq    []chunkRef // FEC groups (chunk = group index) that lost a shard: repair candidates
+	lowID    uint32     // every block below lowID has been released
+	// stallID/stallSince: the block at the cursor that FEC should have completed, and since when.
+	stallID    uint32
+	stallSince time.Time
+
+	fec       fec.Mode
+	fecK      int // group size (0: FEC off)
+	enc       fec.Encoder
+	shards    [fec.MaxK][]byte
+	par1      [1][]byte
+	firstSent int64 // file bytes sent at least once
+	tnow      int64 // ns since start, as of the current transmit round
+	// windowLimitedAt is when new data last waited for the receiver's window (ns since start).
+	windowLimitedAt int64
+	planLoss        float64
+	planTab         [fec.MaxK + 1]struct {
+		ok         bool
+		body, tail uint8
+	}
 
 	cursor, window uint32
 	srtt, rttvar   time.Duration
@@ -165,7 +211,14 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	}
 	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
-		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1)}
+		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC}
+	s.windowLimitedAt = math.MinInt64 / 2
+	switch cfg.FEC.Kind {
+	case fec.ModeAuto:
+		s.fecK = fec.DefaultK
+	case fec.ModeFixed:
+		s.fecK = cfg.FEC.K
+	}
 	for i := range s.lanes {
 		l := &s.lanes[i]
 		l.ring = make([]sentPkt, sentRing)
@@ -193,6 +246,9 @@ func (s *Sender) Datagram(_ int, h wire.Header, pt []byte, _ time.Time) {
 	}
 }
 
+// PeerDone tells Run that the receiver has verified everything; safe to call from any goroutine.
+func (s *Sender) PeerDone() { s.peerDoneOnce.Do(func() { close(s.peerDone) }) }
+
 // Stats returns the counters (valid after Run returns).
 func (s *Sender) Stats() SenderStats { return s.stats }
 
@@ -204,6 +260,8 @@ type Progress struct {
 	RandomLoss       float64
 	CongestionEvents uint64
 	Retransmitted    uint64
+	Parity           uint64 // parity datagrams sent (sender)
+	Rebuilt          uint64 // groups rebuilt by FEC (receiver)
 }
 
 // Progress returns the latest snapshot (nil before the first).
@@ -255,6 +313,8 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-s.peerDone:
+			return nil
 		case pt := <-s.fbCh:
 			s.onFeedback(pt, time.Now())
 			lastFB = time.Now()
@@ -275,8 +335,8 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		now := time.Now()
 		if debug && now.Sub(lastDbg) > time.Second {
 			lastDbg = now
-			fmt.Fprintf(os.Stderr, "sender: blocks=%d sendable=%d retx=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d\n",
-				len(s.blocks), len(s.sendable), len(s.retx), s.cursor, s.window, s.stats, s.lanes[0].lowest, s.lanes[0].next, s.lanes[0].largest, s.pacer.Budget(now))
+			fmt.Fprintf(os.Stderr, "sender: blocks=%d sendable=%d retx=%d parq=%d evalq=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d\n",
+				len(s.blocks), len(s.sendable), s.retx.len(), s.parq.len(), len(s.evalq), s.cursor, s.window, s.stats, s.lanes[0].lowest, s.lanes[0].next, s.lanes[0].largest, s.pacer.Budget(now))
 		}
 		if now.Sub(lastFB) > s.cfg.Idle && s.stats.Datagrams > 0 {
 			var rx uint64
@@ -287,6 +347,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 				ErrNoFeedback, s.cfg.Idle.Round(time.Second), s.stats.Feedback, rx, s.path.AuthFailures.Load(), s.path.Replays.Load())
 		}
 		s.detectTimeLoss(now)
+		s.checkRebuilt(now)
 		if !s.seeded {
 			if bps, ok := s.path.TrainEstimate(); ok {
 				s.seeded = true
@@ -299,7 +360,8 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.lastProgress = now
 			st := s.cc.Stats()
 			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
-				RandomLoss: st.LossBase, CongestionEvents: st.CongestionEvents, Retransmitted: s.stats.Retransmitted})
+				RandomLoss: st.LossBase, CongestionEvents: st.CongestionEvents, Retransmitted: s.stats.Retransmitted,
+				Parity: s.stats.Parity})
 		}
 		s.pacer.SetRate(s.cc.PacingRate())
 		if err := s.transmit(now); err != nil {
@@ -311,6 +373,13 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 func (s *Sender) addBlock(b *fcopy.Block) {
 	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data))}
 	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
+	if k := s.fecK; k > 0 {
+		tb.k = k
+		tb.groups = make([]txGroup, (tb.nChunks+k-1)/k)
+		for g := range tb.groups {
+			tb.groups[g].k = uint8(min(k, tb.nChunks-g*k))
+		}
+	}
 	s.blocks[b.ID] = tb
 	s.sendable = append(s.sendable, tb)
 }
@@ -321,28 +390,92 @@ func (s *Sender) release(b *txBlock) {
 	s.pool.Put(b.buf)
 }
 
-// nextChunk picks what to send next: repairs first, then new chunks within the window.
-func (s *Sender) nextChunk() (*txBlock, int, bool, bool) {
-	for len(s.retx) > 0 {
-		r := s.retx[0]
-		s.retx = s.retx[1:]
-		if b := s.blocks[r.block]; b != nil && !b.isAcked(int(r.chunk)) {
-			return b, int(r.chunk), true, true
+// refQueue is a FIFO of datagrams to send that reuses its array: popping never gives up
+// capacity, so a queue that keeps a few entries does not allocate as it turns over.
+type refQueue struct {
+	q    []chunkRef
+	head int
+}
+
+func (f *refQueue) len() int        { return len(f.q) - f.head }
+func (f *refQueue) peek() chunkRef  { return f.q[f.head] }
+func (f *refQueue) push(r chunkRef) { f.q = append(f.q, r) }
+func (f *refQueue) pop() (r chunkRef) {
+	r = f.q[f.head]
+	f.head++
+	switch {
+	case f.head == len(f.q):
+		f.q, f.head = f.q[:0], 0
+	case f.head >= 256 && 2*f.head >= len(f.q):
+		n := copy(f.q, f.q[f.head:])
+		f.q, f.head = f.q[:n], 0
+	}
+	return r
+}
+
+// What nextChunk picked.
+const (
+	srcNew    = iota // a chunk or block hash sent for the first time
+	srcParity        // proactive parity, right after its group's data
+	srcRepair        // a repair: a chunk again or fresh repair parity
+)
+
+// nextChunk picks what to send next: repairs first, then the parity of groups just sent, then new
+// chunks within the window. par is the parity index, or -1 for a chunk.
+func (s *Sender) nextChunk() (b *txBlock, c, par, src int, ok bool) {
+	for s.retx.len() > 0 {
+		r := s.retx.pop()
+		if b, c, par, ok := s.queued(r); ok {
+			return b, c, par, srcRepair, true
+		}
+	}
+	for s.parq.len() > 0 && s.parq.peek().due <= s.tnow {
+		r := s.parq.pop()
+		if b, c, par, ok := s.queued(r); ok {
+			return b, c, par, srcParity, true
 		}
 	}
 	for len(s.sendable) > 0 {
 		b := s.sendable[0]
 		if b.id >= s.cursor+s.window {
-			return nil, 0, false, false
+			s.windowLimitedAt = s.tnow
+			return nil, 0, 0, 0, false
 		}
 		c := b.next
 		b.next++
 		if b.next > b.nChunks {
 			s.sendable = s.sendable[1:]
 		}
-		return b, c, false, true
+		if b.k > 0 && c < b.nChunks {
+			s.startChunk(b, c)
+		}
+		if c < b.nChunks {
+			s.firstSent += int64(min(wire.ChunkSize, len(b.data)-c*wire.ChunkSize))
+		}
+		return b, c, -1, srcNew, true
 	}
-	return nil, 0, false, false
+	return nil, 0, 0, 0, false
+}
+
+// queued resolves a queued datagram: false if it is no longer needed.
+func (s *Sender) queued(r chunkRef) (*txBlock, int, int, bool) {
+	b := s.blocks[r.block]
+	if b == nil {
+		return nil, 0, 0, false
+	}
+	c := int(r.chunk)
+	if b.k > 0 && c < b.nChunks {
+		gr := &b.groups[c/b.k]
+		gr.pending--
+		if gr.done || r.par == 0 && b.isAcked(c) {
+			return nil, 0, 0, false
+		}
+		return b, c, int(r.par) - 1, true
+	}
+	if b.isAcked(c) {
+		return nil, 0, 0, false
+	}
+	return b, c, -1, true
 }
 
 const maxBatch = 128
@@ -351,6 +484,10 @@ const maxBatch = 128
 // sealers. Only the plaintext copy and the bookkeeping happen here; sealing and the system calls
 // run on the lanes' goroutines.
 func (s *Sender) transmit(now time.Time) error {
+	s.tnow = int64(now.Sub(s.start))
+	if len(s.evalq) > 0 {
+		s.planRepairs(now)
+	}
 	budget := s.pacer.Budget(now)
 	sent := false
 	for budget >= wire.MaxDatagramV6 && s.cc.Inflight() < s.inflightCap() {
@@ -367,17 +504,26 @@ func (s *Sender) transmit(now time.Time) error {
 				return nil
 			}
 		}
-		b, c, re, ok := s.nextChunk()
+		b, c, par, src, ok := s.nextChunk()
 		if !ok {
 			break
 		}
-		size := s.frame(s.rr, l, b, c, now)
+		size := s.frame(s.rr, l, b, c, par, now)
 		budget -= size
 		s.pacer.Consume(size)
 		s.stats.Datagrams++
 		s.stats.WireBytes += uint64(size - ipUDPOverhead)
-		if re {
+		if par >= 0 {
+			s.stats.Parity++
+		}
+		switch src {
+		case srcNew:
+			s.stats.LastNewDataAt = now
+		case srcRepair:
 			s.stats.Retransmitted++
+			if par >= 0 {
+				s.stats.RepairParity++
+			}
 		}
 		if l.cur.n == maxBatch {
 			l.work <- l.cur // never blocks: a lane has batchesPerLane batches in all
@@ -444,26 +590,39 @@ func isTransient(err error) bool {
 	return errors.Is(err, errConnRefused)
 }
 
-// frame writes the plaintext of chunk c of b into lane i's current batch, reserves its sequence
-// number and records it in flight; it returns the datagram's size on the wire (IP bytes).
-func (s *Sender) frame(i int, l *laneTx, b *txBlock, c int, now time.Time) int {
+// frame writes the plaintext of chunk c of b (or, with par >= 0, parity index par of the group
+// starting at chunk c) into lane i's current batch, reserves its sequence number and records it in
+// flight; it returns the datagram's size on the wire (IP bytes).
+func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) int {
 	bt := l.cur
 	k := bt.n
 	buf := bt.bufs[k]
 	var payload []byte
 	f := wire.DataFrame{Kind: wire.KindChunk, Block: b.id, Chunk: uint16(c)}
-	if c == b.nChunks {
+	var gr *txGroup
+	switch {
+	case par >= 0:
+		gr = &b.groups[c/b.k]
+		f.Kind, f.FecK, f.FecM, f.FecIdx = wire.KindParity, gr.k, gr.m, gr.k+uint8(par)
+		payload = s.encodeParity(b, c, int(gr.k), par, buf[wire.HeaderLen+wire.DataFrameLen:wire.HeaderLen+wire.DataFrameLen])
+	case c == b.nChunks:
 		f.Kind = wire.KindHash
 		payload = b.hash[:]
-	} else {
+	default:
 		off := c * wire.ChunkSize
 		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
+		if b.k > 0 {
+			gr = &b.groups[c/b.k]
+			f.FecK, f.FecM, f.FecIdx = gr.k, gr.m, uint8(c%b.k)
+		}
 	}
 	f.Len = uint16(len(payload))
 	n := wire.DataFrameLen + len(payload)
 	pt := buf[wire.HeaderLen : wire.HeaderLen+n]
 	f.Put(pt)
-	copy(pt[wire.DataFrameLen:], payload)
+	if par < 0 {
+		copy(pt[wire.DataFrameLen:], payload) // parity was encoded in place
+	}
 	seq := s.path.NextSeq(i)
 	bt.seqs[k], bt.lens[k] = seq, uint16(n)
 	bt.n++
@@ -472,8 +631,11 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c int, now time.Time) int {
 		l.lowest = seq
 	}
 	size := wire.Overhead + n + ipUDPOverhead
-	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight}
-	appLimited := len(s.retx) == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.window)
+	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight, par: uint8(par + 1)}
+	if gr != nil {
+		gr.inflight++
+	}
+	appLimited := s.retx.len() == 0 && s.parq.len() == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.window)
 	s.cc.OnSent(now, i, seq, size, appLimited)
 	return size
 }
@@ -487,6 +649,13 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 	s.cc.OnFeedback(now)
 	if s.fb.Cursor > s.cursor {
 		s.cursor = s.fb.Cursor
+		// Every block below the cursor is verified and written: release it even if some of its
+		// chunks were never acknowledged (FEC rebuilt them at the receiver).
+		for ; s.lowID < s.cursor; s.lowID++ {
+			if b := s.blocks[s.lowID]; b != nil {
+				s.release(b)
+			}
+		}
 	}
 	if s.fb.Window > 0 {
 		s.window = s.fb.Window
@@ -535,7 +704,8 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 
 func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.Duration) {
 	p := &l.ring[q%sentRing]
-	if p.state != stInflight && p.state != stLost {
+	wasInflight := p.state == stInflight
+	if !wasInflight && p.state != stLost {
 		return
 	}
 	p.state = stAcked
@@ -544,17 +714,64 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 	if b == nil {
 		return
 	}
-	if b.ack(int(p.chunk)) && b.nAcked == b.nChunks+1 {
+	c := int(p.chunk)
+	if b.k == 0 || c == b.nChunks {
+		if b.ack(c) && b.nAcked == b.nChunks+1 {
+			s.release(b)
+		}
+		return
+	}
+	gr := &b.groups[c/b.k]
+	if wasInflight {
+		gr.inflight--
+	}
+	fresh := false
+	if p.par == 0 {
+		if fresh = b.ack(c); fresh {
+			gr.dataAcked++
+		}
+	} else if bit := uint64(1) << (p.par - 1); gr.parAcked&bit == 0 {
+		gr.parAcked |= bit
+		fresh = true
+	}
+	if fresh && !gr.done && gr.acked() >= int(gr.k) {
+		gr.done = true
+		b.groupsDone++
+	}
+	// A block whose chunks were rebuilt is never acknowledged chunk by chunk: it is released when
+	// the receiver's cursor passes it (onFeedback).
+	if fresh && b.nAcked == b.nChunks+1 {
 		s.release(b)
 	}
 }
 
 func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 	p.state = stLost
-	s.cc.OnLoss(now, lane, q, int(p.size))
+	s.cc.OnLoss(now, lane, q, int(p.size)) // FEC may recover it, but cc still counts it lost
 	s.stats.Lost++
-	if b := s.blocks[p.block]; b != nil && !b.isAcked(int(p.chunk)) {
-		s.retx = append(s.retx, chunkRef{p.block, p.chunk})
+	b := s.blocks[p.block]
+	if b == nil {
+		return
+	}
+	c := int(p.chunk)
+	if b.k == 0 || c == b.nChunks {
+		if !b.isAcked(c) {
+			s.retx.push(chunkRef{block: p.block, chunk: p.chunk})
+		}
+		return
+	}
+	g := c / b.k
+	gr := &b.groups[g]
+	gr.inflight--
+	if gr.done {
+		return // the receiver rebuilds the group: nothing to re-send
+	}
+	if gr.repaired && p.at < gr.lastRepair {
+		gr.urgent = true // counted on when the last repair was sized
+	}
+	if !gr.queued {
+		gr.queued = true
+		s.evalq = append(s.evalq, chunkRef{block: b.id, chunk: uint16(g)})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
 )
@@ -28,6 +29,7 @@ type Options struct {
 	Rate      float64   // ceiling in bits/s (0: none)
 	MinRate   float64   // floor in bits/s
 	Policy    cc.Policy // fair, high, fixed, low
+	FEC       fec.Mode  // parity: auto (zero value), off or K+M
 	Window    int       // blocks; 0 = from rate and RTT
 	Recursive bool
 	Preserve  bool
@@ -47,9 +49,18 @@ type Result struct {
 	GoodputBps    float64            `json:"goodput_bps"`  // file bits / data seconds
 	DatagramsSent uint64             `json:"datagrams_sent"`
 	DatagramsRecv uint64             `json:"datagrams_received"`
-	Retransmitted uint64             `json:"retransmitted"`
+	Retransmitted uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
 	Lost          uint64             `json:"lost,omitempty"`
 	WireBytes     uint64             `json:"wire_bytes,omitempty"`
+	WireRatio     float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
+	FEC           string             `json:"fec"`                  // the mode: off, auto or K+M
+	ParitySent    uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
+	RepairParity  uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
+	RepairGroups  uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
+	FECRebuilt    uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
+	FECRepaired   uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
+	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
+	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
 	AuthFailures  uint64             `json:"auth_failures"`
 	RTTms         float64            `json:"rtt_ms"`
 	RateBps       float64            `json:"rate_bps"`
@@ -192,7 +203,7 @@ func lastLine(s string) string {
 
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
-	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, started: time.Now()}
+	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
 	sources, err := fcopy.Collect(srcs, o.Recursive)
 	if err != nil {
 		return nil, err
@@ -223,7 +234,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt}, o.Progress)
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -231,19 +242,25 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
 	res.CC = rateStats(side.sender)
 	res.ProbeBps = side.sender.ProbeBps
+	res.ParitySent, res.RepairParity, res.RepairGroups = side.sender.Parity, side.sender.RepairParity, side.sender.RepairGroups
+	res.TailSeconds = side.tailSeconds()
+	if ps := side.peerStats; ps != nil {
+		res.FECRebuilt, res.FECRepaired, res.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
+	}
+	res.setWireRatio()
 	return res, nil
 }
 
 // Pull copies host:srcs to the local dst.
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
-	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, started: time.Now()}
+	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
 	key, connID := newSession()
 	window := o.Window
 	if window == 0 {
 		window = windowBlocks(o.Rate, 0)
 	}
 	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Key: key, ConnID: connID, Paths: srcs, Window: window,
-		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
+		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -279,8 +296,17 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		if res.CC != nil && res.CC.SRTTms > 0 {
 			res.RTTms = res.CC.SRTTms
 		}
+		res.ParitySent, res.RepairParity, res.RepairGroups, res.TailSeconds = ps.Parity, ps.RepairParity, ps.RepairGroups, ps.TailSeconds
 	}
+	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
+	res.setWireRatio()
 	return res, nil
+}
+
+func (r *Result) setWireRatio() {
+	if r.Bytes > 0 {
+		r.WireRatio = float64(r.WireBytes) / float64(r.Bytes)
+	}
 }
 
 func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {

@@ -35,6 +35,7 @@ type Msg struct {
 	Rate      float64  `json:"rate,omitempty"`     // ceiling, bits/s (0: none)
 	MinRate   float64  `json:"min_rate,omitempty"` // floor, bits/s
 	Policy    string   `json:"policy,omitempty"`   // fair, high, fixed, low
+	FEC       string   `json:"fec,omitempty"`      // off, auto or K+M (pull: the server sends)
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -66,6 +67,16 @@ type PeerStats struct {
 	AuthFailures  uint64     `json:"auth_failures"`
 	Seconds       float64    `json:"seconds"`
 	CC            *RateStats `json:"cc,omitempty"`
+
+	// FEC, sender side ("bye")
+	Parity       uint64  `json:"parity,omitempty"`        // parity datagrams sent
+	RepairParity uint64  `json:"repair_parity,omitempty"` // of which repairs
+	RepairGroups uint64  `json:"repair_groups,omitempty"` // groups that needed a repair round trip
+	TailSeconds  float64 `json:"tail_seconds,omitempty"`  // last new data datagram to the verdict
+	// FEC, receiver side ("done")
+	FECRebuilt  uint64 `json:"fec_rebuilt,omitempty"`  // groups rebuilt from the parity sent with them
+	FECRepaired uint64 `json:"fec_repaired,omitempty"` // groups rebuilt with repair parity
+	FECChunks   uint64 `json:"fec_chunks,omitempty"`   // chunks rebuilt
 }
 
 // RateStats is the rate controller's summary, as printed in --json.

@@ -62,6 +62,14 @@ type sideResult struct {
 	peerStats *PeerStats
 }
 
+// tailSeconds is the sender's time from its last new data datagram to the receiver's verdict.
+func (r *sideResult) tailSeconds() float64 {
+	if r.sender.LastNewDataAt.IsZero() || r.end.Before(r.sender.LastNewDataAt) {
+		return 0
+	}
+	return r.end.Sub(r.sender.LastNewDataAt).Seconds()
+}
+
 // ProgressFunc receives a progress snapshot about twice a second, and once more (final true) at
 // the end of the data phase.
 type ProgressFunc func(p session.Progress, total int64, elapsed time.Duration, final bool)
@@ -127,6 +135,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		readErr <- err
 	}()
+	s := session.NewSender(path, plan, pool, cfg)
 	done := make(chan Msg, 1)
 	go func() {
 		m, err := ctl.Recv()
@@ -138,9 +147,9 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 			return
 		}
 		done <- m
+		s.PeerDone()
 	}()
 
-	s := session.NewSender(path, plan, pool, cfg)
 	stop := reportProgress(prog, plan.TotalBytes(), s.Progress)
 	err := s.Run(ctx, blocks)
 	stop()
@@ -176,7 +185,8 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	}
 	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost,
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
-		CC: rateStats(res.sender)}
+		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
+		RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds()}
 	ctl.Send(Msg{T: "bye", Stats: &st})
 	return res, nil
 }
@@ -237,7 +247,8 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		return res, err
 	}
-	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds()}
+	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
+		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks}
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {
 		return res, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
 )
@@ -109,8 +110,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if err != nil {
 			return fail(err)
 		}
+		var mode fec.Mode
+		if hello.FEC != "" {
+			if mode, err = fec.ParseMode(hello.FEC); err != nil {
+				return fail(err)
+			}
+		}
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
-			Policy: pol, Window: window}, nil)
+			Policy: pol, Window: window, FEC: mode}, nil)
 		return err
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))

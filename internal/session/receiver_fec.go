@@ -1,0 +1,200 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/wire"
+)
+
+// rxFEC is a block's FEC state, created by its first parity datagram. Groups are keyed by their
+// first chunk. A group is opened (a fec.Group from the pool) only when parity arrives while some
+// of its data is missing; it collects the data already placed in the block and every later shard,
+// and as soon as it holds k distinct shards it rebuilds the missing chunks into the block and is
+// released. Whatever is still open when the block completes is released then, so FEC memory is
+// bounded by the window.
+type rxFEC struct {
+	mu     sync.Mutex
+	closed bool            // the block is complete: no more groups
+	groups []*fec.Group    // by first chunk; nil: none open
+	done   []uint64        // by first chunk: finished (rebuilt, or found complete)
+	open   []atomic.Uint64 // by first chunk: a group is open (read by the data path without mu)
+	built  []atomic.Uint64 // by chunk: rebuilt from parity
+}
+
+// wasRebuilt reports whether chunk c was rebuilt from parity.
+func (fx *rxFEC) wasRebuilt(c int) bool { return fx.built[c/64].Load()&bit64(c) != 0 }
+
+var groupPool = sync.Pool{New: func() any { return new(fec.Group) }}
+
+func bit64(i int) uint64 { return 1 << (i % 64) }
+
+func (fx *rxFEC) isOpen(first int) bool { return fx.open[first/64].Load()&bit64(first) != 0 }
+
+// fecState returns b's FEC state, creating it.
+func (b *rxBlock) fecState() *rxFEC {
+	if fx := b.fec.Load(); fx != nil {
+		return fx
+	}
+	w := (b.nChunks + 63) / 64
+	fx := &rxFEC{groups: make([]*fec.Group, b.nChunks), done: make([]uint64, w), open: make([]atomic.Uint64, w),
+		built: make([]atomic.Uint64, w)}
+	if b.fec.CompareAndSwap(nil, fx) {
+		return fx
+	}
+	return b.fec.Load()
+}
+
+// addParity takes a parity shard of the group of f.FecK chunks starting at chunk f.Chunk.
+func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
+	k, first, idx := int(f.FecK), int(f.Chunk), int(f.FecIdx)
+	if k < 1 || k > fec.MaxK || first+k > b.nChunks || idx < k || idx >= k+fec.MaxParity {
+		return
+	}
+	complete := true
+	for c := first; c < first+k; c++ {
+		if !b.isPlaced(c) {
+			complete = false
+			break
+		}
+	}
+	if complete {
+		return // groups that never miss a chunk cost nothing
+	}
+	fx := b.fecState()
+	fx.mu.Lock()
+	if fx.closed || fx.done[first/64]&bit64(first) != 0 {
+		fx.mu.Unlock()
+		return
+	}
+	id := fec.ShardID{K: k, M: int(f.FecM)}
+	g := fx.groups[first]
+	if g == nil {
+		g = groupPool.Get().(*fec.Group)
+		if g.Reset(k, id.M) != nil {
+			groupPool.Put(g)
+			fx.mu.Unlock()
+			return
+		}
+		fx.groups[first] = g
+		// Open before reading placed: a chunk placed concurrently is either seen here or adds
+		// itself (addData), possibly both; duplicates are ignored.
+		fx.open[first/64].Or(bit64(first))
+		for i := range k {
+			if c := first + i; b.isPlaced(c) {
+				off := c * wire.ChunkSize
+				id.Index = i
+				g.Add(id, b.data[off:off+b.chunkLen(c)])
+			}
+		}
+	}
+	id.Index = idx
+	g.Add(id, payload) // a malformed shard is rejected and changes nothing
+	n := 0
+	if g.Done() {
+		n = r.finishGroup(b, fx, first, g)
+	}
+	fx.mu.Unlock()
+	if n > 0 {
+		r.count(b, n)
+	}
+}
+
+// addData offers data chunk c, just placed, to its group if one is open.
+func (r *Receiver) addData(b *rxBlock, fx *rxFEC, f wire.DataFrame, c int, payload []byte) {
+	k, idx := int(f.FecK), int(f.FecIdx)
+	first := c - idx
+	if idx >= k || first < 0 || !fx.isOpen(first) {
+		return
+	}
+	fx.mu.Lock()
+	n := 0
+	if g := fx.groups[first]; g != nil && !fx.closed {
+		g.Add(fec.ShardID{K: k, M: int(f.FecM), Index: idx}, payload)
+		if g.Done() {
+			n = r.finishGroup(b, fx, first, g)
+		}
+	}
+	fx.mu.Unlock()
+	if n > 0 {
+		r.count(b, n)
+	}
+}
+
+// finishGroup runs with fx.mu held once g holds k distinct shards: it rebuilds the chunks not yet
+// placed, places them, and releases g. It returns how many chunks it placed; the caller counts
+// them in after unlocking (counting may complete the block, which closes fx).
+func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) int {
+	k := g.K()
+	placed := 0
+	ok := true
+	for c := first; c < first+k; c++ {
+		if b.isPlaced(c) {
+			continue
+		}
+		out, err := g.Reconstruct()
+		if err != nil {
+			// Only a bug can get here (every shard is authenticated). Leave the group unfinished:
+			// later shards open a new one, and the sender re-sends the chunks of a block that
+			// stays unwritten.
+			ok = false
+			if debug {
+				fmt.Fprintf(os.Stderr, "receiver: block %d group %d: %v\n", b.id, first, err)
+			}
+			break
+		}
+		for i, d := range out {
+			c := first + i
+			if b.isPlaced(c) || len(d) != b.chunkLen(c) || !b.claim(c) {
+				continue // already here, or arriving right now
+			}
+			copy(b.data[c*wire.ChunkSize:], d)
+			fx.built[c/64].Or(bit64(c))
+			b.markPlaced(c)
+			placed++
+		}
+		break
+	}
+	if placed > 0 {
+		// Parity indices below FecM went out with the group; higher ones are repairs.
+		repair := false
+		for j := g.M(); j < fec.MaxParity && !repair; j++ {
+			repair = g.Has(k + j)
+		}
+		if repair {
+			r.fecRepaired.Add(1)
+		} else {
+			r.fecRebuilt.Add(1)
+		}
+		r.fecChunks.Add(uint64(placed))
+	}
+	fx.groups[first] = nil
+	fx.open[first/64].And(^bit64(first))
+	if ok {
+		fx.done[first/64] |= bit64(first)
+	}
+	g.Release()
+	groupPool.Put(g)
+	return placed
+}
+
+// closeFEC releases b's open groups once b is complete.
+func (r *Receiver) closeFEC(b *rxBlock) {
+	fx := b.fec.Load()
+	if fx == nil {
+		return
+	}
+	fx.mu.Lock()
+	fx.closed = true
+	for i, g := range fx.groups {
+		if g != nil {
+			g.Release()
+			groupPool.Put(g)
+			fx.groups[i] = nil
+		}
+	}
+	fx.mu.Unlock()
+}

@@ -18,18 +18,19 @@ import (
 	"github.com/zeebo/blake3"
 )
 
-// benchPair opens a client and a server Path on loopback joined by the handshake.
-func benchPair(tb testing.TB) (client, server *Path) {
+// benchPair opens a client and a server Path on loopback, with socket buffers of buf bytes,
+// joined by the handshake.
+func benchPair(tb testing.TB, buf int) (client, server *Path) {
 	tb.Helper()
 	key := make([]byte, wire.KeyLen)
 	rand.Read(key)
 	cc, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
 	sc, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
-	server, err := Open("127.0.0.1:0", sc, true, 16<<20)
+	server, err := Open("127.0.0.1:0", sc, true, buf)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	client, err = Open("127.0.0.1:0", cc, false, 16<<20)
+	client, err = Open("127.0.0.1:0", cc, false, buf)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func benchTransfer(b *testing.B, mode fec.Mode) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		client, server := benchPair(b)
+		client, server := benchPair(b, 16<<20)
 		b.StartTimer()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		var sums sync.Map

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	mathrand "math/rand/v2"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,36 +14,13 @@ import (
 
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
-	"github.com/farwing/farwing/internal/wire"
 )
 
 // lossyPair opens a client and a server Path on loopback joined by the handshake, each dropping
 // the given fraction of the datagrams it sends.
 func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
 	t.Helper()
-	key := make([]byte, wire.KeyLen)
-	rand.Read(key)
-	cc, _ := wire.NewCrypto(key, 7, wire.ClientToServer)
-	sc, _ := wire.NewCrypto(key, 7, wire.ServerToClient)
-	server, err := Open("127.0.0.1:0", sc, true, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err = Open("127.0.0.1:0", cc, false, 4<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	var dst []netip.AddrPort
-	for _, p := range server.Ports() {
-		dst = append(dst, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)))
-	}
-	if _, err := client.Handshake(context.Background(), dst, 5*time.Second, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := server.WaitPeers(context.Background(), 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	client, server = benchPair(t, 4<<20)
 	for i, p := range []*Path{client, server} {
 		var mu sync.Mutex
 		r := mathrand.New(mathrand.NewPCG(seed, uint64(i)))

@@ -57,6 +57,7 @@ func run(args []string) int {
 	defer stop()
 	switch args[0] {
 	case "copy", "cp":
+		defer session.StartProfile(os.Getenv(session.ProfileEnv), "client")()
 		return cmdCopy(ctx, args[1:])
 	case "serve":
 		if err := xfer.Serve(ctx, os.Stdin, os.Stdout); err != nil {

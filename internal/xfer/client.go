@@ -116,6 +116,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	}
 	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
 	hello.Debug = os.Getenv("FARWING_DEBUG") != ""
+	hello.Profile = os.Getenv(session.ProfileEnv)
 	preface, err := json.Marshal(hello)
 	if err != nil {
 		return nil, Msg{}, err

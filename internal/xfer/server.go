@@ -36,6 +36,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	if hello.Debug {
 		session.SetDebug(true)
 	}
+	defer session.StartProfile(hello.Profile, "serve")()
 	if hello.Proto != Proto {
 		return fail(fmt.Errorf("the remote farwing speaks control protocol %d, the client %d; upgrade one of them", Proto, hello.Proto))
 	}

@@ -3,6 +3,7 @@
 package labcli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +42,12 @@ Example:
   farwing lab --rate 400M --rtt 140ms --loss 0.5% -- \
     sh -c 'scp -F "$FARWING_LAB_SSH_CONFIG" big.file "$FARWING_LAB_HOST":'
 
+--at WHEN:KEY=VALUE[,KEY=VALUE...] changes the path WHEN (a duration) after
+COMMAND starts; keys rate, rtt, loss, queue as the flags, and dir=both|ab|ba
+(default both). Without queue= the queue keeps its size in bytes. Each change
+is logged on stderr with its unix time ("lab: at +8.000s (unix T): ...").
+  farwing lab --rate 400M --rtt 140ms --at 8s:rate=200M --at 20s:rate=400M -- ...
+
 flags:
 `
 
@@ -54,6 +63,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Int64("seed", 1, "seed of the loss processes")
 	noSSH := fs.Bool("no-ssh", false, "do not start sshd (pure network experiments)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the emulator to this file")
+	atS := fs.StringArray("at", nil, `change the path while COMMAND runs: "8s:rate=200M[,rtt=..,loss=..,queue=..,dir=ab|ba|both]" (repeatable)`)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -75,6 +85,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var queue int
 	if err == nil {
 		queue, err = ParseQueue(*queueS, rate, *rtt)
+	}
+	var changes []Change
+	for _, a := range *atS {
+		if err != nil {
+			break
+		}
+		var c Change
+		c, err = ParseChange(a)
+		changes = append(changes, c)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "farwing lab: %v\n", err)
@@ -151,6 +170,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			"exit the shell to tear the lab down.\n", shell)
 		command = []string{shell}
 	}
+	// Scheduled changes log from another goroutine while COMMAND writes to
+	// stderr: a writer that is not a file (tests) gets a lock.
+	if _, ok := stderr.(*os.File); !ok && len(changes) > 0 {
+		stderr = &lockedWriter{w: stderr}
+	}
 	cmd := l.Command(l.NSA, command[0], command[1:]...)
 	cmd.Env = env
 	cmd.Stdin = os.Stdin
@@ -163,8 +187,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "farwing lab: %v\n", err)
 		return 1
 	}
+	stopChanges := schedule(l, changes, start, stderr)
 	code := wait(cmd, sigs, stderr)
 	elapsed := time.Since(start)
+	stopChanges()
 
 	atob, btoa := l.Stats()
 	fmt.Fprintf(stderr, "lab: %v elapsed\n", elapsed.Round(time.Millisecond))
@@ -213,6 +239,148 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "farwing lab: %v\n", err)
 	return 1
+}
+
+// Change is one scheduled change of the path (--at).
+type Change struct {
+	At    time.Duration // after COMMAND starts
+	Dirs  []lab.Direction
+	Rate  *float64       // bits/s
+	RTT   *time.Duration // round trip; each direction gets half
+	Loss  *float64
+	Queue string // as --queue, resolved against the new rate and rtt; "" keeps the byte size
+}
+
+// ParseChange parses "WHEN:KEY=VALUE[,KEY=VALUE...]", e.g. "8s:rate=200M"
+// or "12.5s:loss=1%,dir=ab".
+func ParseChange(s string) (Change, error) {
+	bad := func(why string) (Change, error) {
+		return Change{}, fmt.Errorf("bad --at %q: %s; want e.g. 8s:rate=200M,dir=both", s, why)
+	}
+	when, settings, ok := strings.Cut(s, ":")
+	if !ok || settings == "" {
+		return bad("no settings")
+	}
+	at, err := time.ParseDuration(strings.TrimSpace(when))
+	if err != nil || at < 0 {
+		return bad("time must be a duration like 8s")
+	}
+	c := Change{At: at, Dirs: []lab.Direction{lab.AtoB, lab.BtoA}}
+	changed := false
+	for kv := range strings.SplitSeq(settings, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		if !ok || v == "" {
+			return bad(fmt.Sprintf("%q is not KEY=VALUE", kv))
+		}
+		switch k {
+		case "rate":
+			r, err := ParseRate(v)
+			if err != nil {
+				return bad(err.Error())
+			}
+			c.Rate, changed = &r, true
+		case "rtt":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return bad("rtt must be a duration like 140ms")
+			}
+			c.RTT, changed = &d, true
+		case "loss":
+			p, err := ParseLoss(v)
+			if err != nil {
+				return bad(err.Error())
+			}
+			c.Loss, changed = &p, true
+		case "queue":
+			if _, err := ParseQueue(v, 1e6, time.Second); err != nil {
+				return bad(err.Error())
+			}
+			c.Queue, changed = v, true
+		case "dir":
+			switch strings.ToLower(v) {
+			case "both":
+				c.Dirs = []lab.Direction{lab.AtoB, lab.BtoA}
+			case "ab", "a->b", "atob":
+				c.Dirs = []lab.Direction{lab.AtoB}
+			case "ba", "b->a", "btoa":
+				c.Dirs = []lab.Direction{lab.BtoA}
+			default:
+				return bad("dir must be both, ab or ba")
+			}
+		default:
+			return bad(fmt.Sprintf("unknown key %q (rate, rtt, loss, queue, dir)", k))
+		}
+	}
+	if !changed {
+		return bad("nothing to change")
+	}
+	return c, nil
+}
+
+// Apply returns p with the change made. Without Queue the queue keeps its
+// current limit in bytes (a router's buffer does not shrink with the rate).
+func (c Change) Apply(p lab.Path) lab.Path {
+	if c.Queue == "" && p.QueueBytes <= 0 {
+		p.QueueBytes = effectiveQueue(p)
+	}
+	if c.Rate != nil {
+		p.RateBps = *c.Rate
+	}
+	if c.RTT != nil {
+		p.Delay = *c.RTT / 2
+	}
+	if c.Loss != nil {
+		p.Loss = *c.Loss
+	}
+	if c.Queue != "" {
+		p.QueueBytes, _ = ParseQueue(c.Queue, p.RateBps, 2*p.Delay) // validated by ParseChange
+	}
+	return p
+}
+
+// schedule applies changes at their times after start, logging each to w,
+// until the returned stop is called; stop returns once nothing runs.
+func schedule(l *lab.Lab, changes []Change, start time.Time, w io.Writer) (stop func()) {
+	if len(changes) == 0 {
+		return func() {}
+	}
+	sorted := slices.Clone(changes)
+	slices.SortStableFunc(sorted, func(a, b Change) int { return cmp.Compare(a.At, b.At) })
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(time.Hour)
+		defer t.Stop()
+		for _, c := range sorted {
+			t.Reset(time.Until(start.Add(c.At)))
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			now := time.Now()
+			for _, d := range c.Dirs {
+				p := c.Apply(l.Path(d))
+				l.SetPath(d, p)
+				fmt.Fprintf(w, "lab: at +%.3fs (unix %d.%06d): %v rate %s, rtt %v, loss %g%%, queue %d bytes\n",
+					now.Sub(start).Seconds(), now.Unix(), now.Nanosecond()/1000, d, FormatRate(p.RateBps),
+					2*p.Delay, p.Loss*100, effectiveQueue(p))
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(b)
 }
 
 func effectiveQueue(p lab.Path) int {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/bench/lab/labtest"
 	"github.com/farwing/farwing/bench/lab/sshlab"
 )
@@ -84,5 +85,104 @@ func TestMainBadFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := Main([]string{"--rate", "fast", "--", "true"}, &stdout, &stderr); code != 2 {
 		t.Errorf("bad --rate: exit %d, want 2 (%s)", code, stderr.String())
+	}
+}
+
+func TestParseChange(t *testing.T) {
+	c, err := ParseChange("8s:rate=200M")
+	if err != nil || c.At != 8*time.Second || c.Rate == nil || *c.Rate != 200e6 ||
+		len(c.Dirs) != 2 || c.RTT != nil || c.Loss != nil || c.Queue != "" {
+		t.Fatalf("8s:rate=200M = %+v, %v", c, err)
+	}
+	c, err = ParseChange("1500ms:loss=1%, rtt=60ms ,queue=1bdp,dir=ba")
+	if err != nil || c.At != 1500*time.Millisecond || c.Loss == nil || *c.Loss != 0.01 ||
+		c.RTT == nil || *c.RTT != 60*time.Millisecond || c.Queue != "1bdp" ||
+		len(c.Dirs) != 1 || c.Dirs[0] != lab.BtoA {
+		t.Fatalf("loss/rtt/queue/dir = %+v, %v", c, err)
+	}
+	if c, err := ParseChange("0s:rate=1G,dir=AB"); err != nil || len(c.Dirs) != 1 || c.Dirs[0] != lab.AtoB {
+		t.Errorf("dir=AB = %+v, %v", c, err)
+	}
+	for _, in := range []string{"", "8s", "8s:", "x:rate=1M", "-1s:rate=1M", "8s:rate=fast",
+		"8s:rate", "8s:speed=1M", "8s:dir=ab", "8s:rate=1M,dir=up", "8s:loss=200%", "8s:queue=0", "8s:rtt=-5ms"} {
+		if _, err := ParseChange(in); err == nil {
+			t.Errorf("ParseChange(%q) succeeded", in)
+		}
+	}
+}
+
+func TestChangeApply(t *testing.T) {
+	p := lab.Path{RateBps: 400e6, Delay: 70 * time.Millisecond, Loss: 0.01}
+	half, _ := ParseChange("8s:rate=200M")
+	got := half.Apply(p)
+	want := lab.Path{RateBps: 200e6, Delay: 70 * time.Millisecond, Loss: 0.01, QueueBytes: 7_000_000}
+	if got != want {
+		t.Errorf("rate change: %+v, want %+v (queue keeps its bytes)", got, want)
+	}
+	if again := half.Apply(got); again != want {
+		t.Errorf("second apply: %+v, want %+v", again, want)
+	}
+	q, _ := ParseChange("1s:rate=200M,rtt=100ms,queue=2bdp,loss=0")
+	want = lab.Path{RateBps: 200e6, Delay: 50 * time.Millisecond, QueueBytes: 5_000_000}
+	if got := q.Apply(p); got != want {
+		t.Errorf("queue in bdp of the new path: %+v, want %+v", got, want)
+	}
+	d, _ := ParseChange("1s:rate=100M,queue=1bdp")
+	if got := d.Apply(lab.Path{RateBps: 400e6, Delay: 70 * time.Millisecond, QueueBytes: 12345}); got.QueueBytes != 0 || got.RateBps != 100e6 {
+		t.Errorf("queue=1bdp: %+v, want the default (0)", got)
+	}
+}
+
+// TestSchedule changes a running lab's A->B path and leaves B->A alone.
+func TestSchedule(t *testing.T) {
+	l := labtest.Start(t, lab.Symmetric(400e6, 140*time.Millisecond, 0, 0, 1))
+	c1, _ := ParseChange("50ms:rate=200M,dir=ab")
+	c0, _ := ParseChange("10ms:loss=2%,dir=ab")
+	late, _ := ParseChange("1h:rate=1M")
+	var log lockedWriter
+	var buf bytes.Buffer
+	log.w = &buf
+	stop := schedule(l, []Change{c1, late, c0}, time.Now(), &log)
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	ab, ba := l.Path(lab.AtoB), l.Path(lab.BtoA)
+	if want := (lab.Path{RateBps: 200e6, Delay: 70 * time.Millisecond, Loss: 0.02, QueueBytes: 7_000_000}); ab != want {
+		t.Errorf("A->B %+v, want %+v", ab, want)
+	}
+	if want := (lab.Path{RateBps: 400e6, Delay: 70 * time.Millisecond}); ba != want {
+		t.Errorf("B->A %+v, want %+v (unchanged)", ba, want)
+	}
+	out := buf.String()
+	t.Logf("log:\n%s", out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "A->B rate 400.0M, rtt 140ms, loss 2%") ||
+		!strings.Contains(lines[1], "A->B rate 200.0M, rtt 140ms, loss 2%, queue 7000000 bytes") ||
+		!strings.Contains(lines[1], "(unix 1") {
+		t.Errorf("log, want the two changes in time order")
+	}
+}
+
+// TestMainAt checks that --at reaches a real run: the change is logged while COMMAND runs
+// and a bad --at is a usage error.
+func TestMainAt(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"--at", "8s:speed=1", "--", "true"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "unknown key") {
+		t.Errorf("bad --at: exit %d, want 2 (%s)", code, stderr.String())
+	}
+	labtest.Skip(t)
+	stderr.Reset()
+	code := Main([]string{"--no-ssh", "--rate", "50M", "--rtt", "20ms", "--at", "200ms:rate=25M", "--at", "5s:rate=1M",
+		"--", "sh", "-c", "echo before >&2; sleep 0.6; echo after >&2"}, &stdout, &stderr)
+	out := stderr.String()
+	t.Logf("stderr:\n%s", out)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	b, a2b, b2a, af := strings.Index(out, "before"), strings.Index(out, "A->B rate 25.0M"), strings.Index(out, "B->A rate 25.0M"), strings.Index(out, "after")
+	if b < 0 || a2b < b || b2a < b || af < a2b || af < b2a {
+		t.Errorf("want the change for both directions logged between the command's lines")
+	}
+	if strings.Contains(out, "rate 1.0M") {
+		t.Errorf("a change due after the command ended was applied")
 	}
 }

@@ -235,6 +235,8 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Pee
 	if err != nil {
 		return nil, "", err
 	}
+	// A shared connection's master holds on to ssh's stderr; never let Wait hang on it.
+	cmd.WaitDelay = 2 * time.Second
 	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}}
 	cmd.Stderr = p.stderr
 	if s.Verbose {
@@ -336,6 +338,10 @@ func (p *Peer) Wait() error {
 // here, so waiting a round trip for ssh's own exit would only add to the copy's time.
 func (p *Peer) Close(grace time.Duration) {
 	p.Stdin.Close()
+	if grace <= 0 {
+		go p.Wait() // reap it when it leaves
+		return
+	}
 	done := make(chan struct{})
 	go func() { p.Wait(); close(done) }()
 	select {

@@ -18,7 +18,7 @@ chmod 644 "$work/random.bin"
 echo "demo: lab at $RATE, $RTT RTT, $LOSS loss each way; copying $SIZE of random data" >&2
 "$bin" lab --rate "$RATE" --rtt "$RTT" --loss "$LOSS" -- sh -c '
   set -e
-  f() { "'"$bin"'" copy -F "$FARWING_LAB_SSH_CONFIG" --rate '"${COPY_RATE:-90M}"' "$@"; }
+  f() { "'"$bin"'" copy -F "$FARWING_LAB_SSH_CONFIG" "$@"; }
   echo "== push (first contact installs the peer)" >&2
   f "'"$work"'/random.bin" "$FARWING_LAB_HOST:"
   echo "== pull back" >&2

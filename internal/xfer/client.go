@@ -88,8 +88,11 @@ func newSession() (key []byte, connID uint32) {
 	return key, binary.BigEndian.Uint32(b[:])
 }
 
-// closeGrace is how long ssh gets to exit on its own once the transfer's outcome is known.
-const closeGrace = 50 * time.Millisecond
+// closeGrace is how long the client waits for ssh to exit once the transfer's outcome is known:
+// not at all. What it still has to send (bye, an error) is already in ssh's pipe, and ssh delivers
+// it and leaves on its own; with a shared connection the master even keeps ssh's stderr until the
+// remote side has closed, a round trip later.
+const closeGrace = 0
 
 // connect starts the peer and opens the UDP path to it.
 type conn struct {

@@ -2,18 +2,18 @@
 # Calibrates the lab with kernel TCP (iperf3). Run as root from the repo
 # root, on an otherwise idle machine (the emulator shares the CPUs):
 #   sh bench/lab/calibrate.sh [seconds]
-# Each case starts a fresh lab (farwing-lab = `farwing lab`); the iperf3
+# Each case starts a fresh lab (`farwing lab`); the iperf3
 # server runs in namespace B, the client in A, data flows A->B. Printed:
 # iperf3's sender/receiver totals, the mean of the second half of the
 # 1-second intervals ("steady"), and the lab's own counters.
 set -eu
 T=${1:-20}
-go build -o /tmp/farwing-lab ./bench/lab/cmd/farwing-lab
+CGO_ENABLED=0 go build -o /tmp/farwing-lab ./cmd/farwing
 run() { # name, lab flags, iperf3 client flags
 	echo "== $1 (load $(cut -d' ' -f1 /proc/loadavg))"
-	echo "   farwing-lab --no-ssh $2 -- iperf3 -c \$FARWING_LAB_ADDR_B -t $T $3"
+	echo "   farwing lab --no-ssh $2 -- iperf3 -c \$FARWING_LAB_ADDR_B -t $T $3"
 	# shellcheck disable=SC2086
-	/tmp/farwing-lab --no-ssh $2 -- sh -c '
+	/tmp/farwing-lab lab --no-ssh $2 -- sh -c '
 		ip netns exec "$FARWING_LAB_NS_B" iperf3 -s -1 >/dev/null 2>&1 &
 		sleep 0.5
 		timeout '"$((T + 30))"' iperf3 -c "$FARWING_LAB_ADDR_B" -t '"$T"' -f m '"$3"' >/tmp/fwlab-iperf.txt

@@ -1,5 +1,5 @@
-// Package units parses and prints the quantities users type: rates in bits per second and sizes
-// in bytes, with SI (k, M, G, T) or binary (Ki, Mi, Gi) suffixes.
+// Package units parses and prints the quantities users type and read: rates in bits per second
+// (SI suffixes k, M, G, T) and sizes in bytes (printed with binary units).
 package units
 
 import (
@@ -23,18 +23,6 @@ func ParseRate(s string) (float64, error) {
 		return 0, fmt.Errorf("bad rate %q: want a number of bits per second like 300M or 1.5G", s)
 	}
 	return v, nil
-}
-
-// ParseSize parses "5G", "256MiB", "1024", "64k" as bytes (K/M/G are binary multiples here, as
-// for file sizes in dd and most tools).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "i")
-	v, err := parseScaled(t, 1024)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("bad size %q: want bytes like 256M or 5G", s)
-	}
-	return int64(v), nil
 }
 
 func parseScaled(t string, base float64) (float64, error) {

@@ -1,0 +1,33 @@
+package units
+
+import "testing"
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]float64{
+		"300M": 300e6, "1.5G": 1.5e9, "750k": 750e3, "400Mbit": 400e6, "10Gbps": 10e9, "1e9": 1e9, " 2T ": 2e12,
+	} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "-5M", "0", "M"} {
+		if _, err := ParseRate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	if s := Rate(362.4e6); s != "362.4 Mbit/s" {
+		t.Errorf("Rate: %q", s)
+	}
+	if s := Rate(11.5e9); s != "11.50 Gbit/s" {
+		t.Errorf("Rate: %q", s)
+	}
+	if s := Size(256 << 20); s != "256.0 MiB" {
+		t.Errorf("Size: %q", s)
+	}
+	if s := Size(512); s != "512 B" {
+		t.Errorf("Size: %q", s)
+	}
+}

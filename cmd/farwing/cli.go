@@ -170,7 +170,10 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.SSH.SCPPath = p
 	}
 	if *verbose && !*quiet {
-		o.Log = func(f string, a ...any) { fmt.Fprintf(stderr, "farwing: "+f+"\n", a...) }
+		t0 := time.Now()
+		o.Log = func(f string, a ...any) {
+			fmt.Fprintf(stderr, "farwing: [%5.2fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
+		}
 	}
 	if !*quiet && (*verbose || isTerminal(os.Stderr)) {
 		o.Progress = progressLine(*verbose && !isTerminal(os.Stderr))

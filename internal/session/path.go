@@ -271,27 +271,37 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 		p.SetPeer(i, server[i])
 	}
 	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
+	// Check for answers often, resend hellos every 100 ms: the handshake ends as soon as the last
+	// lane answers, not at the next resend.
+	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var ts [8]byte
+	var lastSend time.Time
 	for {
 		done := true
 		for i := range p.conns {
-			if p.helloAck[i].Load() {
-				continue
+			if !p.helloAck[i].Load() {
+				done = false
 			}
-			done = false
-			n := uint64(time.Now().UnixNano())
-			for k := 0; k < 8; k++ {
-				ts[k] = byte(n >> (56 - 8*k))
-			}
-			p.SendOne(i, wire.TypeHello, ts[:])
-		}
-		if probe && p.trainSent.CompareAndSwap(false, true) {
-			p.sendTrain(0, server[0])
 		}
 		if done {
 			return time.Duration(p.helloRTT.Load()), nil
+		}
+		if now := time.Now(); now.Sub(lastSend) >= 100*time.Millisecond {
+			lastSend = now
+			for i := range p.conns {
+				if p.helloAck[i].Load() {
+					continue
+				}
+				n := uint64(time.Now().UnixNano())
+				for k := 0; k < 8; k++ {
+					ts[k] = byte(n >> (56 - 8*k))
+				}
+				p.SendOne(i, wire.TypeHello, ts[:])
+			}
+			if probe && p.trainSent.CompareAndSwap(false, true) {
+				p.sendTrain(0, server[0])
+			}
 		}
 		if time.Now().After(deadline) {
 			var silent []string

@@ -132,6 +132,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[peer.Uploaded], host, peer.RemoteOS)
 	c := &conn{peer: peer, ctl: NewControl(peer.Stdout, peer.Stdin), res: res}
 	ready, err := c.ctl.Expect("ready")
+	o.logf("remote peer ready")
 	if err != nil {
 		c.close(time.Second)
 		if errors.Is(err, ErrPeerGone) {
@@ -161,6 +162,7 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	if addr.Is6() {
 		bind = "[::]:0"
 	}
+	o.logf("UDP destination %s", addr)
 	path, err := session.Open(bind, crypto, false, 0)
 	if err != nil {
 		return err
@@ -237,11 +239,13 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
+	o.logf("sending %d file(s), %d bytes", len(sources.Files), plan.TotalBytes())
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
 		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Progress)
 	if err != nil {
 		return nil, err
 	}
+	o.logf("receiver confirmed every file")
 	res.fill(side, c, plan)
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
 	res.CC = rateStats(side.sender)

@@ -157,34 +157,40 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 const hashCmd = `(sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || openssl dgst -sha256 -r "$1" 2>/dev/null) | cut -c1-64`
 
 // probeScript starts the cached peer when it is there and intact, or reports what is needed.
-func probeScript(id Identity) string {
+func probeScript(id Identity, serveArgs string) string {
 	return `h() { ` + hashCmd + `; }
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 p="$d/farwing-` + id.Hash[:16] + `"
 s=$(uname -s); m=$(uname -m)
 if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
   echo "FARWING-PEER ok $s $m $p"
-  exec "$p" serve
+  exec "$p" serve ` + serveArgs + `
 fi
 if mkdir -p "$d" 2>/dev/null; then echo "FARWING-PEER need $s $m $d"; else echo "FARWING-PEER nodir $s $m $d"; fi`
 }
 
 // installScript checks the uploaded file, renames it into place and starts it.
-func installScript(id Identity, tmp, final string) string {
+func installScript(id Identity, tmp, final, serveArgs string) string {
 	return `h() { ` + hashCmd + `; }
 t=` + shellQuote(tmp) + `; p=` + shellQuote(final) + `
 if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
 chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
 echo "FARWING-PEER ok $(uname -s) $(uname -m) $p"
-exec "$p" serve`
+exec "$p" serve ` + serveArgs
 }
 
-// Start reaches host, installs the peer when needed and starts it. preface is written to the
-// peer's stdin at once, before the remote answers: the caller's first control messages travel
-// with the ssh session's start instead of a round trip later (a shell that does not start the
-// peer never reads them).
-func Start(ctx context.Context, s SSH, host string, id Identity, preface []byte) (*Peer, error) {
-	p, status, err := s.run(ctx, host, probeScript(id), preface)
+// Start reaches host, installs the peer when needed and starts it as `farwing serve ARGS`.
+// serveArgs must be public (they show in the remote's process list) and are shell-quoted here.
+// preface is written to the peer's stdin at once, before the remote answers: the caller's first
+// control messages travel with the ssh session's start instead of a round trip later (a shell that
+// does not start the peer never reads them).
+func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	var qa []string
+	for _, a := range serveArgs {
+		qa = append(qa, shellQuote(a))
+	}
+	args := strings.Join(qa, " ")
+	p, status, err := s.run(ctx, host, probeScript(id, args), preface)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +216,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity, preface []byte)
 	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
 		return nil, err
 	}
-	p, status, err = s.run(ctx, host, installScript(id, tmp, final), preface)
+	p, status, err = s.run(ctx, host, installScript(id, tmp, final, args), preface)
 	if err != nil {
 		return nil, err
 	}

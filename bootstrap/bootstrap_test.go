@@ -36,12 +36,12 @@ func TestScripts(t *testing.T) {
 		out, _ := cmd.Output()
 		return string(out)
 	}
-	out := run(probeScript(id))
+	out := run(probeScript(id, ""))
 	if !strings.HasPrefix(out, "FARWING-PEER need ") || !strings.Contains(out, home+"/.cache/farwing") {
 		t.Fatalf("probe on an empty home: %q", out)
 	}
 	// XDG_CACHE_HOME is honoured.
-	cmd := exec.Command("sh", "-c", probeScript(id))
+	cmd := exec.Command("sh", "-c", probeScript(id, ""))
 	cmd.Env = []string{"HOME=" + home, "XDG_CACHE_HOME=" + home + "/xdg", "PATH=/usr/bin:/bin"}
 	if o, _ := cmd.Output(); !strings.Contains(string(o), home+"/xdg/farwing") {
 		t.Fatalf("XDG_CACHE_HOME ignored: %q", o)
@@ -50,7 +50,7 @@ func TestScripts(t *testing.T) {
 	dir := home + "/.cache/farwing"
 	tmp := dir + "/.up.tmp"
 	exec.Command("sh", "-c", "echo hello > "+tmp).Run()
-	if out := run(installScript(id, tmp, dir+"/farwing-x")); !strings.Contains(out, "badhash") {
+	if out := run(installScript(id, tmp, dir+"/farwing-x", "")); !strings.Contains(out, "badhash") {
 		t.Fatalf("bad upload accepted: %q", out)
 	}
 	if _, err := exec.Command("test", "-e", tmp).Output(); err == nil {

@@ -60,11 +60,7 @@ func run(args []string) int {
 		defer session.StartProfile(os.Getenv(session.ProfileEnv), "client")()
 		return cmdCopy(ctx, args[1:])
 	case "serve":
-		if err := xfer.Serve(ctx, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintf(stderr, "farwing serve: %v\n", err)
-			return xfer.ExitCode(err)
-		}
-		return 0
+		return cmdServe(ctx, args[1:])
 	case "bench":
 		fmt.Fprintln(stderr, "farwing bench: not yet implemented; see the issue tracker")
 		return xfer.ExitFail
@@ -307,4 +303,19 @@ func progressLine(lines bool) xfer.ProgressFunc {
 			fmt.Fprintf(stderr, "\r\033[K%s", s)
 		}
 	}
+}
+
+// cmdServe is the remote peer, started over ssh by bootstrap: the control channel is stdin/stdout.
+func cmdServe(ctx context.Context, args []string) int {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pub := fs.String("pub", "", "the client's ephemeral X25519 public key (set by farwing copy)")
+	if err := fs.Parse(args); err != nil {
+		return xfer.ExitUsage
+	}
+	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub); err != nil {
+		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
+		return xfer.ExitCode(err)
+	}
+	return 0
 }

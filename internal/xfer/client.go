@@ -2,8 +2,6 @@ package xfer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,14 +78,6 @@ func (o *Options) logf(format string, args ...any) {
 	}
 }
 
-func newSession() (key []byte, connID uint32) {
-	key = make([]byte, wire.KeyLen)
-	rand.Read(key)
-	var b [4]byte
-	rand.Read(b[:])
-	return key, binary.BigEndian.Uint32(b[:])
-}
-
 // closeGrace is how long the client waits for ssh to exit once the transfer's outcome is known:
 // not at all. What it still has to send (bye, an error) is already in ssh's pipe, and ssh delivers
 // it and leaves on its own; with a shared connection the master even keeps ssh's stderr until the
@@ -96,11 +86,12 @@ const closeGrace = 0
 
 // connect starts the peer and opens the UDP path to it.
 type conn struct {
-	peer *bootstrap.Peer
-	ctl  *Control
-	path *session.Path
-	rtt  time.Duration
-	res  *Result
+	crypto *wire.Crypto
+	peer   *bootstrap.Peer
+	ctl    *Control
+	path   *session.Path
+	rtt    time.Duration
+	res    *Result
 }
 
 func (c *conn) close(grace time.Duration) {
@@ -117,6 +108,11 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if err != nil {
 		return nil, Msg{}, fmt.Errorf("cannot read this program's own executable: %w", err)
 	}
+	kex, err := newKex()
+	if err != nil {
+		return nil, Msg{}, err
+	}
+	clientPub := kex.PublicKey()
 	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
 	hello.Debug = os.Getenv("FARWING_DEBUG") != ""
 	hello.Profile = os.Getenv(session.ProfileEnv)
@@ -124,7 +120,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if err != nil {
 		return nil, Msg{}, err
 	}
-	peer, err := bootstrap.Start(ctx, o.SSH, host, id, append(preface, '\n'))
+	peer, err := bootstrap.Start(ctx, o.SSH, host, id, []string{"--pub", encodePub(clientPub)}, append(preface, '\n'))
 	if err != nil {
 		return nil, Msg{}, err
 	}
@@ -145,6 +141,18 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if ready.Proto != Proto {
 		c.close(time.Second)
 		return nil, Msg{}, fmt.Errorf("the remote peer speaks control protocol %d, this farwing %d", ready.Proto, Proto)
+	}
+	spub, err := decodePub(ready.Pub)
+	if err == nil {
+		var key []byte
+		var connID uint32
+		if key, connID, err = sessionKey(kex, spub, clientPub.Bytes(), spub.Bytes()); err == nil {
+			c.crypto, err = wire.NewCrypto(key, connID, wire.ClientToServer)
+		}
+	}
+	if err != nil {
+		c.close(time.Second)
+		return nil, Msg{}, fmt.Errorf("key exchange with the remote peer failed: %w", err)
 	}
 	return c, ready, nil
 }
@@ -218,24 +226,19 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if err != nil {
 		return nil, err
 	}
-	key, connID := newSession()
 	window := o.Window
 	if window == 0 {
 		window = windowBlocks(o.Rate, 0)
 	}
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
-	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Key: key, ConnID: connID, Dest: dst, Files: sources.Files,
+	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files,
 		Window: window, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { c.close(closeGrace) }()
-	if ready.Window > 0 {
-		window = ready.Window
-	}
-	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
-	if err := c.openPath(ctx, &o, host, ready, crypto, true); err != nil {
+	if err := c.openPath(ctx, &o, host, ready, c.crypto, true); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
@@ -262,25 +265,28 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 // Pull copies host:srcs to the local dst.
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
-	key, connID := newSession()
 	window := o.Window
 	if window == 0 {
 		window = windowBlocks(o.Rate, 0)
 	}
-	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Key: key, ConnID: connID, Paths: srcs, Window: window,
+	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window,
 		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { c.close(closeGrace) }()
-	plan, err := fcopy.NewPlan(ready.Files)
+	files, err := c.ctl.Expect("files")
+	if err != nil {
+		return nil, err
+	}
+	plan, err := fcopy.NewPlan(files.Files)
 	if err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail})
 		return nil, err
 	}
 	var target *fcopy.Target
 	if !o.Sink {
-		if target, err = fcopy.ResolveTarget(dst, ready.Files); err != nil {
+		if target, err = fcopy.ResolveTarget(dst, files.Files); err != nil {
 			c.ctl.Send(Msg{T: "error", Err: "the client cannot write its destination", Code: ExitCode(err)})
 			return nil, err
 		}
@@ -289,8 +295,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if err := c.ctl.Send(Msg{T: "accept", Window: window}); err != nil {
 		return nil, err
 	}
-	crypto, _ := wire.NewCrypto(key, connID, wire.ClientToServer)
-	if err := c.openPath(ctx, &o, host, ready, crypto, false); err != nil {
+	if err := c.openPath(ctx, &o, host, ready, c.crypto, false); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 1
+const Proto = 2
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -22,9 +22,10 @@ type Msg struct {
 	Version string `json:"version,omitempty"`
 	Proto   int    `json:"proto,omitempty"`
 
+	// ready: the server's X25519 public key (see kex.go)
+	Pub string `json:"pub,omitempty"`
+
 	// hello
-	Key       []byte   `json:"key,omitempty"`
-	ConnID    uint32   `json:"conn_id,omitempty"`
 	Role      string   `json:"role,omitempty"` // the server's role: "recv" (push) or "send" (pull)
 	Paths     []string `json:"paths,omitempty"`
 	Dest      string   `json:"dest,omitempty"`

@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -23,24 +24,25 @@ func bootstrapLast(s string) string {
 
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
 // receiving (push) or sending (pull) end.
-func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) error {
 	ctl := NewControl(r, w)
-	hello, err := ctl.Expect("hello")
-	if err != nil {
-		return err
-	}
 	fail := func(err error) error {
 		ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return err
 	}
-	if hello.Debug {
-		session.SetDebug(true)
+	cpub, err := decodePub(clientPub)
+	if err != nil {
+		return fail(fmt.Errorf("farwing serve needs the client's --pub key (%v); the client and this peer differ", err))
 	}
-	defer session.StartProfile(hello.Profile, "serve")()
-	if hello.Proto != Proto {
-		return fail(fmt.Errorf("the remote farwing speaks control protocol %d, the client %d; upgrade one of them", Proto, hello.Proto))
+	priv, err := newKex()
+	if err != nil {
+		return fail(err)
 	}
-	crypto, err := wire.NewCrypto(hello.Key, hello.ConnID, wire.ServerToClient)
+	key, connID, err := sessionKey(priv, cpub, cpub.Bytes(), priv.PublicKey().Bytes())
+	if err != nil {
+		return fail(err)
+	}
+	crypto, err := wire.NewCrypto(key, connID, wire.ServerToClient)
 	if err != nil {
 		return fail(err)
 	}
@@ -57,25 +59,60 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		return fail(err)
 	}
 	defer path.Close()
-	ready := Msg{T: "ready", Version: Version, Proto: Proto, Ports: path.Ports(), Addr: addr}
+	// Announce the lanes at once: the client starts its UDP handshake while its hello is still on
+	// the way.
+	if err := ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Ports: path.Ports(), Addr: addr,
+		Pub: encodePub(priv.PublicKey())}); err != nil {
+		return err
+	}
+	hello, err := ctl.Expect("hello")
+	if err != nil {
+		return err
+	}
+	if hello.Debug {
+		session.SetDebug(true)
+	}
+	defer session.StartProfile(hello.Profile, "serve")()
+	if hello.Proto != Proto {
+		return fail(fmt.Errorf("the remote farwing speaks control protocol %d, the client %d; upgrade one of them", Proto, hello.Proto))
+	}
+	// failLinger reports an error and keeps the lanes up until the client leaves, so that a client
+	// in the middle of its UDP handshake sees this error rather than a silent port.
+	failLinger := func(err error) error {
+		fail(err)
+		done := make(chan struct{})
+		go func() {
+			for {
+				if _, err := ctl.Recv(); err != nil {
+					var re *RemoteError
+					if !errors.As(err, &re) {
+						break
+					}
+				}
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+		return err
+	}
 
 	switch hello.Role {
 	case "recv":
 		plan, err := fcopy.NewPlan(hello.Files)
 		if err != nil {
-			return fail(err)
+			return failLinger(err)
 		}
 		var target *fcopy.Target
 		if !hello.Sink {
 			if target, err = fcopy.ResolveTarget(expandHome(hello.Dest), hello.Files); err != nil {
-				return fail(err)
+				return failLinger(err)
 			}
 		}
 		window := min(max(hello.Window, 16), 1024)
-		ready.Window = window
-		if err := ctl.Send(ready); err != nil {
-			return err
-		}
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
@@ -94,9 +131,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		if err != nil {
 			return fail(err)
 		}
-		ready.Files = sources.Files
 		path.SendTrainOnHello()
-		if err := ctl.Send(ready); err != nil {
+		if err := ctl.Send(Msg{T: "files", Files: sources.Files}); err != nil {
 			return err
 		}
 		acc, err := ctl.Expect("accept")

@@ -107,5 +107,13 @@ func (p *Path) TrainEstimate() (float64, bool) {
 }
 
 // SendTrainOnHello makes a server send the probe to the client as soon as the first client hello
-// arrives (the server sends the data in a pull).
-func (p *Path) SendTrainOnHello() { p.trainOnHello.Store(true) }
+// arrives (the server sends the data in a pull), or now if one already has.
+func (p *Path) SendTrainOnHello() {
+	p.trainOnHello.Store(true)
+	for i := range p.conns {
+		if dst, ok := p.Peer(i); ok && p.trainSent.CompareAndSwap(false, true) {
+			go p.sendTrain(i, dst)
+			return
+		}
+	}
+}

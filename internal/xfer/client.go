@@ -274,7 +274,15 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if err != nil {
 		return nil, err
 	}
-	defer func() { c.close(closeGrace) }()
+	// The UDP handshake runs while the file list is on its way.
+	hsCtx, hsCancel := context.WithCancel(ctx)
+	hs := make(chan error, 1)
+	go func() { hs <- c.openPath(hsCtx, &o, host, ready, c.crypto, false) }()
+	defer func() {
+		hsCancel()
+		<-hs // c.path is set by then, so close sees it
+		c.close(closeGrace)
+	}()
 	files, err := c.ctl.Expect("files")
 	if err != nil {
 		return nil, err
@@ -291,14 +299,15 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			return nil, err
 		}
 	}
-	// Accept before the UDP handshake: it reaches the sender while the handshake runs.
 	if err := c.ctl.Send(Msg{T: "accept", Window: window}); err != nil {
 		return nil, err
 	}
-	if err := c.openPath(ctx, &o, host, ready, c.crypto, false); err != nil {
+	if err := <-hs; err != nil {
+		hs <- err // for the deferred wait
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
+	hs <- nil
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true, o.Progress)
 	if err != nil {
 		return nil, err

@@ -119,15 +119,7 @@ func benchTransfer(b *testing.B, mode fec.Mode) {
 			fcopy.Read(ctx, plan, open, pool, blocks, func(i int, s [32]byte) { sums.Store(i, s) })
 			close(blocks)
 		}()
-		w := fcopy.NewWriter(plan, nil, fcopy.WriterOptions{Sink: true, Digest: func(ctx context.Context, i int) ([32]byte, error) {
-			for ctx.Err() == nil {
-				if s, ok := sums.Load(i); ok {
-					return s.([32]byte), nil
-				}
-				time.Sleep(time.Millisecond)
-			}
-			return [32]byte{}, ctx.Err()
-		}})
+		w := fcopy.NewWriter(plan, nil, fcopy.WriterOptions{Sink: true, Digest: digestFrom(&sums)})
 		recv := NewReceiver(server, plan, w, window)
 		errc := make(chan error, 1)
 		go func() { errc <- recv.Run(ctx) }()

@@ -70,15 +70,7 @@ func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderCo
 		fcopy.Read(ctx, plan, src.Open(), pool, blocks, func(i int, s [32]byte) { sums.Store(i, s) })
 		close(blocks)
 	}()
-	w := fcopy.NewWriter(plan, target, fcopy.WriterOptions{Digest: func(ctx context.Context, i int) ([32]byte, error) {
-		for ctx.Err() == nil {
-			if s, ok := sums.Load(i); ok {
-				return s.([32]byte), nil
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return [32]byte{}, ctx.Err()
-	}})
+	w := fcopy.NewWriter(plan, target, fcopy.WriterOptions{Digest: digestFrom(&sums)})
 	recv := NewReceiver(server, plan, w, window)
 	errc := make(chan error, 1)
 	go func() { errc <- recv.Run(ctx) }()
@@ -171,5 +163,19 @@ func TestFECNoParityWithoutLoss(t *testing.T) {
 	}
 	if st.Lost != 0 {
 		t.Logf("loopback lost %d datagrams; %d parity sent", st.Lost, st.Parity)
+	}
+}
+
+// digestFrom is a copy.Writer digest source for tests: it waits for the sender's whole-file
+// digests, which the reader stores in sums as it finishes each file.
+func digestFrom(sums *sync.Map) func(context.Context, int) ([32]byte, error) {
+	return func(ctx context.Context, i int) ([32]byte, error) {
+		for ctx.Err() == nil {
+			if s, ok := sums.Load(i); ok {
+				return s.([32]byte), nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return [32]byte{}, ctx.Err()
 	}
 }

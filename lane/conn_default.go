@@ -21,11 +21,7 @@ type Conn struct {
 
 // Listen opens a lane on addr ("198.18.0.1:0", "[::]:0", ":0").
 func Listen(addr string, opt Options) (*Conn, error) {
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return nil, err
-	}
-	uc, err := net.ListenUDP("udp", ua)
+	uc, err := listenUDP(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ package lane
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -135,4 +136,13 @@ func warnOnce(opt Options, msg string) {
 		return
 	}
 	fmt.Fprintln(os.Stderr, msg)
+}
+
+// listenUDP binds the plain socket that a platform's Listen then upgrades.
+func listenUDP(addr string) (*net.UDPConn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return net.ListenUDP("udp", ua)
 }

@@ -227,7 +227,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 		for range batchesPerLane {
 			bt := &txBatch{pkts: make([][]byte, 0, maxBatch)}
 			for k := range bt.bufs {
-				bt.bufs[k] = make([]byte, wire.MaxDatagram)
+				bt.bufs[k] = make([]byte, wire.MaxDatagramV6)
 			}
 			l.free <- bt
 		}

@@ -10,7 +10,7 @@ func BenchmarkSeal(b *testing.B) {
 	key := make([]byte, KeyLen)
 	rand.Read(key)
 	c, _ := NewCrypto(key, 1, ClientToServer)
-	buf := make([]byte, MaxDatagram)
+	buf := make([]byte, MaxDatagramV6)
 	pt := buf[HeaderLen : MaxDatagramV6-TagLen]
 	rand.Read(pt)
 	b.SetBytes(int64(len(pt)))
@@ -28,7 +28,7 @@ func BenchmarkOpen(b *testing.B) {
 	rx, _ := NewCrypto(key, 1, ServerToClient)
 	pt := make([]byte, MaxDatagramV6-Overhead)
 	rand.Read(pt)
-	sealed := tx.Seal(make([]byte, 0, MaxDatagram), Header{Type: TypeData, Seq: 1}, pt)
+	sealed := tx.Seal(make([]byte, 0, MaxDatagramV6), Header{Type: TypeData, Seq: 1}, pt)
 	work := make([]byte, len(sealed))
 	b.SetBytes(int64(len(pt)))
 	b.ReportAllocs()

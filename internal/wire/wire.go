@@ -17,9 +17,8 @@ const (
 	TagLen    = 16   // AES-GCM tag
 	// Overhead is what every datagram adds around its plaintext frame.
 	Overhead = HeaderLen + TagLen
-	// MaxDatagram is the largest UDP payload Farwing sends: 1500-byte MTU minus IPv4+UDP (28).
-	// IPv6 (48 bytes of headers) would need 20 bytes less; MaxDatagramV6 is that size.
-	MaxDatagram   = 1472
+	// MaxDatagramV6 is the largest UDP payload Farwing sends, on IPv4 and IPv6 alike: a 1500-byte
+	// MTU less IPv6 and UDP headers (48 bytes).
 	MaxDatagramV6 = 1452
 	// ChunkSize is the file bytes carried by one data datagram. It keeps the datagram within
 	// MaxDatagramV6 so a session never depends on the address family.

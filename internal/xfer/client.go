@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
@@ -211,8 +212,10 @@ func serverAddr(ctx context.Context, o *Options, host, seen string) (netip.Addr,
 	return netip.Addr{}, fmt.Errorf("%w: cannot find an address for %s", session.ErrNoUDP, host)
 }
 
+// lastLine is the last non-empty line of s: what the remote peer said before it went away.
 func lastLine(s string) string {
-	return bootstrapLast(s)
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // Push copies local sources to host:dst.

@@ -17,11 +17,6 @@ import (
 	"github.com/farwing/farwing/internal/wire"
 )
 
-func bootstrapLast(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
 // receiving (push) or sending (pull) end.
 func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) error {

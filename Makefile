@@ -16,6 +16,7 @@ test:
 	./scripts/setup.sh
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -run '^$$' -fuzz FuzzDecoder -fuzztime 10s ./fec
 
 # A real copy through the built-in lab: 100 Mbit/s, 60 ms RTT, 1 % loss each way, real sshd.
 demo: build

@@ -89,6 +89,7 @@ type Stats struct {
 	MinRTT      time.Duration // rtprop
 	QueueDelay  time.Duration // standing queue (min RTT over the last round - rtprop)
 	LossBase    float64       // measured random-loss rate (fraction)
+	RandomLoss  float64       // RandomLoss(): the loss rate of congestion-free rounds
 	BaseSamples int           // low-rate episodes behind LossBase (at most 16 kept)
 	Inflight    int           // bytes
 	InflightCap int           // bytes
@@ -180,6 +181,7 @@ type Controller struct {
 
 	// random-loss baseline
 	lossBase             float64
+	rlN, rlLost          float64 // packets and losses of congestion-free rounds (RandomLoss)
 	base                 [baseSamples]float64
 	nBase, baseNext      int
 	lowRes, lowLost      int
@@ -718,6 +720,16 @@ func (c *Controller) endRound(t int64) {
 		c.mode == ProbeBW && c.phase != Down {
 		verdict = congQueue
 	}
+	if verdict < 0 && n > 0 && c.mode != Startup && !(r.lost >= 3 && 2*r.lostHiQ >= r.lost) {
+		// A round judged free of congestion (and whose losses did not cluster at a full queue):
+		// its losses are random ones. Summed over many rounds this measures the random-loss rate
+		// far more precisely than the low-rate baseline samples.
+		c.rlN += float64(n)
+		c.rlLost += float64(r.lost)
+		if c.rlN > randomLossSpan {
+			c.rlN, c.rlLost = c.rlN/2, c.rlLost/2
+		}
+	}
 	if verdict >= 0 {
 		c.onCongestion(t, verdict)
 	}
@@ -1166,6 +1178,24 @@ func (c *Controller) Inflight() int { return c.inflight }
 // LossBase is the measured random-loss rate (the FEC layer sizes parity from it).
 func (c *Controller) LossBase() float64 { return c.lossBase }
 
+// randomLossSpan is about how many packets RandomLoss remembers: the counts halve when they pass
+// it, so older rounds fade.
+const randomLossSpan = 200_000
+
+// randomLossMin is how many packets of congestion-free rounds RandomLoss needs before it trusts
+// them over the baseline.
+const randomLossMin = 5_000
+
+// RandomLoss returns the random-loss rate for sizing forward error correction: the loss fraction
+// of the rounds judged free of congestion since STARTUP, once they hold randomLossMin packets,
+// and the low-rate baseline (LossBase) before that. Congestion losses never count.
+func (c *Controller) RandomLoss() float64 {
+	if c.rlN >= randomLossMin {
+		return c.rlLost / c.rlN
+	}
+	return c.lossBase
+}
+
 // LaneWeights returns a copy of the per-lane share of the pacing rate; the weights sum to 1.
 func (c *Controller) LaneWeights() []float64 {
 	w := make([]float64, len(c.w))
@@ -1192,6 +1222,7 @@ func (c *Controller) Stats() Stats {
 	s.MinRTT = time.Duration(c.rtprop)
 	s.QueueDelay = time.Duration(c.prevQ)
 	s.LossBase = c.lossBase
+	s.RandomLoss = c.RandomLoss()
 	s.BaseSamples = c.nBase
 	s.Inflight, s.InflightCap = c.inflight, c.cap
 	s.Rounds = c.rounds

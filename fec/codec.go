@@ -57,7 +57,7 @@ const inversionReset = 4096
 // Codecs are built once per (k, first, count): construction allocates matrices and tables.
 // first == 0 (body parity, and every decoder) is the hot case and uses a lock-free table.
 var codecs struct {
-	zero [MaxK + 1][MaxParity + 1]atomic.Pointer[codec] // [k][count], first == 0
+	zero [MaxNarrowK + 1][MaxParity + 1]atomic.Pointer[codec] // [k][count], first == 0
 	mu   sync.Mutex
 	m    map[uint32]*codec // first > 0
 }
@@ -65,7 +65,7 @@ var codecs struct {
 func codecKey(k, first, count int) uint32 { return uint32(k)<<16 | uint32(first)<<8 | uint32(count) }
 
 // getCodec returns the shared codec for parity [first, first+count) of a k-group.
-// Callers have checked 1 <= k <= MaxK, first >= 0, count >= 1, first+count <= MaxParity.
+// Callers have checked 1 <= k <= MaxNarrowK, first >= 0, count >= 1, first+count <= MaxParity.
 func getCodec(k, first, count int) (*codec, error) {
 	if first == 0 {
 		if c := codecs.zero[k][count].Load(); c != nil {
@@ -124,3 +124,40 @@ func noteRebuild(k, count int, c *codec) {
 	}
 	codecs.zero[k][count].CompareAndSwap(c, fresh)
 }
+
+// Wide coders, one per k: Leopard GF(2^16) with MaxParity parity shards. reedsolomon's Leopard
+// coder keeps no per-pattern state and is safe for concurrent use. Most groups are whole 1 MiB
+// blocks (one k); others are the last blocks of files, so the cache is simply dropped when it
+// grows past wideCache shapes.
+var wide struct {
+	mu sync.Mutex
+	m  map[int]reedsolomon.Encoder
+}
+
+const wideCache = 64
+
+func wideCodec(k int) (reedsolomon.Encoder, error) {
+	wide.mu.Lock()
+	defer wide.mu.Unlock()
+	if rs := wide.m[k]; rs != nil {
+		return rs, nil
+	}
+	rs, err := reedsolomon.New(k, MaxParity, reedsolomon.WithLeopardGF16(true))
+	if err != nil {
+		return nil, err
+	}
+	if wide.m == nil || len(wide.m) >= wideCache {
+		wide.m = make(map[int]reedsolomon.Encoder)
+	}
+	wide.m[k] = rs
+	return rs, nil
+}
+
+// Warm builds reedsolomon's GF(2^16) tables (about 0.1 s of CPU, once per process) and the coder
+// of whole-block groups. A session calls it in the background as it starts, so that the first
+// wide group is not coded or rebuilt on a lane's hot path while the tables are made: a receiving
+// lane that stops reading for 0.1 s at 400 Mbit/s overflows its socket buffer.
+func Warm() { wideCodec(wideWarmK) }
+
+// wideWarmK is the group size Warm prepares: a 1 MiB block of 1406-byte chunks.
+const wideWarmK = 746

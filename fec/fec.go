@@ -16,22 +16,39 @@ const (
 	// shards fit in ShardSize too.
 	MaxData = ShardSize - lenPrefix
 
-	// MaxK is the largest number of data shards in a group. Larger groups need less parity for
-	// the same failure rate (see Plan) but rebuild more slowly and wait longer for their shards.
-	MaxK = 32
+	// MaxK is the largest number of data shards in a group: a whole 1 MiB block of datagram
+	// chunks (746) fits. Larger groups need less parity for the same failure rate (see Plan):
+	// at 3 % loss a 746-shard group fails 10 % of the time with 3.9 % parity, a 10-shard group
+	// needs 20 %.
+	MaxK = 1024
 
-	// DefaultK is the group size "auto" uses: reedsolomon rebuilds groups of at most 10 data
-	// shards in one pass with its fused GFNI/AVX2 kernels (research/fast-udp-go.md §5).
+	// MaxNarrowK is the largest group coded over GF(2^8) with a Cauchy matrix (k + MaxParity
+	// distinct field elements must fit in 256). Larger ("wide") groups use reedsolomon's Leopard
+	// code over GF(2^16), which always computes all MaxParity parity rows at once and needs rows
+	// a multiple of 64 bytes long.
+	MaxNarrowK = 32
+
+	// DefaultK is the group size of fixed modes that do not name one. Auto mode protects whole
+	// blocks (one wide group per block).
 	DefaultK = 10
 
 	// MaxParity bounds parity indices: body and tail parity plus every fresh repair index. Once a
 	// group has used them all, the sender falls back to re-sending its missing data shards.
 	MaxParity = 64
 
-	// MaxBodyParity and MaxTailParity cap what Plan asks for (research/congestion-control.md §2.4).
-	MaxBodyParity = 16
-	MaxTailParity = 24
+	// MaxBodyParity and MaxTailParity cap what Plan asks for (research/congestion-control.md §2.4),
+	// leaving at least 8 fresh indices for repairs. A 746-shard group needs 29 at 3 % loss and
+	// 48 at 5 %.
+	MaxBodyParity = 48
+	MaxTailParity = 56
+
+	// WideMaxData is the largest data shard of a wide group: its rows (length prefix, data,
+	// zero padding) are rounded up to 64 bytes and must still fit in ShardSize.
+	WideMaxData = ShardSize/64*64 - lenPrefix
 )
+
+// Wide reports whether a group of k data shards uses the GF(2^16) code.
+func Wide(k int) bool { return k > MaxNarrowK }
 
 // Errors returned by this package; match them with errors.Is.
 var (

@@ -459,3 +459,84 @@ func TestAfterDone(t *testing.T) {
 		t.Fatal("second Reconstruct rebuilt")
 	}
 }
+
+// TestWideGroups covers the GF(2^16) code of groups beyond MaxNarrowK, up to a whole block of
+// 746 chunks: random losses of up to m shards rebuild from planned parity, more than m leave the
+// group incomplete until fresh repair indices arrive, a short final shard keeps its length, and
+// parity index i is the same bytes however it is requested.
+func TestWideGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, c := range []struct{ k, m int }{{33, 2}, {100, 6}, {746, 29}} {
+		lens := make([]int, c.k)
+		for i := range lens {
+			lens[i] = WideMaxData
+		}
+		lens[c.k-1] = 1 + rng.IntN(WideMaxData)
+		tg := newTestGroup(t, rng, lens, MaxParity)
+		if got := ParityLen(tg.data); got%64 != 0 || got > ShardSize {
+			t.Fatalf("k=%d: parity row %d bytes", c.k, got)
+		}
+		var e Encoder
+		par := make([][]byte, 5)
+		for j := range par {
+			par[j] = make([]byte, 0, ShardSize)
+		}
+		if err := e.Encode(tg.data, 7, par); err != nil {
+			t.Fatal(err)
+		}
+		for j := range par {
+			if !bytes.Equal(par[j], tg.parity[7+j]) {
+				t.Fatalf("k=%d: parity %d differs when encoded alone", c.k, 7+j)
+			}
+		}
+
+		g, err := NewGroup(c.k, c.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for trial := range 6 {
+			lost := c.m + trial - 2 // some trials lose more than the planned parity
+			perm := rng.Perm(c.k + c.m)
+			missing := map[int]bool{}
+			for _, i := range perm[:max(lost, 0)] {
+				missing[i] = true
+			}
+			g.Reset(c.k, c.m)
+			for _, idx := range perm {
+				if missing[idx] {
+					continue
+				}
+				if _, err := g.Add(ShardID{K: c.k, M: c.m, Index: idx}, tg.shard(c.k, idx)); err != nil {
+					t.Fatalf("k=%d add %d: %v", c.k, idx, err)
+				}
+			}
+			if lost > c.m {
+				if g.Need() != lost-c.m {
+					t.Fatalf("k=%d lost %d: need %d", c.k, lost, g.Need())
+				}
+				if out, err := g.Reconstruct(); !errors.Is(err, ErrIncomplete) || out != nil {
+					t.Fatalf("k=%d: incomplete group gave %d shards, %v", c.k, len(out), err)
+				}
+				for j := range g.Need() {
+					idx := c.k + c.m + j
+					g.Add(ShardID{K: c.k, M: c.m, Index: idx}, tg.parity[c.m+j])
+				}
+			}
+			out, err := g.Reconstruct()
+			if err != nil {
+				t.Fatalf("k=%d lost %d: %v", c.k, lost, err)
+			}
+			checkData(t, out, tg.data)
+		}
+		// Rows that are not a multiple of 64 bytes cannot be a wide group's parity; data longer
+		// than WideMaxData cannot be its data.
+		g.Reset(c.k, c.m)
+		if _, err := g.Add(ShardID{K: c.k, M: c.m, Index: c.k}, tg.parity[0][:len(tg.parity[0])-1]); !errors.Is(err, ErrLength) {
+			t.Fatalf("k=%d: short parity row: %v", c.k, err)
+		}
+		if _, err := g.Add(ShardID{K: c.k, M: c.m, Index: 0}, make([]byte, WideMaxData+1)); !errors.Is(err, ErrLength) {
+			t.Fatalf("k=%d: long data shard: %v", c.k, err)
+		}
+		g.Release()
+	}
+}

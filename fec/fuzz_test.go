@@ -41,16 +41,21 @@ func FuzzDecoder(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 6, 1, 0, 7, 2, 0, 8, 3, 0, 9, 4, 1, 9, 5})
 	f.Add([]byte{5, 3, 1, 100, 3, 1, 1, 11, 0, 5, 11, 4, 6, 11, 8, 7, 0, 0, 8, 0, 0, 9, 0, 0, 2, 0, 0})
 	f.Add([]byte{31, 4, 3, 255, 9, 9, 40, 0, 0, 33, 0, 0, 34, 0, 0, 35, 0, 0, 36, 0, 0, 37, 0, 0})
+	f.Add([]byte{39, 3, 2, 255, 4, 2, 41, 0, 0, 42, 10, 9, 43, 0, 0, 1, 0, 0, 2, 0, 0, 3, 11, 4})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 6 {
 			return
 		}
-		k := 1 + int(in[0])%MaxK
+		// Narrow groups and wide ones just past MaxNarrowK; TestWideGroups covers whole blocks.
+		k := 1 + int(in[0])%(MaxNarrowK+16)
 		m := int(in[1]) % 5
 		nParity := m + int(in[2])%4
 		width := int(in[3])
 		if width == 255 {
 			width = MaxData
+			if Wide(k) {
+				width = WideMaxData
+			}
 		}
 		rng := rand.New(rand.NewPCG(uint64(in[4]), uint64(in[5])))
 		lens := make([]int, k)
@@ -106,8 +111,8 @@ func FuzzDecoder(f *testing.F) {
 							payload[i] = byte(arg >> 3)
 						}
 					}
-					if len(payload) < lenPrefix || len(payload) > ShardSize {
-						class = mustFail
+					if len(payload) < lenPrefix || len(payload) > ShardSize || Wide(k) {
+						class = mustFail // wide rows are whole multiples of 64 bytes
 					}
 				}
 			case 11:

@@ -3,6 +3,8 @@ package fec
 import (
 	"fmt"
 	"sync"
+
+	"github.com/klauspost/reedsolomon"
 )
 
 // ShardID is what the session header says about a shard: its group's shape (K data shards, M
@@ -10,13 +12,14 @@ import (
 // K+i for parity i (0 <= i < MaxParity).
 //
 // Parity i is the same bytes however many parity shards the sender emits, so a repair is just
-// fresh indices beyond those already sent, and any K distinct shards rebuild the group: the code
-// is a systematic Cauchy matrix over GF(2^8), which is MDS.
+// fresh indices beyond those already sent, and any K distinct shards rebuild the group: narrow
+// groups (K <= MaxNarrowK) use a systematic Cauchy matrix over GF(2^8), wide ones reedsolomon's
+// Leopard code over GF(2^16) with MaxParity parity rows; both are MDS.
 //
-// Data shards travel as they are (file bytes, at most MaxData each, lengths may differ). Parity
-// is computed over rows [len u16 BE | data | zero pad], all ParityLen bytes long, so parity fits
-// in ShardSize and a rebuilt data shard carries its own exact length: the receiver needs no
-// length information beyond the shards themselves.
+// Data shards travel as they are (file bytes, at most MaxData each, WideMaxData in a wide group,
+// lengths may differ). Parity is computed over rows [len u16 BE | data | zero pad], all ParityLen
+// bytes long, so parity fits in ShardSize and a rebuilt data shard carries its own exact length:
+// the receiver needs no length information beyond the shards themselves.
 type ShardID struct {
 	K, M, Index int
 }
@@ -44,14 +47,15 @@ type Group struct {
 	failed   error
 	ready    bool // out is valid
 
-	seen  [2]uint64 // indices held, 0..MaxK+MaxParity-1
-	slot  [MaxK]uint8
-	size  [MaxK]uint16
-	buf   [MaxK]*[ShardSize]byte // slot s holds shard slot[s]; data at [lenPrefix:], parity at [0:]
-	spare [MaxK]*[ShardSize]byte // rows rebuilt for missing data shard i
+	// Sized for k on Reset; a recycled Group keeps its capacity.
+	seen  []uint64 // indices held, 0..k+MaxParity-1
+	slot  []uint16
+	size  []uint16
+	buf   []*[ShardSize]byte // slot s holds shard slot[s]; data at [lenPrefix:], parity at [0:]
+	spare []*[ShardSize]byte // rows rebuilt for missing data shard i
 
-	shards [MaxK + MaxParity][]byte
-	out    [MaxK][]byte
+	shards [][]byte // k+MaxParity
+	out    [][]byte // k
 }
 
 // NewGroup returns an empty group of k data shards (1..MaxK) and m planned parity shards
@@ -72,6 +76,19 @@ func (g *Group) Reset(k, m int) error {
 	}
 	g.Release()
 	g.k, g.m = k, m
+	n := k + MaxParity
+	if cap(g.shards) < n {
+		g.seen = make([]uint64, (n+63)/64)
+		g.slot = make([]uint16, k)
+		g.size = make([]uint16, k)
+		g.buf = make([]*[ShardSize]byte, k)
+		g.spare = make([]*[ShardSize]byte, k)
+		g.shards = make([][]byte, n)
+		g.out = make([][]byte, k)
+	}
+	g.seen = g.seen[:(n+63)/64]
+	g.slot, g.size, g.buf = g.slot[:k], g.size[:k], g.buf[:k]
+	g.spare, g.shards, g.out = g.spare[:k], g.shards[:n], g.out[:k]
 	return nil
 }
 
@@ -88,10 +105,10 @@ func (g *Group) Release() {
 			g.spare[i] = nil
 		}
 	}
-	clear(g.out[:])
+	clear(g.out)
 	g.rowLen, g.maxData, g.have, g.dataHave, g.top = 0, 0, 0, 0, 0
 	g.failed, g.ready = nil, false
-	g.seen = [2]uint64{}
+	clear(g.seen)
 }
 
 // K and M return the group's shape.
@@ -110,7 +127,7 @@ func (g *Group) Need() int { return max(0, g.k-g.have) }
 
 // Has reports whether the shard with this index is held.
 func (g *Group) Has(index int) bool {
-	return index >= 0 && index < MaxK+MaxParity && g.seen[index>>6]&(1<<(index&63)) != 0
+	return index >= 0 && index < g.k+MaxParity && g.seen[index>>6]&(1<<(index&63)) != 0
 }
 
 // MissingData appends to dst the data indices not held, for a sender that has run out of parity
@@ -141,10 +158,10 @@ func (g *Group) Add(id ShardID, payload []byte) (done bool, err error) {
 	}
 	n := len(payload)
 	if id.Index < g.k {
-		if n > MaxData || g.rowLen != 0 && n > g.rowLen-lenPrefix {
+		if n > g.maxDataLen() {
 			return done, fmt.Errorf("%w: data shard %d of %d bytes, max %d", ErrLength, id.Index, n, g.maxDataLen())
 		}
-	} else if n < lenPrefix || n > ShardSize || g.rowLen != 0 && n != g.rowLen || g.rowLen == 0 && n-lenPrefix < g.maxData {
+	} else if n < lenPrefix || n > ShardSize || g.rowLen != 0 && n != g.rowLen || g.rowLen == 0 && !g.fitsRow(n) {
 		return done, fmt.Errorf("%w: parity shard %d of %d bytes (group parity %d, longest data %d)", ErrLength, id.Index, n, g.rowLen, g.maxData)
 	}
 	if done || g.Has(id.Index) {
@@ -153,7 +170,7 @@ func (g *Group) Add(id ShardID, payload []byte) (done bool, err error) {
 
 	b := bufPool.Get().(*[ShardSize]byte)
 	s := g.have
-	g.buf[s], g.slot[s], g.size[s] = b, uint8(id.Index), uint16(n)
+	g.buf[s], g.slot[s], g.size[s] = b, uint16(id.Index), uint16(n)
 	if id.Index < g.k {
 		copy(b[lenPrefix:], payload)
 		g.maxData = max(g.maxData, n)
@@ -168,9 +185,17 @@ func (g *Group) Add(id ShardID, payload []byte) (done bool, err error) {
 	return g.have >= g.k, nil
 }
 
+// fitsRow reports whether a parity row of n bytes can belong to the group given the data held.
+func (g *Group) fitsRow(n int) bool {
+	return n-lenPrefix >= g.maxData && (!Wide(g.k) || n%64 == 0)
+}
+
 func (g *Group) maxDataLen() int {
 	if g.rowLen != 0 {
 		return g.rowLen - lenPrefix
+	}
+	if Wide(g.k) {
+		return WideMaxData
 	}
 	return MaxData
 }
@@ -186,7 +211,7 @@ func (g *Group) Reconstruct() ([][]byte, error) {
 	case g.failed != nil:
 		return nil, g.failed
 	case g.ready:
-		return g.out[:g.k], nil
+		return g.out, nil
 	case g.have < g.k:
 		return nil, fmt.Errorf("%w: have %d of %d shards, need %d more", ErrIncomplete, g.have, g.k, g.k-g.have)
 	}
@@ -195,11 +220,14 @@ func (g *Group) Reconstruct() ([][]byte, error) {
 			g.out[g.slot[s]] = g.buf[s][lenPrefix : lenPrefix+int(g.size[s])]
 		}
 		g.ready = true
-		return g.out[:g.k], nil
+		return g.out, nil
 	}
 
 	rowLen := g.rowLen
 	sh := g.shards[:g.k+g.top]
+	if Wide(g.k) {
+		sh = g.shards // Leopard wants every index, absent ones empty
+	}
 	clear(sh)
 	for s := range g.have {
 		b := g.buf[s]
@@ -218,10 +246,18 @@ func (g *Group) Reconstruct() ([][]byte, error) {
 			sh[i] = g.spare[i][:0]
 		}
 	}
-	c, err := getCodec(g.k, 0, g.top)
-	if err == nil {
-		err = c.rs.ReconstructData(sh)
-		noteRebuild(g.k, g.top, c)
+	var err error
+	if Wide(g.k) {
+		var rs reedsolomon.Encoder
+		if rs, err = wideCodec(g.k); err == nil {
+			err = rs.ReconstructData(sh)
+		}
+	} else {
+		var c *codec
+		if c, err = getCodec(g.k, 0, g.top); err == nil {
+			err = c.rs.ReconstructData(sh)
+			noteRebuild(g.k, g.top, c)
+		}
 	}
 	if err != nil {
 		clear(sh)
@@ -240,15 +276,15 @@ func (g *Group) Reconstruct() ([][]byte, error) {
 		g.out[i] = row[lenPrefix : lenPrefix+n]
 	}
 	clear(sh)
-	if longest != rowLen-lenPrefix {
+	if rowLen != rowLenFor(g.k, longest) {
 		return nil, g.fail(fmt.Errorf("%w: longest data shard %d bytes, parity is %d", ErrCorrupt, longest, rowLen))
 	}
 	g.ready = true
-	return g.out[:g.k], nil
+	return g.out, nil
 }
 
 func (g *Group) fail(err error) error {
-	clear(g.out[:])
+	clear(g.out)
 	g.failed = err
 	return err
 }

@@ -54,16 +54,37 @@ func minParity(p float64, k, lo, hi int, target float64) int {
 	return hi
 }
 
-// binomTail returns P(X > m) for X ~ Binomial(n, p), 0 < p < 1, summing the upper tail directly
-// (no 1-CDF cancellation) with each term in log space.
+// binomTail returns P(X > m) for X ~ Binomial(n, p), 0 < p < 1. Above the mode it sums the
+// upper tail directly (no 1-CDF cancellation), starting from one log-space term and stepping
+// with the term ratio until the terms stop mattering, so it costs O(m) even for groups of
+// hundreds of shards; at or below the mode the tail is large and 1-CDF is accurate.
 func binomTail(n int, p float64, m int) float64 {
+	if m >= n {
+		return 0
+	}
 	lp, lq := math.Log(p), math.Log1p(-p)
 	ln1, _ := math.Lgamma(float64(n + 1))
-	sum := 0.0
-	for j := m + 1; j <= n; j++ {
+	term := func(j int) float64 {
 		lj, _ := math.Lgamma(float64(j + 1))
 		lnj, _ := math.Lgamma(float64(n - j + 1))
-		sum += math.Exp(ln1 - lj - lnj + float64(j)*lp + float64(n-j)*lq)
+		return math.Exp(ln1 - lj - lnj + float64(j)*lp + float64(n-j)*lq)
+	}
+	if float64(m+1) <= float64(n+1)*p { // m+1 is at or below the mode
+		cdf := 0.0
+		for j := 0; j <= m; j++ {
+			cdf += term(j)
+		}
+		return max(0, 1-cdf)
+	}
+	ratio := p / (1 - p)
+	t := term(m + 1)
+	sum := 0.0
+	for j := m + 1; j <= n && t > 0; j++ {
+		sum += t
+		if t < sum*1e-17 {
+			break
+		}
+		t *= float64(n-j) / float64(j+1) * ratio
 	}
 	return sum
 }
@@ -87,7 +108,7 @@ func RepairCount(need int, loss float64) int {
 type ModeKind uint8
 
 const (
-	ModeAuto  ModeKind = iota // DefaultK data shards, parity from Plan and the measured loss
+	ModeAuto  ModeKind = iota // a group per block, parity from Plan and the measured loss
 	ModeOff                   // no proactive parity; losses are repaired by NAK and re-sending data
 	ModeFixed                 // K data shards and M parity shards per group, whatever the loss
 )
@@ -114,7 +135,7 @@ func ParseMode(s string) (Mode, error) {
 		return Mode{}, fmt.Errorf("fec mode %q: want off, auto or K+M such as 10+2", s)
 	}
 	if k < 1 || k > MaxK {
-		return Mode{}, fmt.Errorf("fec mode %q: K must be 1..%d (10 or less is fastest)", s, MaxK)
+		return Mode{}, fmt.Errorf("fec mode %q: K must be 1..%d", s, MaxK)
 	}
 	if m < 0 || m > MaxBodyParity {
 		return Mode{}, fmt.Errorf("fec mode %q: M must be 0..%d", s, MaxBodyParity)

@@ -59,6 +59,12 @@ func TestRandomLoss(t *testing.T) {
 			if tol := 0.15*p + 0.001; math.Abs(lb-p) > tol {
 				t.Errorf("loss_base %.4f not within %.4f of %.4f", lb, tol, p)
 			}
+			// The congestion-free rounds' loss rate, which FEC plans with, is the finer measure.
+			if rl, tol := r.Final.RandomLoss, 0.05*p+0.0005; math.Abs(rl-p) > tol {
+				t.Errorf("random loss %.4f not within %.4f of %.4f", rl, tol, p)
+			} else {
+				t.Logf("random loss %.5f", rl)
+			}
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
 )
@@ -66,8 +67,11 @@ type laneRx struct {
 	received uint64
 }
 
+var fecWarm sync.Once
+
 // Open binds four lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") and starts their receive loops.
 func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
+	fecWarm.Do(func() { go fec.Warm() }) // while the handshake runs, off the data path
 	p := &Path{crypto: c, server: server}
 	for i := range p.conns {
 		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})

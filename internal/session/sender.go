@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -29,8 +29,7 @@ type SenderConfig struct {
 	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
 	FEC fec.Mode
 
-	lossHint   float64 // tests: the random-loss rate FEC plans with instead of the controller's
-	bodyParity bool    // tests: plan body parity as if the receiver's window limited the sender
+	lossHint float64 // tests: the random-loss rate FEC plans with instead of the controller's
 }
 
 // SenderStats are the sending side's counters.
@@ -41,6 +40,7 @@ type SenderStats struct {
 	Lost          uint64    // datagrams declared lost
 	Parity        uint64    // parity datagrams sent (proactive and repair)
 	RepairParity  uint64    // the part of Parity sent as repairs (also counted in Retransmitted)
+	Groups        uint64    // FEC groups whose first chunk was sent
 	RepairGroups  uint64    // FEC groups that needed a repair round trip
 	LastNewDataAt time.Time // when the last chunk was sent for the first time
 	Feedback      uint64    // feedback datagrams received
@@ -175,16 +175,15 @@ type Sender struct {
 	stallSince time.Time
 
 	fec       fec.Mode
-	fecK      int // group size (0: FEC off)
+	fecK      int // group size (0: FEC off; -1: a group per block)
 	enc       fec.Encoder
 	shards    [fec.MaxK][]byte
 	par1      [1][]byte
+	parAll    [fec.MaxParity][]byte
 	firstSent int64 // file bytes sent at least once
 	tnow      int64 // ns since start, as of the current transmit round
-	// windowLimitedAt is when new data last waited for the receiver's window (ns since start).
-	windowLimitedAt int64
-	planLoss        float64
-	planTab         [fec.MaxK + 1]struct {
+	planLoss  float64
+	planTab   [fec.MaxK + 1]struct {
 		ok         bool
 		body, tail uint8
 	}
@@ -212,10 +211,9 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
 		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC}
-	s.windowLimitedAt = math.MinInt64 / 2
 	switch cfg.FEC.Kind {
 	case fec.ModeAuto:
-		s.fecK = fec.DefaultK
+		s.fecK = -1
 	case fec.ModeFixed:
 		s.fecK = cfg.FEC.K
 	}
@@ -337,6 +335,14 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			lastDbg = now
 			fmt.Fprintf(os.Stderr, "sender: blocks=%d sendable=%d retx=%d parq=%d evalq=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d\n",
 				len(s.blocks), len(s.sendable), s.retx.len(), s.parq.len(), len(s.evalq), s.cursor, s.window, s.stats, s.lanes[0].lowest, s.lanes[0].next, s.lanes[0].largest, s.pacer.Budget(now))
+			if b := s.blocks[s.cursor]; b != nil {
+				fmt.Fprintf(os.Stderr, "sender: cursor block %d: chunks %d next %d acked %d hash acked %v groups done %d/%d", b.id, b.nChunks, b.next, b.nAcked, b.isAcked(b.nChunks), b.groupsDone, len(b.groups))
+				for i := range b.groups {
+					g := &b.groups[i]
+					fmt.Fprintf(os.Stderr, " [k %d m %d next %d acked %d/%d inflight %d pending %d done %v queued %v repaired %v tail %v]", g.k, g.m, g.next, g.dataAcked, bits.OnesCount64(g.parAcked), g.inflight, g.pending, g.done, g.queued, g.repaired, g.tail)
+				}
+				fmt.Fprintln(os.Stderr)
+			}
 		}
 		if now.Sub(lastFB) > s.cfg.Idle && s.stats.Datagrams > 0 {
 			var rx uint64
@@ -360,7 +366,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.lastProgress = now
 			st := s.cc.Stats()
 			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
-				RandomLoss: st.LossBase, CongestionEvents: st.CongestionEvents, Retransmitted: s.stats.Retransmitted,
+				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Retransmitted: s.stats.Retransmitted,
 				Parity: s.stats.Parity})
 		}
 		s.pacer.SetRate(s.cc.PacingRate())
@@ -373,11 +379,14 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 func (s *Sender) addBlock(b *fcopy.Block) {
 	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data))}
 	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
-	if k := s.fecK; k > 0 {
+	if k := s.fecK; k != 0 && tb.nChunks > 0 {
+		if k < 0 {
+			k = tb.nChunks
+		}
 		tb.k = k
 		tb.groups = make([]txGroup, (tb.nChunks+k-1)/k)
 		for g := range tb.groups {
-			tb.groups[g].k = uint8(min(k, tb.nChunks-g*k))
+			tb.groups[g].k = uint16(min(k, tb.nChunks-g*k))
 		}
 	}
 	s.blocks[b.ID] = tb
@@ -388,6 +397,12 @@ func (s *Sender) release(b *txBlock) {
 	s.ackedBytes.Add(int64(len(b.data)))
 	delete(s.blocks, b.id)
 	s.pool.Put(b.buf)
+	for i := range b.groups {
+		if p := b.groups[i].par; p != nil {
+			wideParPool.Put(p)
+			b.groups[i].par = nil
+		}
+	}
 }
 
 // refQueue is a FIFO of datagrams to send that reuses its array: popping never gives up
@@ -438,7 +453,6 @@ func (s *Sender) nextChunk() (b *txBlock, c, par, src int, ok bool) {
 	for len(s.sendable) > 0 {
 		b := s.sendable[0]
 		if b.id >= s.cursor+s.window {
-			s.windowLimitedAt = s.tnow
 			return nil, 0, 0, 0, false
 		}
 		c := b.next
@@ -603,8 +617,8 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	switch {
 	case par >= 0:
 		gr = &b.groups[c/b.k]
-		f.Kind, f.FecK, f.FecM, f.FecIdx = wire.KindParity, gr.k, gr.m, gr.k+uint8(par)
-		payload = s.encodeParity(b, c, int(gr.k), par, buf[wire.HeaderLen+wire.DataFrameLen:wire.HeaderLen+wire.DataFrameLen])
+		f.Kind, f.FecK, f.FecM, f.FecIdx = wire.KindParity, gr.k, gr.m, gr.k+uint16(par)
+		payload = s.encodeParity(b, gr, c, par, buf[wire.HeaderLen+wire.DataFrameLen:wire.HeaderLen+wire.DataFrameLen])
 	case c == b.nChunks:
 		f.Kind = wire.KindHash
 		payload = b.hash[:]
@@ -613,10 +627,9 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
 		if b.k > 0 {
 			gr = &b.groups[c/b.k]
-			f.FecK, f.FecM, f.FecIdx = gr.k, gr.m, uint8(c%b.k)
+			f.FecK, f.FecM, f.FecIdx = gr.k, gr.m, uint16(c%b.k)
 		}
 	}
-	f.Len = uint16(len(payload))
 	n := wire.DataFrameLen + len(payload)
 	pt := buf[wire.HeaderLen : wire.HeaderLen+n]
 	f.Put(pt)
@@ -737,6 +750,12 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 	if fresh && !gr.done && gr.acked() >= int(gr.k) {
 		gr.done = true
 		b.groupsDone++
+	}
+	if !fresh && wasInflight && !gr.done && !gr.queued {
+		// A shard the receiver already had (a spurious loss's copy): the group is one shard
+		// shorter than planRepairs counted on while this one was in flight, so look again.
+		gr.queued = true
+		s.evalq = append(s.evalq, chunkRef{block: b.id, chunk: uint16(c / b.k)})
 	}
 	// A block whose chunks were rebuilt is never acknowledged chunk by chunk: it is released when
 	// the receiver's cursor passes it (onFeedback).

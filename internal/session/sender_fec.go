@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/farwing/farwing/fec"
@@ -17,9 +18,10 @@ import (
 // nothing more once acked() reaches k, and otherwise needs k - acked - (shards still in flight or
 // queued) fresh ones.
 type txGroup struct {
-	k, m       uint8  // data shards; parity planned (FecM, fixed at the group's first chunk)
+	k          uint16 // data shards
+	m          uint8  // parity planned (FecM, fixed at the group's first chunk)
 	next       uint8  // next parity index never sent
-	dataAcked  uint8  // distinct data chunks acknowledged
+	dataAcked  uint16 // distinct data chunks acknowledged
 	parAcked   uint64 // parity indices acknowledged
 	inflight   uint16 // shards sent whose fate is unknown
 	pending    uint16 // shards queued (retx or parq) but not yet sent
@@ -29,17 +31,23 @@ type txGroup struct {
 	tail       bool   // planned as a tail group
 	urgent     bool   // a shard sent before the last repair was lost since
 	lastRepair int64  // ns since the sender's start
+	// par holds a wide group's parity rows (fec.MaxParity of them, parLen bytes each) once the
+	// first is needed: the GF(2^16) code computes them all in one pass.
+	par    *[fec.MaxParity * fec.ShardSize]byte
+	parLen int
 }
+
+var wideParPool = sync.Pool{New: func() any { return new([fec.MaxParity * fec.ShardSize]byte) }}
 
 func (g *txGroup) acked() int { return int(g.dataAcked) + bits.OnesCount64(g.parAcked) }
 
-// fecLoss is the random-loss rate parity is planned for: the rate controller's loss baseline,
+// fecLoss is the random-loss rate parity is planned for: the rate controller's measure of it,
 // never its congestion signals (parity sent into a full queue only adds to the queue).
 func (s *Sender) fecLoss() float64 {
 	if s.cfg.lossHint > 0 {
 		return s.cfg.lossHint
 	}
-	return s.cc.LossBase()
+	return s.cc.RandomLoss()
 }
 
 // startChunk runs when chunk c of b is about to be sent for the first time: the group's first
@@ -50,14 +58,19 @@ func (s *Sender) startChunk(b *txBlock, c int) {
 	first := g * b.k
 	if c == first {
 		gr.m, gr.tail = s.planParity(int(gr.k))
+		s.stats.Groups++
 	}
 	if c == first+int(gr.k)-1 && gr.m > 0 {
+		// Fresh indices: a large group can already have had a repair (parity from index 0) for a
+		// loss detected while its later chunks were still unsent, and a second copy of an index
+		// would be counted as a second shard.
 		due := s.tnow + int64(parityDelay)
-		for j := range gr.m {
-			s.parq.push(chunkRef{block: b.id, chunk: uint16(first), par: j + 1, due: due})
+		n := 0
+		for ; n < int(gr.m) && int(gr.next) < fec.MaxParity; n++ {
+			gr.next++
+			s.parq.push(chunkRef{block: b.id, chunk: uint16(first), par: gr.next, due: due})
 		}
-		gr.pending += uint16(gr.m)
-		gr.next = gr.m
+		gr.pending += uint16(n)
 	}
 }
 
@@ -78,21 +91,15 @@ const parityDelay = 2 * time.Millisecond
 // window and a queue that inflates srtt.
 const tailFactor = 2
 
-// bodyHold is how long body parity stays on after new data last waited for the receiver's
-// window, in smoothed RTTs.
-const bodyHold = 8
-
 // planParity returns the parity count of a group of k data shards whose first chunk is about to be
 // sent, and whether the group is in the tail.
 //
-// Auto mode pays for parity only where it buys time. In the body of a transfer a group that fails
-// is repaired while later data keeps the path full, so the only cost of a failure is the repair
-// itself, and selective re-sending sends exactly what was lost: proactive parity there is pure
-// overhead inside the rate controller's budget (measured: 9 % of goodput at 3 % loss with k=10).
-// Body groups get fec.Plan's body count only while the receiver's window limits the sender: then
-// blocks that wait a round trip for a repair hold back new data, and parity that completes them
-// at once is worth its bytes. Tail groups always get the tail count, since a failure there delays
-// the end of the transfer by a round trip.
+// Auto mode makes each block one group, so parity is cheap: at 3 % loss a 746-chunk group needs
+// 29 parity shards (3.9 %) to complete without a repair round trip nine times in ten, where
+// groups of 10 would need 20 %. The parity replaces most of the re-sending the losses would
+// otherwise cause, so the body's parity costs little more than the loss itself, and blocks
+// complete about one round trip sooner, which keeps the receiver's window moving. Tail groups
+// get the tail count, since a failure there delays the end of the transfer by a round trip.
 func (s *Sender) planParity(k int) (m uint8, tail bool) {
 	remaining := float64(s.plan.TotalBytes() - s.firstSent)
 	tail = remaining <= tailFactor*s.cc.PacingRate()/8*s.srtt.Seconds()
@@ -103,6 +110,11 @@ func (s *Sender) planParity(k int) (m uint8, tail bool) {
 		return 0, tail
 	}
 	loss := s.fecLoss()
+	// Plan keeps one tail parity shard at a measured loss of 0. Spend it only once this transfer
+	// has actually lost something: a path that has not lost a datagram gets no parity at all.
+	if loss == 0 && s.stats.Lost == 0 {
+		return 0, tail
+	}
 	if loss != s.planLoss {
 		s.planLoss = loss
 		clear(s.planTab[:])
@@ -112,18 +124,10 @@ func (s *Sender) planParity(k int) (m uint8, tail bool) {
 		body, tail := fec.Plan(loss, k)
 		e.ok, e.body, e.tail = true, uint8(body), uint8(tail)
 	}
-	if !tail {
-		if s.cfg.bodyParity || s.tnow-s.windowLimitedAt < bodyHold*int64(s.srtt) {
-			return e.body, false
-		}
-		return 0, false
+	if tail {
+		return e.tail, true
 	}
-	// Plan keeps one tail parity shard at a measured loss of 0. Spend it only once this transfer
-	// has actually lost something: a path that has not lost a datagram gets no parity at all.
-	if loss == 0 && s.stats.Lost == 0 {
-		return 0, true
-	}
-	return e.tail, true
+	return e.body, false
 }
 
 // planRepairs sizes a repair for every group in evalq that lost a shard it still needs: fresh
@@ -145,6 +149,9 @@ func (s *Sender) planRepairs(now time.Time) {
 		first := int(r.chunk) * b.k
 		end := first + int(gr.k)
 		unsent := max(0, end-max(first, b.next))
+		if unsent > 0 {
+			unsent += int(gr.m) // its planned parity follows its last chunk
+		}
 		deficit := int(gr.k) - gr.acked() - int(gr.inflight) - int(gr.pending) - unsent
 		if gr.done || deficit <= 0 {
 			gr.queued = false
@@ -183,13 +190,31 @@ func (s *Sender) planRepairs(now time.Time) {
 	s.evalq = keep
 }
 
-// encodeParity computes parity index par of the k-chunk group of b starting at chunk first into
-// dst's spare capacity (the batch buffer, right after the frame header) and returns it.
-func (s *Sender) encodeParity(b *txBlock, first, k, par int, dst []byte) []byte {
+// encodeParity computes parity index par of the group gr of b starting at chunk first into dst's
+// spare capacity (the batch buffer, right after the frame header) and returns it. A narrow group
+// codes just that index; a wide one codes all its parity once and keeps it until b is released.
+func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byte) []byte {
+	k := int(gr.k)
 	data := s.shards[:k]
 	for i := range data {
 		off := (first + i) * wire.ChunkSize
 		data[i] = b.data[off:min(off+wire.ChunkSize, len(b.data))]
+	}
+	defer clear(data)
+	if fec.Wide(k) {
+		if gr.par == nil {
+			gr.par = wideParPool.Get().(*[fec.MaxParity * fec.ShardSize]byte)
+			all := s.parAll[:]
+			for j := range all {
+				all[j] = gr.par[j*fec.ShardSize : j*fec.ShardSize : (j+1)*fec.ShardSize]
+			}
+			if err := s.enc.Encode(data, 0, all); err != nil {
+				panic(fmt.Sprintf("session: parity of a %d-chunk group: %v", k, err))
+			}
+			gr.parLen = len(all[0])
+			clear(all)
+		}
+		return append(dst, gr.par[par*fec.ShardSize:par*fec.ShardSize+gr.parLen]...)
 	}
 	s.par1[0] = dst
 	if err := s.enc.Encode(data, par, s.par1[:]); err != nil {
@@ -198,7 +223,6 @@ func (s *Sender) encodeParity(b *txBlock, first, k, par int, dst []byte) []byte 
 	}
 	out := s.par1[0]
 	s.par1[0] = nil
-	clear(data)
 	return out
 }
 

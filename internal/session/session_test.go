@@ -118,20 +118,19 @@ func TestTransferUnderLoss(t *testing.T) {
 
 // TestFECRepairsUnderLoss: at 3 % random loss each way, parity rebuilds groups at the receiver
 // without a repair round trip, so far fewer datagrams are re-sent than without FEC: with a fixed
-// 10+2, and with auto at a loss estimate of 3 % while body parity is on (as when the receiver's
-// window limits the sender). Auto without window pressure sends parity only on the tail and as
-// repairs, sized to what was lost, so it re-sends about as much as FEC off.
+// 10+2, and with auto (one group per block) at a loss estimate of 3 %, where most groups need no
+// repair at all.
 func TestFECRepairsUnderLoss(t *testing.T) {
 	cfg := SenderConfig{Rate: 200e6, Window: 4, InitialRTT: 5 * time.Millisecond}
 	const loss = 0.03
 	cfg.FEC = fec.Mode{Kind: fec.ModeOff}
 	off, _ := transfer(t, loss, 7, testSizes, cfg)
-	if off.Retransmitted == 0 || off.Parity != 0 {
-		t.Fatalf("fec off: %d re-sent, %d parity", off.Retransmitted, off.Parity)
+	if off.Retransmitted == 0 || off.Parity != 0 || off.Groups != 0 {
+		t.Fatalf("fec off: %d re-sent, %d parity, %d groups", off.Retransmitted, off.Parity, off.Groups)
 	}
 	fixed, auto := cfg, cfg
 	fixed.FEC = fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}
-	auto.FEC, auto.lossHint, auto.bodyParity = fec.Mode{Kind: fec.ModeAuto}, loss, true
+	auto.FEC, auto.lossHint = fec.Mode{Kind: fec.ModeAuto}, loss
 	for _, c := range []SenderConfig{fixed, auto} {
 		st, rs := transfer(t, loss, 7, testSizes, c)
 		if st.Parity == 0 || rs.Parity == 0 {
@@ -143,14 +142,17 @@ func TestFECRepairsUnderLoss(t *testing.T) {
 		if st.Retransmitted >= off.Retransmitted {
 			t.Fatalf("fec %s: %d datagrams re-sent, no fewer than %d without FEC", c.FEC, st.Retransmitted, off.Retransmitted)
 		}
+		t.Logf("fec %s: %d groups, %d repaired; %d parity (%d repair) of %d datagrams; %d re-sent (off: %d)",
+			c.FEC, st.Groups, st.RepairGroups, st.Parity, st.RepairParity, st.Datagrams, st.Retransmitted, off.Retransmitted)
 	}
-	auto.bodyParity = false
-	st, _ := transfer(t, loss, 7, testSizes, auto)
-	if body := st.Parity - st.RepairParity; body > st.Datagrams/50 {
-		t.Fatalf("auto without window pressure: %d proactive parity of %d datagrams", body, st.Datagrams)
+	// Auto: one group per block (the 5 MiB file's 6 blocks and the small file's one), parity
+	// about the loss rate, and no more than one group in three needing a repair round trip.
+	st, _ := transfer(t, loss, 8, testSizes, auto)
+	if st.Groups != 7 || st.RepairGroups > st.Groups/3 {
+		t.Fatalf("auto: %d groups, %d needed a repair", st.Groups, st.RepairGroups)
 	}
-	if st.Retransmitted > off.Retransmitted+off.Retransmitted/4 {
-		t.Fatalf("auto without window pressure re-sent %d datagrams, FEC off %d", st.Retransmitted, off.Retransmitted)
+	if body := st.Parity - st.RepairParity; body > st.Datagrams/10 {
+		t.Fatalf("auto: %d proactive parity of %d datagrams", body, st.Datagrams)
 	}
 }
 
@@ -177,5 +179,21 @@ func digestFrom(sums *sync.Map) func(context.Context, int) ([32]byte, error) {
 			time.Sleep(time.Millisecond)
 		}
 		return [32]byte{}, ctx.Err()
+	}
+}
+
+// TestFECWholeBlockGroups runs auto FEC (one group per 1 MiB block) through 3 % random loss with
+// the controller's own loss estimate, which starts at zero and grows: losses early in a block are
+// detected while its later chunks are still unsent, so repairs can precede the block's planned
+// parity. Parity indices must stay distinct (a duplicate counted as a second shard once left a
+// group short with nothing queued to complete it, and the transfer hung).
+func TestFECWholeBlockGroups(t *testing.T) {
+	sizes := []int{20<<20 + 12345, 3<<20 + 1}
+	for seed := range uint64(4) {
+		cfg := SenderConfig{Rate: 300e6, Window: 16, InitialRTT: 5 * time.Millisecond}
+		st, rs := transfer(t, 0.03, 100+seed, sizes, cfg)
+		if st.Groups != 25 || rs.FECRebuilt == 0 {
+			t.Fatalf("seed %d: %d groups (want one per block, 25), %d rebuilt by FEC", seed, st.Groups, rs.FECRebuilt)
+		}
 	}
 }

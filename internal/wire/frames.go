@@ -17,14 +17,14 @@ const (
 const DataFrameLen = 12
 
 // DataFrame heads every TypeData plaintext. FEC fields are zero when the chunk is not protected.
+// The payload is the rest of the plaintext: its length is the datagram's.
 type DataFrame struct {
 	Kind   uint8
-	FecK   uint8 // data shards in the chunk's FEC group
-	FecM   uint8 // parity shards planned for that group
-	FecIdx uint8 // shard index within the group
+	FecM   uint8  // parity shards planned for the chunk's FEC group
+	FecK   uint16 // data shards in that group (up to a whole block)
+	FecIdx uint16 // shard index within the group: data 0..FecK-1, parity FecK+i
 	Block  uint32
 	Chunk  uint16 // index within the block (for parity: the group's first chunk)
-	Len    uint16 // payload bytes that follow
 }
 
 // ErrFrame reports a malformed frame.
@@ -33,10 +33,11 @@ var ErrFrame = errors.New("wire: malformed frame")
 // Put encodes f into b[:DataFrameLen].
 func (f DataFrame) Put(b []byte) {
 	_ = b[DataFrameLen-1]
-	b[0], b[1], b[2], b[3] = f.Kind, f.FecK, f.FecM, f.FecIdx
-	binary.BigEndian.PutUint32(b[4:8], f.Block)
-	binary.BigEndian.PutUint16(b[8:10], f.Chunk)
-	binary.BigEndian.PutUint16(b[10:12], f.Len)
+	b[0], b[1] = f.Kind, f.FecM
+	binary.BigEndian.PutUint16(b[2:4], f.FecK)
+	binary.BigEndian.PutUint16(b[4:6], f.FecIdx)
+	binary.BigEndian.PutUint32(b[6:10], f.Block)
+	binary.BigEndian.PutUint16(b[10:12], f.Chunk)
 }
 
 // ParseDataFrame decodes a data frame and returns its payload.
@@ -45,12 +46,13 @@ func ParseDataFrame(b []byte) (DataFrame, []byte, error) {
 		return DataFrame{}, nil, ErrFrame
 	}
 	f := DataFrame{
-		Kind: b[0], FecK: b[1], FecM: b[2], FecIdx: b[3],
-		Block: binary.BigEndian.Uint32(b[4:8]),
-		Chunk: binary.BigEndian.Uint16(b[8:10]),
-		Len:   binary.BigEndian.Uint16(b[10:12]),
+		Kind: b[0], FecM: b[1],
+		FecK:   binary.BigEndian.Uint16(b[2:4]),
+		FecIdx: binary.BigEndian.Uint16(b[4:6]),
+		Block:  binary.BigEndian.Uint32(b[6:10]),
+		Chunk:  binary.BigEndian.Uint16(b[10:12]),
 	}
-	if f.Kind < KindChunk || f.Kind > KindParity || int(f.Len) != len(b)-DataFrameLen {
+	if f.Kind < KindChunk || f.Kind > KindParity {
 		return f, nil, ErrFrame
 	}
 	return f, b[DataFrameLen:], nil

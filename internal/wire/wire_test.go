@@ -31,7 +31,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 
 func TestDataFrameRoundTrip(t *testing.T) {
 	payload := []byte("hello, far wing")
-	f := DataFrame{Kind: KindParity, FecK: 10, FecM: 2, FecIdx: 11, Block: 123456, Chunk: 700, Len: uint16(len(payload))}
+	f := DataFrame{Kind: KindParity, FecK: 746, FecM: 29, FecIdx: 775, Block: 123456, Chunk: 700}
 	b := make([]byte, DataFrameLen, 64)
 	f.Put(b)
 	b = append(b, payload...)
@@ -39,8 +39,12 @@ func TestDataFrameRoundTrip(t *testing.T) {
 	if err != nil || got != f || !bytes.Equal(p, payload) {
 		t.Fatalf("got %+v %q %v", got, p, err)
 	}
-	if _, _, err := ParseDataFrame(b[:len(b)-1]); err == nil {
-		t.Fatal("length mismatch accepted")
+	if _, _, err := ParseDataFrame(b[:DataFrameLen-1]); err == nil {
+		t.Fatal("short frame accepted")
+	}
+	b[0] = KindParity + 1
+	if _, _, err := ParseDataFrame(b); err == nil {
+		t.Fatal("unknown kind accepted")
 	}
 }
 

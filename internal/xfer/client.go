@@ -55,6 +55,7 @@ type Result struct {
 	FEC           string             `json:"fec"`                  // the mode: off, auto or K+M
 	ParitySent    uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
 	RepairParity  uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
+	FECGroups     uint64             `json:"fec_groups"`           // FEC groups sent (auto: one per block)
 	RepairGroups  uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
 	FECRebuilt    uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
 	FECRepaired   uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
@@ -257,6 +258,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	res.CC = rateStats(side.sender)
 	res.ProbeBps = side.sender.ProbeBps
 	res.ParitySent, res.RepairParity, res.RepairGroups = side.sender.Parity, side.sender.RepairParity, side.sender.RepairGroups
+	res.FECGroups = side.sender.Groups
 	res.TailSeconds = side.tailSeconds()
 	if ps := side.peerStats; ps != nil {
 		res.FECRebuilt, res.FECRepaired, res.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
@@ -322,6 +324,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			res.RTTms = res.CC.SRTTms
 		}
 		res.ParitySent, res.RepairParity, res.RepairGroups, res.TailSeconds = ps.Parity, ps.RepairParity, ps.RepairGroups, ps.TailSeconds
+		res.FECGroups = ps.Groups
 	}
 	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
 	res.setWireRatio()

@@ -14,7 +14,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 2
+const Proto = 3
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -73,6 +73,7 @@ type PeerStats struct {
 	// FEC, sender side ("bye")
 	Parity       uint64  `json:"parity,omitempty"`        // parity datagrams sent
 	RepairParity uint64  `json:"repair_parity,omitempty"` // of which repairs
+	Groups       uint64  `json:"groups,omitempty"`        // FEC groups sent
 	RepairGroups uint64  `json:"repair_groups,omitempty"` // groups that needed a repair round trip
 	TailSeconds  float64 `json:"tail_seconds,omitempty"`  // last new data datagram to the verdict
 	// FEC, receiver side ("done")
@@ -87,7 +88,8 @@ type RateStats struct {
 	BtlBwBps         float64 `json:"btlbw_bps"` // estimated bottleneck bandwidth
 	SRTTms           float64 `json:"srtt_ms"`
 	MinRTTms         float64 `json:"min_rtt_ms"`
-	RandomLoss       float64 `json:"random_loss"` // measured random-loss rate (fraction)
+	RandomLoss       float64 `json:"random_loss"` // measured random-loss rate (fraction): loss of congestion-free rounds
+	LossBase         float64 `json:"loss_base"`   // the same from low-rate rounds only (the controller's baseline)
 	CongestionEvents uint64  `json:"congestion_events"`
 	Mode             string  `json:"mode"`
 }

@@ -186,7 +186,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost,
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
-		RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds()}
+		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds()}
 	ctl.Send(Msg{T: "bye", Stats: &st})
 	return res, nil
 }
@@ -194,7 +194,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
-		RandomLoss: c.LossBase, CongestionEvents: c.CongestionEvents, Mode: c.Mode.String()}
+		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, Mode: c.Mode.String()}
 }
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.

@@ -144,7 +144,8 @@ func newConn(uc *net.UDPConn, opt Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	warnOnce(opt, bufferWarning(opt.Buffer, c.rcvBuf, c.sndBuf, rcvCapped, sndCapped))
+	// The kernel reports twice the size asked for (the rest is its bookkeeping): compare halves.
+	warnOnce(opt, bufferWarning(opt.Buffer, c.rcvBuf/2, c.sndBuf/2, rcvCapped, sndCapped))
 
 	t := c.tx
 	if family == unix.AF_INET6 {

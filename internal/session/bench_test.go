@@ -151,3 +151,6 @@ func blake3sum(b []byte) string { // kept for tests that hash a whole buffer
 	s := blake3.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// BenchmarkTransferNoFEC is BenchmarkTransfer with FEC off, for comparison.
+func BenchmarkTransferNoFEC(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeOff}) }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -126,6 +128,7 @@ const writebackEvery = 32 << 20
 
 type wfile struct {
 	flushed int64 // writeback started below this offset
+	direct  bool  // f has O_DIRECT on
 	idx     int
 	f       *os.File
 	tmp     string
@@ -181,13 +184,8 @@ func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *B
 		}
 	}
 	if wf := w.cur; wf.f != nil {
-		if _, err := wf.f.WriteAt(data, off); err != nil {
+		if err := wf.write(data, off); err != nil {
 			return fmt.Errorf("%w: write %s: %v", ErrDest, wf.tmp, unwrapPath(err))
-		}
-		// Blocks arrive in order, so the file fills from the front: start writeback behind it.
-		if end := off + int64(len(data)); end-wf.flushed >= writebackEvery {
-			startWriteback(wf.f, wf.flushed, end-wf.flushed)
-			wf.flushed = end
 		}
 	}
 	w.tree.add(sum)
@@ -257,6 +255,50 @@ func (w *Writer) open(i int) error {
 	wf.f = f
 	if sz := w.plan.Files[i].Size; sz > 0 {
 		_ = f.Truncate(sz) // reserve the length; blocks fill it in
+		// Direct I/O for files of a block or more: the page cache costs more CPU than the disk
+		// (on this project's VM, buffered writes took 1.9 CPU s/GiB with fsync, O_DIRECT 0.07),
+		// and a copied file is not read back soon. FARWING_DIRECT=0 turns it off.
+		wf.direct = sz >= BlockSize && directIO && setDirect(f, true)
+	}
+	return nil
+}
+
+// directAlign is the alignment direct I/O asks of buffers, offsets and lengths: the page size,
+// which covers every logical block size in use.
+const directAlign = 4096
+
+// directBytes counts bytes written with direct I/O (for tests).
+var directBytes atomic.Int64
+
+// directIO says whether the writer may use O_DIRECT (FARWING_DIRECT=0 turns it off).
+var directIO = os.Getenv("FARWING_DIRECT") != "0"
+
+// write writes one block at off: with direct I/O while the block is aligned (every block but a
+// file's last, whose unaligned end goes through the page cache after direct I/O is switched
+// off), buffered otherwise, starting the kernel's writeback behind the data as it goes.
+func (wf *wfile) write(data []byte, off int64) error {
+	if wf.direct {
+		n := len(data) &^ (directAlign - 1)
+		if n > 0 && directOK(data[:n], off) {
+			if _, err := wf.f.WriteAt(data[:n], off); err == nil {
+				directBytes.Add(int64(n))
+				data, off = data[n:], off+int64(n)
+			} else if !errors.Is(err, syscall.EINVAL) {
+				return err
+			} // EINVAL: the filesystem refuses this direct write after all; go buffered
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		wf.direct = setDirect(wf.f, false)
+	}
+	if _, err := wf.f.WriteAt(data, off); err != nil {
+		return err
+	}
+	// Blocks arrive in order, so the file fills from the front: start writeback behind it.
+	if end := off + int64(len(data)); end-wf.flushed >= writebackEvery {
+		startWriteback(wf.f, wf.flushed, end-wf.flushed)
+		wf.flushed = end
 	}
 	return nil
 }

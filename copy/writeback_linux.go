@@ -2,6 +2,7 @@ package copy
 
 import (
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,4 +12,29 @@ import (
 // transfer runs instead of after it.
 func startWriteback(f *os.File, off, n int64) {
 	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
+// setDirect turns O_DIRECT on or off for f and reports whether it is now on. Filesystems that
+// do not support it (tmpfs, some FUSE ones) refuse with EINVAL, and the writer stays buffered.
+func setDirect(f *os.File, on bool) bool {
+	fd := int(f.Fd())
+	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return false
+	}
+	if on {
+		fl |= unix.O_DIRECT
+	} else {
+		fl &^= unix.O_DIRECT
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl); err != nil {
+		return false
+	}
+	return on
+}
+
+// directOK reports whether data can be written at off with direct I/O.
+func directOK(data []byte, off int64) bool {
+	return len(data) > 0 && len(data)%directAlign == 0 && off%directAlign == 0 &&
+		uintptr(unsafe.Pointer(&data[0]))%directAlign == 0
 }

@@ -84,7 +84,14 @@ func BenchmarkTransfer(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeA
 // data (no loss, so nothing is rebuilt unless it does).
 func BenchmarkTransferFEC(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}) }
 
-func benchTransfer(b *testing.B, mode fec.Mode) {
+// BenchmarkTransferDisk is BenchmarkTransfer writing the file to disk (a temporary directory):
+// temp file, page-cache writes, writeback, fsync and rename, as a real copy does.
+func BenchmarkTransferDisk(b *testing.B) { benchTransferTo(b, fec.Mode{Kind: fec.ModeAuto}, b.TempDir()) }
+
+func benchTransfer(b *testing.B, mode fec.Mode) { benchTransferTo(b, mode, "") }
+
+// benchTransferTo sends a 1 GiB file over loopback into dir, or into a sink when dir is "".
+func benchTransferTo(b *testing.B, mode fec.Mode, dir string) {
 	const size = 1 << 30
 	const window = 64
 	pf := &patternFile{pat: make([]byte, patternLen), size: size}
@@ -119,7 +126,13 @@ func benchTransfer(b *testing.B, mode fec.Mode) {
 			fcopy.Read(ctx, plan, open, pool, blocks, func(i int, s [32]byte) { sums.Store(i, s) })
 			close(blocks)
 		}()
-		w := fcopy.NewWriter(plan, nil, fcopy.WriterOptions{Sink: true, Digest: digestFrom(&sums)})
+		var target *fcopy.Target
+		if dir != "" {
+			if target, err = fcopy.ResolveTarget(dir+"/", plan.Files); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w := fcopy.NewWriter(plan, target, fcopy.WriterOptions{Sink: dir == "", Digest: digestFrom(&sums)})
 		recv := NewReceiver(server, plan, w, window)
 		errc := make(chan error, 1)
 		go func() { errc <- recv.Run(ctx) }()

@@ -232,10 +232,25 @@ func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byt
 // rebuilds as the last shard arrives, so this is only a safety net against a hung transfer.
 const rebuildGrace = time.Second
 
-// checkRebuilt applies rebuildGrace to the block at the cursor.
+// checkRebuilt applies rebuildGrace to the block at the cursor, and makes sure each of its
+// unfinished groups has something on its way or is up for a repair: the block at the cursor
+// holds back the receiver's window, so a group there must never wait on bookkeeping alone.
 func (s *Sender) checkRebuilt(now time.Time) {
 	b := s.blocks[s.cursor]
-	if b == nil || b.k == 0 || b.groupsDone < len(b.groups) || !b.isAcked(b.nChunks) {
+	if b == nil || b.k == 0 {
+		return
+	}
+	if b.groupsDone < len(b.groups) {
+		for g := range b.groups {
+			gr := &b.groups[g]
+			if !gr.done && !gr.queued && gr.inflight == 0 && gr.pending == 0 && b.next > b.nChunks {
+				gr.queued = true
+				s.evalq = append(s.evalq, chunkRef{block: b.id, chunk: uint16(g)})
+			}
+		}
+		return
+	}
+	if !b.isAcked(b.nChunks) {
 		return
 	}
 	if s.stallID != b.id || s.stallSince.IsZero() {

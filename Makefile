@@ -14,6 +14,8 @@ build:
 # The test command (CI runs exactly this through .ci/run). Lab tests need root and skip without it.
 test:
 	./scripts/setup.sh
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -run '^$$' -fuzz FuzzDecoder -fuzztime 10s ./fec

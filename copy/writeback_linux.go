@@ -14,21 +14,22 @@ func startWriteback(f *os.File, off, n int64) {
 	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
-// setDirect turns O_DIRECT on or off for f and reports whether it is now on. Filesystems that
-// do not support it (tmpfs, some FUSE ones) refuse with EINVAL, and the writer stays buffered.
+// setDirect turns O_DIRECT on or off for f and reports whether it is now on (unchanged when the
+// kernel refuses). Filesystems that do not support it (tmpfs, some FUSE ones) refuse with EINVAL,
+// and the writer stays buffered.
 func setDirect(f *os.File, on bool) bool {
-	fd := int(f.Fd())
-	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	fd := uintptr(f.Fd())
+	fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
 	if err != nil {
-		return false
+		return !on
 	}
 	if on {
 		fl |= unix.O_DIRECT
 	} else {
 		fl &^= unix.O_DIRECT
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl); err != nil {
-		return false
+	if _, err := unix.FcntlInt(fd, unix.F_SETFL, fl); err != nil {
+		return !on
 	}
 	return on
 }

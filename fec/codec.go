@@ -154,9 +154,10 @@ func wideCodec(k int) (reedsolomon.Encoder, error) {
 }
 
 // Warm builds reedsolomon's GF(2^16) tables (about 0.1 s of CPU, once per process) and the coder
-// of whole-block groups. A session calls it in the background as it starts, so that the first
-// wide group is not coded or rebuilt on a lane's hot path while the tables are made: a receiving
-// lane that stops reading for 0.1 s at 400 Mbit/s overflows its socket buffer.
+// of whole-block groups; later calls cost a map lookup. A session calls it in the background as
+// it starts, so that the first wide group is not coded or rebuilt on a lane's hot path while the
+// tables are made: a receiving lane that stops reading for 0.1 s at 400 Mbit/s overflows its
+// socket buffer.
 func Warm() { wideCodec(wideWarmK) }
 
 // wideWarmK is the group size Warm prepares: a 1 MiB block of 1406-byte chunks.

@@ -67,16 +67,11 @@ type laneRx struct {
 	received uint64
 }
 
-var fecWarm, fecWarmed sync.Once
-
-// warmFEC builds the FEC tables in the background, once per process.
-func warmFEC() { fecWarmed.Do(func() { go fec.Warm() }) }
-
 // Open binds four lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") and starts their receive loops.
 func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
 	// The GF(2^16) tables take 0.1 s of CPU: build them once the packet train is through (its
 	// timing must not compete with them), or a second after the lanes open if there is none.
-	fecWarm.Do(func() { time.AfterFunc(time.Second, warmFEC) })
+	time.AfterFunc(time.Second, fec.Warm)
 	p := &Path{crypto: c, server: server}
 	for i := range p.conns {
 		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})

@@ -50,6 +50,21 @@ func (b *rxBlock) isPlaced(c int) bool { return b.placed[c/64].Load()&(1<<(c%64)
 
 func (b *rxBlock) markPlaced(c int) { b.placed[c/64].Or(1 << (c % 64)) }
 
+// allPlaced reports whether chunks [lo, hi) are all placed, a 64-chunk word at a time (a parity
+// datagram of a whole-block group asks about 746 chunks).
+func (b *rxBlock) allPlaced(lo, hi int) bool {
+	for c := lo; c < hi; {
+		w, bit := c/64, c%64
+		n := min(64-bit, hi-c)
+		mask := (^uint64(0) >> (64 - n)) << bit
+		if b.placed[w].Load()&mask != mask {
+			return false
+		}
+		c += n
+	}
+	return true
+}
+
 // chunkLen is the length of data chunk c.
 func (b *rxBlock) chunkLen(c int) int {
 	off := c * wire.ChunkSize

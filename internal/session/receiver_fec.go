@@ -54,14 +54,7 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
 	if k < 1 || k > fec.MaxK || first+k > b.nChunks || idx < k || idx >= k+fec.MaxParity {
 		return
 	}
-	complete := true
-	for c := first; c < first+k; c++ {
-		if !b.isPlaced(c) {
-			complete = false
-			break
-		}
-	}
-	if complete {
+	if b.allPlaced(first, first+k) {
 		return // groups that never miss a chunk cost nothing
 	}
 	fx := b.fecState()

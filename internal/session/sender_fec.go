@@ -195,6 +195,9 @@ func (s *Sender) planRepairs(now time.Time) {
 // codes just that index; a wide one codes all its parity once and keeps it until b is released.
 func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byte) []byte {
 	k := int(gr.k)
+	if fec.Wide(k) && gr.par != nil {
+		return append(dst, gr.par[par*fec.ShardSize:par*fec.ShardSize+gr.parLen]...)
+	}
 	data := s.shards[:k]
 	for i := range data {
 		off := (first + i) * wire.ChunkSize
@@ -202,18 +205,16 @@ func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byt
 	}
 	defer clear(data)
 	if fec.Wide(k) {
-		if gr.par == nil {
-			gr.par = wideParPool.Get().(*[fec.MaxParity * fec.ShardSize]byte)
-			all := s.parAll[:]
-			for j := range all {
-				all[j] = gr.par[j*fec.ShardSize : j*fec.ShardSize : (j+1)*fec.ShardSize]
-			}
-			if err := s.enc.Encode(data, 0, all); err != nil {
-				panic(fmt.Sprintf("session: parity of a %d-chunk group: %v", k, err))
-			}
-			gr.parLen = len(all[0])
-			clear(all)
+		gr.par = wideParPool.Get().(*[fec.MaxParity * fec.ShardSize]byte)
+		all := s.parAll[:]
+		for j := range all {
+			all[j] = gr.par[j*fec.ShardSize : j*fec.ShardSize : (j+1)*fec.ShardSize]
 		}
+		if err := s.enc.Encode(data, 0, all); err != nil {
+			panic(fmt.Sprintf("session: parity of a %d-chunk group: %v", k, err))
+		}
+		gr.parLen = len(all[0])
+		clear(all)
 		return append(dst, gr.par[par*fec.ShardSize:par*fec.ShardSize+gr.parLen]...)
 	}
 	s.par1[0] = dst

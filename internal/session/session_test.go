@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,6 +195,30 @@ func TestFECWholeBlockGroups(t *testing.T) {
 		st, rs := transfer(t, 0.03, 100+seed, sizes, cfg)
 		if st.Groups != 25 || rs.FECRebuilt == 0 {
 			t.Fatalf("seed %d: %d groups (want one per block, 25), %d rebuilt by FEC", seed, st.Groups, rs.FECRebuilt)
+		}
+	}
+}
+
+// TestAllPlaced compares the word-at-a-time range check with chunk-by-chunk isPlaced.
+func TestAllPlaced(t *testing.T) {
+	rng := mathrand.New(mathrand.NewPCG(1, 2))
+	b := &rxBlock{nChunks: 746, placed: make([]atomic.Uint64, 12)}
+	for trial := range 2000 {
+		for w := range b.placed {
+			v := ^uint64(0)
+			if trial%2 == 0 {
+				v &^= 1 << rng.IntN(64) // one chunk missing somewhere in most words
+			}
+			b.placed[w].Store(v)
+		}
+		lo := rng.IntN(746)
+		hi := lo + rng.IntN(747-lo)
+		want := true
+		for c := lo; c < hi; c++ {
+			want = want && b.isPlaced(c)
+		}
+		if got := b.allPlaced(lo, hi); got != want {
+			t.Fatalf("allPlaced(%d, %d) = %v, chunk by chunk %v", lo, hi, got, want)
 		}
 	}
 }

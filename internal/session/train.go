@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
 )
 
@@ -40,7 +41,7 @@ func (p *Path) sendTrain(i int, dst netip.AddrPort) {
 		pkts[k] = p.crypto.Seal(buf, wire.Header{Type: wire.TypeHello, Flags: trainFlag, Lane: uint8(i), Seq: p.NextSeq(i)}, pt)
 	}
 	p.sendTo(i, dst, pkts)
-	warmFEC()
+	go fec.Warm()
 }
 
 // onTrain records a train datagram; the report goes back when the last one arrives, or trainWait
@@ -100,7 +101,7 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 		pkts[k] = p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Flags: trainFlag, Lane: uint8(i), Seq: p.NextSeq(i)}, b[:])
 	}
 	p.sendTo(i, to, pkts)
-	warmFEC()
+	go fec.Warm()
 }
 
 // TrainEstimate is the capacity the peer measured from this side's probe, in bits/s, once its

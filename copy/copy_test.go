@@ -110,6 +110,18 @@ func TestPlanLocate(t *testing.T) {
 // receive runs the writer over a plan built from real files and returns the target's results.
 func receive(t *testing.T, src *Sources, dst string, corrupt bool) ([]FileResult, error) {
 	t.Helper()
+	return receiveWith(t, src, dst, func(plan *Plan, b *Block) []byte {
+		if corrupt && b.ID == plan.NumBlocks()-1 {
+			b.Data[len(b.Data)-1] ^= 1
+		}
+		return b.Data
+	})
+}
+
+// receiveWith is receive with each block's bytes chosen by data (which may alter them or move
+// them to another buffer).
+func receiveWith(t *testing.T, src *Sources, dst string, data func(*Plan, *Block) []byte) ([]FileResult, error) {
+	t.Helper()
 	plan, err := NewPlan(src.Files)
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +138,7 @@ func receive(t *testing.T, src *Sources, dst string, corrupt bool) ([]FileResult
 	close(out)
 	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
 	for b := range out {
-		if corrupt && b.ID == plan.NumBlocks()-1 {
-			b.Data[len(b.Data)-1] ^= 1
-		}
-		if err := w.WriteBlock(context.Background(), b.ID, b.Data, b.Hash); err != nil {
+		if err := w.WriteBlock(context.Background(), b.ID, data(plan, b), b.Hash); err != nil {
 			w.Abort()
 			return nil, err
 		}
@@ -294,27 +303,13 @@ func TestWriterDirectIO(t *testing.T) {
 	}
 
 	// Blocks in unaligned buffers: the writer falls back to buffered writes.
-	plan, _ := NewPlan(src.Files)
 	os.Mkdir(filepath.Join(dir, "out2"), 0o755)
-	target, err := ResolveTarget(filepath.Join(dir, "out2")+"/", src.Files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := make(chan *Block, 100)
-	sums := map[int][32]byte{}
-	if err := Read(context.Background(), plan, src.Open(), NewPool(64), blocks, func(i int, s [32]byte) { sums[i] = s }); err != nil {
-		t.Fatal(err)
-	}
-	close(blocks)
-	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
-	for b := range blocks {
+	unaligned := func(_ *Plan, b *Block) []byte {
 		odd := make([]byte, len(b.Data)+1)[1:]
 		copy(odd, b.Data)
-		if err := w.WriteBlock(context.Background(), b.ID, odd, b.Hash); err != nil {
-			t.Fatal(err)
-		}
+		return odd
 	}
-	if err := w.Finish(context.Background()); err != nil {
+	if _, err := receiveWith(t, src, filepath.Join(dir, "out2")+"/", unaligned); err != nil {
 		t.Fatal(err)
 	}
 	for name, d := range want {

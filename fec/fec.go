@@ -22,15 +22,12 @@ const (
 	// needs 20 %.
 	MaxK = 1024
 
-	// MaxNarrowK is the largest group coded over GF(2^8) with a Cauchy matrix (k + MaxParity
-	// distinct field elements must fit in 256). Larger ("wide") groups use reedsolomon's Leopard
+	// MaxNarrowK is the largest group coded over GF(2^8) with a Cauchy matrix. The field would
+	// allow k + MaxParity up to 256; the limit stays where a rebuild's matrix inversion (k³, one
+	// per loss pattern) is cheap. Larger ("wide") groups use reedsolomon's Leopard
 	// code over GF(2^16), which always computes all MaxParity parity rows at once and needs rows
 	// a multiple of 64 bytes long.
 	MaxNarrowK = 32
-
-	// DefaultK is the group size of fixed modes that do not name one. Auto mode protects whole
-	// blocks (one wide group per block).
-	DefaultK = 10
 
 	// MaxParity bounds parity indices: body and tail parity plus every fresh repair index. Once a
 	// group has used them all, the sender falls back to re-sending its missing data shards.

@@ -130,17 +130,25 @@ sink_1g() {
 	log "  rc $rc: $(grep -E '"(data_seconds|goodput_bps|wire_bytes)"' "$D/sink.json" | tr -d ' \n')"
 }
 
-iperf() { # name, seconds, flags...
-	local name=$1 t=$2 rc=0 spid i
-	shift 2
-	log "throughput: iperf3 $name ($*), ${t} s, loss $LOSS %, run $RUN"
-	wait_load
-	ip netns exec "$FARWING_LAB_NS_B" iperf3 -s -1 -B "$FARWING_LAB_ADDR_B" >"$D/iperf-$name-server.txt" 2>&1 &
-	spid=$!
+# iperf_server LOG starts a one-shot iperf3 server in namespace B, logging to LOG, sets SPID to
+# its pid and returns once it listens (at most 5 s).
+iperf_server() {
+	local i
+	ip netns exec "$FARWING_LAB_NS_B" iperf3 -s -1 -B "$FARWING_LAB_ADDR_B" >"$1" 2>&1 &
+	SPID=$!
 	for i in $(seq 50); do
 		ip netns exec "$FARWING_LAB_NS_B" ss -Hltn 'sport = :5201' | grep -q . && break
 		sleep 0.1
 	done
+}
+
+iperf() { # name, seconds, flags...
+	local name=$1 t=$2 rc=0 spid
+	shift 2
+	log "throughput: iperf3 $name ($*), ${t} s, loss $LOSS %, run $RUN"
+	wait_load
+	iperf_server "$D/iperf-$name-server.txt"
+	spid=$SPID
 	timeout -k 5 $((t + 40)) iperf3 -c "$FARWING_LAB_ADDR_B" -t "$t" -J "$@" >"$D/iperf-$name.json" 2>"$D/iperf-$name.err" || rc=$?
 	kill_wait "$spid"
 	"$ACC" iperf "$D/iperf-$name.json" >"$D/iperf-$name.sum.json"
@@ -294,12 +302,8 @@ inner_fair() {
 		grep -qE '^[0-9.]+ +[0-9]+% [1-9]' "$D/fw-progress.txt" && break
 		sleep 0.2
 	done
-	ip netns exec "$FARWING_LAB_NS_B" iperf3 -s -1 -B "$FARWING_LAB_ADDR_B" >"$D/iperf-server.txt" 2>&1 &
-	spid=$!
-	for i in $(seq 50); do
-		ip netns exec "$FARWING_LAB_NS_B" ss -Hltn 'sport = :5201' | grep -q . && break
-		sleep 0.1
-	done
+	iperf_server "$D/iperf-server.txt"
+	spid=$SPID
 	t0=$EPOCHREALTIME
 	timeout -k 5 $((FAIR_T + 40)) iperf3 -c "$FARWING_LAB_ADDR_B" -t "$FAIR_T" -J -C cubic >"$D/iperf.json" 2>"$D/iperf.err" || irc=$?
 	t1=$EPOCHREALTIME

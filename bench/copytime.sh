@@ -7,14 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOSSES=${1:-"0% 0.1% 1% 3%"}
-work=$(mktemp -d /tmp/farwing-copytime.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"
-CGO_ENABLED=0 go build -o "$work/farwing" ./cmd/farwing
-head -c 256M /dev/urandom > "$work/f256m"
-: > "$work/empty"
-chmod 644 "$work/f256m" "$work/empty"
-export F="$work/farwing" W="$work"
+. bench/lib.sh
+bench_work copytime f256m 256M
 for loss in $LOSSES; do
   echo "== 400M 140ms loss $loss, load $(cut -d' ' -f1 /proc/loadavg)"
   timeout 600 "$F" lab --rate 400M --rtt 140ms --loss "$loss" -- bash -c '

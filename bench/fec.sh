@@ -11,14 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LOSSES=${1:-"0% 1% 3%"}
 RUNS=${2:-3}
-work=$(mktemp -d /tmp/farwing-fec.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"
-CGO_ENABLED=0 go build -o "$work/farwing" ./cmd/farwing
-head -c 1G /dev/urandom > "$work/f1g"
-: > "$work/empty"
-chmod 644 "$work/f1g" "$work/empty"
-export F="$work/farwing" W="$work" RUNS
+. bench/lib.sh
+bench_work fec f1g 1G
+export RUNS
 for loss in $LOSSES; do
 	echo "== 400M 140ms 1bdp loss $loss, load $(cut -d' ' -f1 /proc/loadavg)"
 	timeout 1200 "$F" lab --rate 400M --rtt 140ms --queue 1bdp --loss "$loss" -- bash -c '

@@ -98,5 +98,11 @@ func recvErr(err error) error {
 	return err
 }
 
+// SetRxTimestamps is a no-op here: RxTime is always zero.
+func (c *Conn) SetRxTimestamps(on bool) error { return nil }
+
+// RxTime returns the zero time: this platform's Recv takes no kernel timestamps.
+func (c *Conn) RxTime() time.Time { return time.Time{} }
+
 // Close closes the socket; a blocked Recv returns net.ErrClosed.
 func (c *Conn) Close() error { return c.uc.Close() }

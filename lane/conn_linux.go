@@ -25,7 +25,7 @@ const (
 	txBatch   = 64      // most datagrams (super-packets included) per sendmmsg
 	rxBatch   = 8       // messages per recvmmsg; with GRO each can hold 45 datagrams
 	rxBufSize = 1 << 16 // one receive buffer: the largest UDP datagram or GRO super-packet fits
-	rxOOBSize = 64      // room for the UDP_GRO and SO_RXQ_OVFL control messages (24 B each)
+	rxOOBSize = 96      // room for the UDP_GRO and SO_RXQ_OVFL (24 B each) and SO_TIMESTAMPNS (32 B) messages
 )
 
 // gsoCmsgSpace is the size of one UDP_SEGMENT control message (a uint16 gso_size).
@@ -82,6 +82,8 @@ type receiver struct {
 	n        int
 	errno    syscall.Errno
 	deadline time.Time // the read deadline last set on the socket
+
+	stamp time.Time // kernel receive time of the datagram being delivered (zero: timestamps off)
 
 	// zone cache for link-local senders: the last scope id and its zone name.
 	zoneID   uint32
@@ -364,9 +366,9 @@ func putGSOSize(b []byte, gso int) []byte {
 	return b[:gsoCmsgSpace]
 }
 
-// parseCmsgs walks received control messages for the GRO segment size (0: not coalesced) and the
-// SO_RXQ_OVFL drop counter.
-func parseCmsgs(oob []byte) (gso int, drops uint32, haveDrops bool) {
+// parseCmsgs walks received control messages for the GRO segment size (0: not coalesced), the
+// SO_RXQ_OVFL drop counter and the SO_TIMESTAMPNS receive time (0: none).
+func parseCmsgs(oob []byte) (gso int, drops uint32, haveDrops bool, stampNs int64) {
 	const align = int(unsafe.Sizeof(uintptr(0)))
 	for len(oob) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
@@ -380,6 +382,9 @@ func parseCmsgs(oob []byte) (gso int, drops uint32, haveDrops bool) {
 			gso = int(int32(binary.NativeEndian.Uint32(data)))
 		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			drops, haveDrops = binary.NativeEndian.Uint32(data), true
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SO_TIMESTAMPNS && len(data) >= 16:
+			// struct timespec of a 64-bit kernel ABI (SO_TIMESTAMPNS_OLD on 64-bit is the same).
+			stampNs = int64(binary.NativeEndian.Uint64(data))*1e9 + int64(binary.NativeEndian.Uint64(data[8:]))
 		}
 		sp := (l + align - 1) &^ (align - 1)
 		if sp >= len(oob) {
@@ -387,7 +392,7 @@ func parseCmsgs(oob []byte) (gso int, drops uint32, haveDrops bool) {
 		}
 		oob = oob[sp:]
 	}
-	return gso, drops, haveDrops
+	return gso, drops, haveDrops, stampNs
 }
 
 func (r *receiver) init() {
@@ -464,9 +469,13 @@ func (c *Conn) deliver(fn func(b []byte, from netip.AddrPort)) int {
 	var count, bytes int
 	for i := range r.n {
 		h := &r.hs[i]
-		gso, drops, ok := parseCmsgs(r.oob[i*rxOOBSize : i*rxOOBSize+int(h.Hdr.Controllen)])
+		gso, drops, ok, ns := parseCmsgs(r.oob[i*rxOOBSize : i*rxOOBSize+int(h.Hdr.Controllen)])
 		if ok {
 			c.stats.drops.Store(uint64(drops))
+		}
+		r.stamp = time.Time{}
+		if ns != 0 {
+			r.stamp = time.Unix(0, ns)
 		}
 		b := r.buf[i*rxBufSize : i*rxBufSize+int(h.Len)]
 		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
@@ -545,6 +554,28 @@ func recvErr(err error) error {
 	}
 	return err
 }
+
+// SetRxTimestamps turns kernel receive timestamps (SO_TIMESTAMPNS) on or off; while on, RxTime
+// reports them. They cost a control message per datagram, so they are meant for short
+// measurements (the packet-train probe), not for bulk data.
+func (c *Conn) SetRxTimestamps(on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	var serr error
+	if err := c.rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, v)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// RxTime is the kernel's receive time of the datagram being handed to Recv's fn (valid only
+// during that call), or the zero time when timestamps are off or the kernel gave none. The
+// segments of one GRO super-packet share one time.
+func (c *Conn) RxTime() time.Time { return c.rx.stamp }
 
 // Close closes the socket; a blocked Recv returns net.ErrClosed.
 func (c *Conn) Close() error { return c.uc.Close() }

@@ -231,14 +231,21 @@ func TestCmsgRoundTrip(t *testing.T) {
 	add(unix.IPPROTO_IP, unix.IP_TOS, 7)
 	add(unix.SOL_UDP, unix.UDP_GRO, 1452)
 	add(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 42)
-	gso, drops, ok := parseCmsgs(msgs)
-	if gso != 1452 || drops != 42 || !ok {
-		t.Fatalf("parseCmsgs = %d, %d, %v", gso, drops, ok)
+	ts := make([]byte, unix.CmsgSpace(16))
+	th := (*unix.Cmsghdr)(unsafe.Pointer(&ts[0]))
+	th.Level, th.Type = unix.SOL_SOCKET, unix.SO_TIMESTAMPNS
+	th.SetLen(unix.CmsgLen(16))
+	binary.NativeEndian.PutUint64(ts[unix.CmsgLen(0):], 1_700_000_000)
+	binary.NativeEndian.PutUint64(ts[unix.CmsgLen(0)+8:], 123_456_789)
+	msgs = append(msgs, ts...)
+	gso, drops, ok, ns := parseCmsgs(msgs)
+	if gso != 1452 || drops != 42 || !ok || ns != 1_700_000_000_123_456_789 {
+		t.Fatalf("parseCmsgs = %d, %d, %v, %d", gso, drops, ok, ns)
 	}
-	if gso, _, ok := parseCmsgs(msgs[:unix.CmsgSpace(4)+10]); gso != 0 || ok {
+	if gso, _, ok, _ := parseCmsgs(msgs[:unix.CmsgSpace(4)+10]); gso != 0 || ok {
 		t.Fatalf("truncated control data parsed: %d %v", gso, ok)
 	}
-	if gso, _, _ := parseCmsgs(nil); gso != 0 {
+	if gso, _, _, _ := parseCmsgs(nil); gso != 0 {
 		t.Fatal("empty")
 	}
 }
@@ -411,5 +418,45 @@ func TestDeliverTruncated(t *testing.T) {
 	}
 	if st := c.Stats(); st.RxTruncated != 2 || st.RecvDatagrams != 68 || st.RecvBytes != 65300 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestRxTimestamps checks that kernel receive times arrive while switched on, lie between the
+// send and the read, and stop when switched off.
+func TestRxTimestamps(t *testing.T) {
+	a := listen(t, "127.0.0.1:0", Options{})
+	b := listen(t, "127.0.0.1:0", Options{})
+	recvOne := func() time.Time {
+		t.Helper()
+		var at time.Time
+		n, err := b.Recv(time.Now().Add(5*time.Second), func([]byte, netip.AddrPort) { at = b.RxTime() })
+		if n != 1 || err != nil {
+			t.Fatalf("Recv = %d, %v", n, err)
+		}
+		return at
+	}
+	if err := b.SetRxTimestamps(true); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel switches stamping on from a work queue: the first datagrams after the first
+	// socket asks may still be stamped on the read.
+	time.Sleep(50 * time.Millisecond)
+	before := time.Now()
+	if err := a.Send(b.LocalAddr(), [][]byte{[]byte("stamped")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the stamp is taken on arrival, not on the read
+	at := recvOne()
+	if at.Before(before.Add(-time.Millisecond)) || !at.Before(before.Add(15*time.Millisecond)) {
+		t.Fatalf("receive time %v is not at the send (%v)", at.Sub(before), before)
+	}
+	if err := b.SetRxTimestamps(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(b.LocalAddr(), [][]byte{[]byte("plain")}); err != nil {
+		t.Fatal(err)
+	}
+	if at := recvOne(); !at.IsZero() {
+		t.Fatalf("receive time %v with timestamps off", at)
 	}
 }

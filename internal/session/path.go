@@ -51,6 +51,7 @@ type Path struct {
 	trainBps     atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
 	trainOnHello atomic.Bool
 	trainSent    atomic.Bool
+	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off
 
 	// dropSend, when set (tests only), is asked before each datagram is sent; true drops it.
 	dropSend atomic.Pointer[func() bool]
@@ -81,6 +82,13 @@ func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
 		}
 		p.conns[i] = lc
 	}
+	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
+	// read it (late wake-ups made trains look several times faster than the path). The kernel
+	// switches stamping on from a work queue, so ask now, well before the train comes.
+	for _, c := range p.conns {
+		c.SetRxTimestamps(true)
+	}
+	time.AfterFunc(10*time.Second, p.stopStamps)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	for i := range p.conns {
@@ -103,6 +111,15 @@ func (p *Path) Close() {
 	p.cancel()
 	p.closeConns()
 	p.wg.Wait()
+}
+
+// stopStamps switches the lanes' receive timestamps off once the train no longer needs them.
+func (p *Path) stopStamps() {
+	p.stampsOff.Do(func() {
+		for _, c := range p.conns {
+			c.SetRxTimestamps(false)
+		}
+	})
 }
 
 // Ports are the lanes' local UDP ports.
@@ -217,7 +234,11 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			if h.Flags&trainFlag != 0 {
 				switch h.Type {
 				case wire.TypeHello:
-					p.onTrain(i, pt, len(b), now, from)
+					at := c.RxTime()
+					if at.IsZero() {
+						at = now
+					}
+					p.onTrain(i, pt, len(b), at, from)
 				case wire.TypeHelloAck:
 					if len(pt) >= 8 {
 						p.trainBps.CompareAndSwap(0, beUint64(pt)+1)

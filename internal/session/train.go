@@ -2,7 +2,9 @@ package session
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -22,12 +24,55 @@ const (
 )
 
 type trainRx struct {
-	mu          sync.Mutex
-	first, last time.Time
-	n, bytes    int
-	firstBytes  int
-	spaced      int // arrivals later than the one before (not read in the same batch)
-	reported    bool
+	mu       sync.Mutex
+	first    time.Time
+	n        int
+	at       [trainLen]time.Duration // arrival offsets from the first (kernel receive times)
+	size     [trainLen]int           // IP bytes of each arrival
+	reported bool
+}
+
+// Arrival clumps: a hop that forwards in bursts (a software link's timer, interrupt coalescing,
+// a receiver that fell behind) delivers the train in clumps, back to back within one. A gap
+// longer than clumpGap starts a new clump.
+const (
+	clumpGap     = 50 * time.Microsecond
+	minTrainSpan = 200 * time.Microsecond // shorter spans cannot be timed reliably
+)
+
+// trainRate estimates the bottleneck rate in bits/s from the arrival offsets and sizes of a
+// train, or returns 0 when it cannot tell. Where the train came in three clumps or more, it times
+// from the start of the second clump to the start of the last: the first clump's start is the
+// least trustworthy mark (a late first clump, one stall at the start, made the train look up to
+// four times faster than the path), and the clumps in between are released at the path's rate.
+// With fewer clumps it times first to last arrival.
+func trainRate(at []time.Duration, size []int) float64 {
+	n := len(at)
+	if n < trainLen/2 {
+		return 0
+	}
+	from, to := 0, n-1
+	second, last, clumps := 0, 0, 1 // where the second and the last clump start
+	for i := 1; i < n; i++ {
+		if at[i]-at[i-1] > clumpGap {
+			if clumps++; clumps == 2 {
+				second = i
+			}
+			last = i
+		}
+	}
+	if clumps >= 3 {
+		from, to = second, last
+	}
+	span := at[to] - at[from]
+	if span < minTrainSpan {
+		return 0
+	}
+	bytes := 0 // to-from datagrams arrived in the span
+	for _, b := range size[from+1 : to+1] {
+		bytes += b
+	}
+	return float64(bytes) * 8 / span.Seconds()
 }
 
 // sendTrain sends the probe on lane i to dst.
@@ -41,6 +86,7 @@ func (p *Path) sendTrain(i int, dst netip.AddrPort) {
 		pkts[k] = p.crypto.Seal(buf, wire.Header{Type: wire.TypeHello, Flags: trainFlag, Lane: uint8(i), Seq: p.NextSeq(i)}, pt)
 	}
 	p.sendTo(i, dst, pkts)
+	p.stopStamps()
 	go fec.Warm()
 }
 
@@ -57,17 +103,14 @@ func (p *Path) onTrain(i int, pt []byte, size int, now time.Time, from netip.Add
 	if t.reported {
 		return
 	}
-	size += ipUDPOverhead
 	if t.n == 0 {
-		t.first, t.firstBytes = now, size
+		t.first = now
 		time.AfterFunc(trainWait, func() { p.reportTrain(i, from) })
 	}
-	if t.n > 0 && now.After(t.last) {
-		t.spaced++
+	if t.n < trainLen {
+		t.at[t.n], t.size[t.n] = now.Sub(t.first), size+ipUDPOverhead
+		t.n++
 	}
-	t.n++
-	t.bytes += size
-	t.last = now
 	if idx+1 == n {
 		go p.reportTrain(i, from)
 	}
@@ -83,14 +126,16 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 		return
 	}
 	t.reported = true
-	var bps uint64
-	// Arrival times are taken when the receive loop reads the datagrams; when it fell behind, a
-	// batch read stamps many at once and the train looks faster than the path. Trust the timing
-	// only when nearly every datagram was read on its own.
-	if d := t.last.Sub(t.first); t.n >= trainLen/2 && t.spaced*10 >= (t.n-1)*9 && d >= 200*time.Microsecond {
-		bps = uint64(float64(t.bytes-t.firstBytes) * 8 / d.Seconds())
+	bps := uint64(trainRate(t.at[:t.n], t.size[:t.n]))
+	if debug {
+		fmt.Fprintf(os.Stderr, "train: %d datagrams, %.0f Mbit/s; arrivals (µs):", t.n, float64(bps)/1e6)
+		for _, d := range t.at[:t.n] {
+			fmt.Fprintf(os.Stderr, " %d", d.Microseconds())
+		}
+		fmt.Fprintln(os.Stderr)
 	}
 	t.mu.Unlock()
+	p.stopStamps()
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], bps)
 	// Twice: a lost report would leave the sender's STARTUP unseeded (about a second slower to

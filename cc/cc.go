@@ -65,7 +65,9 @@ const (
 	competeDowns = 3
 	maxDownRnds  = 12
 
-	startupQSamples = 8 // consecutive high-queue RTT samples that end STARTUP (≈ 2 feedback frames over 4 lanes)
+	seedProven      = 1.2 // STARTUP's seeded cap lifts once the delivery rate beats the estimate by this
+	seedCwnd        = 1.0 // a seeded STARTUP keeps at most this many round trips of its pacing rate in flight
+	startupQSamples = 8   // consecutive high-queue RTT samples that end STARTUP (≈ 2 feedback frames over 4 lanes)
 
 	noFeedbackMin = int64(time.Second)
 	weightFloor   = 0.05
@@ -1049,11 +1051,16 @@ func (c *Controller) setRate() {
 	b := c.bw()
 	r := gain * b * (1 - pacingMargin) * 8
 	if c.mode == Startup && c.seedBw > 0 {
-		// With a measured capacity STARTUP need not double blindly: it may exceed what was
-		// measured, or what it has since delivered, by a quarter per round. That still finds
-		// capacity the probe missed, and keeps the overshoot to a fraction of a BDP of queue
-		// instead of the 1.77 BDP a 2.77× round can leave there.
-		r = math.Min(r, 1.25*math.Max(c.seedBw, c.btlbw)*8)
+		// With a measured capacity STARTUP need not grow blindly: it may exceed the estimate by a
+		// quarter, which keeps the overshoot to a fraction of a BDP of queue instead of the 1.77
+		// BDP a 2.77× round can leave there. Once the path has delivered clearly more than the
+		// estimate, the estimate was low: STARTUP then doubles per round from what it delivered
+		// (a quarter per round took seconds to climb from a low estimate at 140 ms).
+		if c.btlbw < seedProven*c.seedBw {
+			r = math.Min(r, 1.25*c.seedBw*8)
+		} else {
+			r = math.Min(r, 2*c.btlbw*8)
+		}
 	}
 	var capB float64
 	if c.mode == ProbeRTT {
@@ -1061,6 +1068,11 @@ func (c *Controller) setRate() {
 	} else {
 		capB = cwndGain * c.bdp(b)
 		if c.mode == Startup {
+			if c.seedBw > 0 {
+				// The window must not hold a seeded STARTUP below its pacing rate: from a bw of a
+				// third of the estimate it held the first round to 65 % of it.
+				capB = math.Max(capB, seedCwnd*r/8*float64(c.rtprop)/1e9)
+			}
 			capB = math.Max(capB, float64(iwPkts*c.mss))
 		}
 	}

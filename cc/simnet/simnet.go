@@ -63,6 +63,9 @@ type Config struct {
 	FeedbackEvery time.Duration // default 10 ms
 	TickEvery     time.Duration // default 1 ms
 	Bin           time.Duration // time-series bin (default 100 ms)
+	// ProbeBps, if set, is handed to the controller's SeedBandwidth at the start, as a
+	// packet-train estimate of the capacity (right or wrong) would be.
+	ProbeBps float64
 }
 
 // Result holds the measurements of a run.
@@ -307,6 +310,9 @@ func newSim(cfg Config) *Sim {
 	s := &Sim{cfg: cfg, base: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	s.c = cc.New(cfg.CC, s.base)
+	if cfg.ProbeBps > 0 {
+		s.c.SeedBandwidth(s.base, cfg.ProbeBps)
+	}
 	s.rate = cfg.Rate / 8 / 1e9
 	s.owd = int64(cfg.RTT / 2)
 	s.lanes = make([]sLane, cfg.CC.Lanes)

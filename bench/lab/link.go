@@ -5,9 +5,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -21,9 +24,14 @@ const (
 	// mark, not this bound.
 	ringSlots = 1 << 16
 	// releaseSlack lets the releaser send packets due within this window
-	// together instead of sleeping once per packet; the Go runtime's idle
-	// timer resolution is about 1 ms anyway.
+	// together instead of sleeping once per packet.
 	releaseSlack = 100 * time.Microsecond
+	// preciseWait is the longest wait the releaser sleeps in nanosleep on
+	// its own thread; longer ones go through a Go timer first. An idle Go
+	// timer fires up to ~1 ms late (the netpoller waits whole milliseconds),
+	// which released packets in 1 ms clumps: a 400 Mbit/s link delivered a
+	// 48-datagram packet train in 0.1 ms as often as in 1.4 ms.
+	preciseWait = 2 * time.Millisecond
 	// minQueueBytes is the floor for the default (1 BDP) queue.
 	minQueueBytes = 64 << 10
 )
@@ -139,10 +147,25 @@ func (l *link) snapshot() PathStats {
 	return l.stats
 }
 
+// linkThread gives the calling goroutine a thread of its own with a 1 ns
+// timer slack (nanosleep then wakes within tens of microseconds of the due
+// time) and, where allowed (root), a real-time priority: a link is hardware
+// that does not wait for the CPU. On the 2-core test machine, with both
+// transfer ends, ssh and the lab sharing the cores, an ordinary thread was
+// sometimes kept off the CPU for 1–3 ms, and then released a millisecond of
+// packets at once.
+func linkThread() {
+	runtime.LockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}
+	unix.SchedSetAttr(0, &attr, 0) // not allowed without CAP_SYS_NICE: stay ordinary
+}
+
 // readLoop is the producer. It reads into a buffer it owns and, if the
 // packet survives loss and the queue, hands the buffer to the tail slot and
 // takes a recycled one for the next read, all in one critical section.
 func (l *link) readLoop() error {
+	linkThread()
 	buf := make([]byte, bufSize)
 	tail := 0 // == (head+count) % len(ring); only this goroutine moves it
 	for {
@@ -226,6 +249,7 @@ func (l *link) readLoop() error {
 // writes every packet due by now (plus slack) in one batch without holding
 // the lock, so the reader is never stalled by a write.
 func (l *link) releaseLoop() {
+	linkThread()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -249,6 +273,13 @@ func (l *link) releaseLoop() {
 		if k == 0 {
 			wait := time.Duration(l.ring[l.head].due - now)
 			l.mu.Unlock()
+			if wait <= preciseWait {
+				ts := unix.NsecToTimespec(int64(wait))
+				for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+				}
+				continue
+			}
+			wait -= preciseWait / 2
 			timer.Reset(wait)
 			select {
 			case <-timer.C:

@@ -19,9 +19,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -311,11 +313,13 @@ func (l *Lab) Err() error {
 	return l.loopErr
 }
 
-// Close stops forwarding and removes the devices and namespaces. Processes
-// still running inside a namespace keep it alive but unnamed; callers stop
-// their commands first. Close is idempotent.
+// Close stops forwarding, ends the processes still running in the
+// namespaces (a shared ssh connection's master outlives the copy that
+// started it by a minute; a daemonized iperf3 forever) and removes the
+// devices and namespaces. Close is idempotent.
 func (l *Lab) Close() error {
 	l.closeOnce.Do(func() {
+		killIn(l.NSA, l.NSB)
 		close(l.done)
 		// Closing the files unblocks readers through the poller; the
 		// devices vanish with their last file descriptor.
@@ -328,6 +332,42 @@ func (l *Lab) Close() error {
 }
 
 func ipCmd(args ...string) error { return run("ip", args...) }
+
+// killIn ends every process whose network namespace is one of nss (except
+// this one): SIGTERM, then SIGKILL to those left after a second.
+func killIn(nss ...string) {
+	pids := func() []int {
+		var ps []int
+		for _, ns := range nss {
+			out, err := exec.Command("ip", "netns", "pids", ns).Output()
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(out)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+					ps = append(ps, pid)
+				}
+			}
+		}
+		return ps
+	}
+	ps := pids()
+	if len(ps) == 0 {
+		return
+	}
+	for _, pid := range ps {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for range 20 {
+		time.Sleep(50 * time.Millisecond)
+		if ps = pids(); len(ps) == 0 {
+			return
+		}
+	}
+	for _, pid := range ps {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
 
 func run(name string, args ...string) error { return runStdin("", name, args...) }
 

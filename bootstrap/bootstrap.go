@@ -37,9 +37,12 @@ type SSH struct {
 	Jump     string   // -J
 	Verbose  bool     // show ssh's own messages as they come
 	// Persist keeps a shared ssh connection open for this long after the copy (OpenSSH
-	// ControlMaster/ControlPersist), so the next copy to the host starts without a new ssh
-	// handshake. 0 leaves the user's own ssh configuration alone.
+	// ControlMaster/ControlPersist, as Ansible does by default), so the next copy to the host
+	// starts without a new ssh handshake: about 13 round trips, 1.9 s at 140 ms. 0 turns it off.
+	// It is not used where the user's ssh configuration already shares connections for the
+	// host (ControlMaster or ControlPath set), nor where the socket path would be too long.
 	Persist time.Duration
+	mux     bool   // Start found that Persist applies to this host
 	SSHPath string // default "ssh"
 	SCPPath string // default "scp"
 }
@@ -61,13 +64,62 @@ func (s SSH) common(portFlag string) []string {
 	if s.Jump != "" {
 		a = append(a, "-J", s.Jump)
 	}
-	if s.Persist > 0 {
+	if s.mux {
 		if dir, err := controlDir(); err == nil {
-			a = append(a, "-o", "ControlMaster=auto", "-o", "ControlPath="+dir+"/%C",
+			// The socket's name covers the options given here as well as ssh's %C (local host,
+			// remote host, port, user), so a copy with another -F, -i, -o or -J never rides on a
+			// connection that was authenticated or configured differently.
+			h := sha256.Sum256([]byte(strings.Join(a, "\x00")))
+			a = append(a, "-o", "ControlMaster=auto", "-o", "ControlPath="+dir+"/"+hex.EncodeToString(h[:4])+"-%C",
 				"-o", "ControlPersist="+strconv.Itoa(int(max(s.Persist, time.Second)/time.Second)))
 		}
 	}
 	return a
+}
+
+// maxControlPath is the longest control socket directory used: a unix socket path holds 107
+// bytes, and the name is 8 hex digits, a dash and %C's 40.
+const maxControlPath = 107 - 50
+
+// useMux says whether Persist should add its own connection sharing for host: not when the
+// user's ssh configuration shares connections already (`ssh -G` shows a ControlMaster or a
+// ControlPath), and not when the socket directory's path is too long.
+func (s SSH) useMux(ctx context.Context, host string) bool {
+	if s.Persist <= 0 {
+		return false
+	}
+	if dir, err := controlDir(); err != nil || len(dir) > maxControlPath {
+		return false
+	}
+	cfg, err := s.config(ctx, host)
+	if err != nil {
+		return false
+	}
+	// -G leaves an unset ControlPath out, and "none" too (so that one cannot be told apart).
+	cm := cfg["controlmaster"]
+	return (cm == "" || cm == "false") && cfg["controlpath"] == ""
+}
+
+// config is ssh's view of its configuration for host (`ssh -G`), keys in lower case.
+func (s SSH) config(ctx context.Context, host string) (map[string]string, error) {
+	p := s.SSHPath
+	if p == "" {
+		p = "ssh"
+	}
+	args := append(s.common("-p"), "-G", "--", host)
+	out, err := exec.CommandContext(ctx, p, args...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: ssh -G %s: %v", ErrSSH, host, err)
+	}
+	cfg := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			if k = strings.ToLower(k); cfg[k] == "" {
+				cfg[k] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return cfg, nil
 }
 
 // controlDir is where shared ssh connection sockets live: private to the user, short enough for
@@ -96,19 +148,12 @@ func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
 // Resolve asks ssh which address it would connect to for host (`ssh -G`), so that UDP goes to the
 // same place as ssh even when host is an alias from ssh_config.
 func (s SSH) Resolve(ctx context.Context, host string) (string, error) {
-	p := s.SSHPath
-	if p == "" {
-		p = "ssh"
-	}
-	args := append(s.common("-p"), "-G", "--", host)
-	out, err := exec.CommandContext(ctx, p, args...).Output()
+	cfg, err := s.config(ctx, host)
 	if err != nil {
-		return "", fmt.Errorf("%w: ssh -G %s: %v", ErrSSH, host, err)
+		return "", err
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == "hostname" {
-			return strings.TrimSpace(v), nil
-		}
+	if h := cfg["hostname"]; h != "" {
+		return h, nil
 	}
 	return "", fmt.Errorf("%w: ssh -G %s printed no hostname", ErrSSH, host)
 }
@@ -185,6 +230,7 @@ exec "$p" serve ` + serveArgs
 // control messages travel with the ssh session's start instead of a round trip later (a shell that
 // does not start the peer never reads them).
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	s.mux = s.useMux(ctx, host)
 	var qa []string
 	for _, a := range serveArgs {
 		qa = append(qa, shellQuote(a))

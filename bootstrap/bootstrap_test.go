@@ -1,11 +1,16 @@
 package bootstrap
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSSHArgs(t *testing.T) {
@@ -76,5 +81,68 @@ func TestShellQuote(t *testing.T) {
 	got, _ := exec.Command("sh", "-c", "printf %s "+shellQuote(`it's a "path" $HOME`)).Output()
 	if string(got) != `it's a "path" $HOME` {
 		t.Fatalf("quoted round trip gave %q", got)
+	}
+}
+
+// TestSharedConnection checks when Persist adds ssh connection sharing (asking the system ssh
+// with -G, offline) and that the control socket's name depends on the options given.
+func TestSharedConnection(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client installed")
+	}
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("HOME", dir)
+	cfg := func(body string) string {
+		f := filepath.Join(dir, fmt.Sprintf("cfg%d", len(body)))
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		s       SSH
+		wantMux bool
+	}{
+		{"default", SSH{Config: cfg(""), Persist: time.Minute}, true},
+		{"off", SSH{Config: cfg("")}, false},
+		{"user ControlMaster", SSH{Config: cfg("Host *\n  ControlMaster auto\n"), Persist: time.Minute}, false},
+		{"user ControlPath", SSH{Config: cfg("Host h\n  ControlPath ~/.ssh/cm-%C\n"), Persist: time.Minute}, false},
+		{"user -o ControlPath", SSH{Config: cfg(""), Options: []string{"ControlPath=/tmp/x"}, Persist: time.Minute}, false},
+	} {
+		if got := c.s.useMux(ctx, "h"); got != c.wantMux {
+			t.Errorf("%s: useMux = %v, want %v", c.name, got, c.wantMux)
+		}
+	}
+	path := func(s SSH) string {
+		s.mux = true
+		for _, a := range s.common("-p") {
+			if p, ok := strings.CutPrefix(a, "ControlPath="); ok {
+				return p
+			}
+		}
+		t.Fatalf("no ControlPath in %v", s.common("-p"))
+		return ""
+	}
+	a := path(SSH{Config: cfg(""), Persist: time.Minute})
+	if !strings.HasPrefix(a, filepath.Join(dir, "farwing", "ssh")+"/") || !strings.HasSuffix(a, "-%C") {
+		t.Errorf("control path %s", a)
+	}
+	if b := path(SSH{Config: cfg(""), Identity: "other", Persist: time.Minute}); b == a {
+		t.Errorf("another identity shares the control path %s", a)
+	}
+	if b := path(SSH{Config: cfg(""), Persist: time.Minute}); b != a {
+		t.Errorf("same options, control paths %s and %s", a, b)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "farwing", "ssh")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("control directory: %v %v", st.Mode(), err)
+	}
+	// A socket directory too long for a unix socket path turns sharing off.
+	long := filepath.Join(dir, strings.Repeat("d", 80))
+	t.Setenv("XDG_CACHE_HOME", long)
+	if (SSH{Config: cfg(""), Persist: time.Minute}).useMux(ctx, "h") {
+		t.Error("sharing with a socket path over 107 bytes")
 	}
 }

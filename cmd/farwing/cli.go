@@ -105,7 +105,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 	fs.IntVarP(&port, "port", "P", 0, "ssh port")
 	fs.StringArrayVarP(&sshOpts, "option", "o", nil, "ssh option, as in ssh -o (repeatable)")
 	fs.StringVarP(&jump, "jump", "J", "", "ssh jump host (ProxyJump)")
-	fs.DurationVar(&persist, "ssh-persist", 0, "keep a shared ssh connection open this long after the copy (e.g. 60s), so the next copy to the host skips the ssh handshake")
+	fs.DurationVar(&persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the copy, so the next copy to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage:\n  farwing copy [flags] SRC... [user@]host:DST\n  farwing copy [flags] [user@]host:SRC... DST\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -38,6 +38,7 @@ type SenderStats struct {
 	WireBytes     uint64    // UDP payload bytes of those
 	Retransmitted uint64    // datagrams sent because of a loss: data chunks again, or repair parity
 	Lost          uint64    // datagrams declared lost
+	LostByTime    uint64    // of those, declared by the time threshold (no later datagram told)
 	Parity        uint64    // parity datagrams sent (proactive and repair)
 	RepairParity  uint64    // the part of Parity sent as repairs (also counted in Retransmitted)
 	Groups        uint64    // FEC groups whose first chunk was sent
@@ -823,6 +824,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 			if p.at > limit {
 				break
 			}
+			s.stats.LostByTime++
 			s.lose(now, i, q, p)
 		}
 		s.advance(l)

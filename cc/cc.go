@@ -121,7 +121,8 @@ type laneState struct {
 
 type roundAcc struct {
 	acked, lost int
-	lostHiQ     int
+	lostHiQ     int // losses, and acks, met while the lane's latest RTT showed a high queue
+	ackedHiQ    int
 	maxRun      int
 	qmin        int64
 }
@@ -203,6 +204,7 @@ type Controller struct {
 	probeWaitDur   int64
 	downQ0         int64
 	compete        bool
+	lossAtQueue    bool // the round of the current loss verdict lost mostly at a high queue
 	downsUndrained int
 	queueArmed     bool
 	qCutPending    bool
@@ -431,6 +433,9 @@ func (c *Controller) OnAck(now time.Time, lane int, seq uint64, bytes int, rtt t
 		c.inflight -= int(p.bytes)
 		c.rnd.acked++
 		ln.acked++
+		if ln.lastRTT-c.rtprop > c.qHigh() {
+			c.rnd.ackedHiQ++
+		}
 		if p.flags&flLowRate != 0 {
 			c.lowRes++
 			c.lowOut--
@@ -733,6 +738,9 @@ func (c *Controller) endRound(t int64) {
 		}
 	}
 	if verdict >= 0 {
+		// A full drop-tail queue loses far more than the random rate while it is full.
+		c.lossAtQueue = r.lostHiQ >= 3 && 2*r.lostHiQ >= r.lost &&
+			float64(r.lostHiQ) > (c.lossBase+c.lossExcess)*float64(r.lostHiQ+r.ackedHiQ)
 		c.onCongestion(t, verdict)
 	}
 	if c.recovering {
@@ -776,6 +784,10 @@ func (c *Controller) onCongestion(t int64, kind int) {
 	case c.mode == ProbeBW && (c.phase == Refill || c.phase == Up):
 		// Our probe overshot: remember the safe level, drain, no further cut.
 		c.bwHi = math.Max(c.bwLatest, beta*c.probeBw0)
+		if c.compete && kind == congLoss {
+			// A probe into a queue shared with a loss-based flow: back off as that flow does.
+			c.bwHi = beta * c.bwLatest
+		}
 		c.enterDown(t)
 		return
 	}
@@ -789,12 +801,16 @@ func (c *Controller) onCongestion(t int64, kind int) {
 		c.qCutPending = false
 	}
 	floor := c.bwLatest // never below the measured delivery rate (our current share)
-	if c.compete && kind == congLoss {
+	if kind == congLoss && (c.compete || c.lossAtQueue) {
 		// Improvement: in competitive mode the queue is shared with a loss-based flow and our
 		// delivered rate is simply what we send, so "never below the delivery rate" would make the
 		// loss response a no-op and starve the competitor (measured: 94 % vs CUBIC). There, a loss
 		// verdict is a plain multiplicative decrease of the delivered rate (AIMD, as Copa's
-		// competitive mode); probing adds back.
+		// competitive mode); probing adds back. The same holds, outside competitive mode, for
+		// losses that came with a full queue at well above the random-loss rate: a drop-tail
+		// queue overflowing, which a loss-based flow sharing it fills (the delay-based
+		// detection of competitive mode did not fire against CUBIC in the lab, which then held
+		// 70-167 Mbit/s of 400).
 		floor *= beta
 	}
 	c.bwLo = math.Max(floor, beta*math.Min(c.bwLo, c.btlbw))

@@ -290,6 +290,9 @@ func progressLine(lines bool) xfer.ProgressFunc {
 		if p.RateBps > 0 {
 			s += fmt.Sprintf("  rate %s  srtt %.0f ms (min %.0f)  loss %.2f%%  cong %d  re-sent %d  parity %d",
 				units.Rate(p.RateBps), float64(p.SRTT)/1e6, float64(p.MinRTT)/1e6, 100*p.RandomLoss, p.CongestionEvents, p.Retransmitted, p.Parity)
+			if p.Competing {
+				s += "  competing"
+			}
 		}
 		if p.Rebuilt > 0 {
 			s += fmt.Sprintf("  fec-rebuilt %d", p.Rebuilt)

@@ -258,6 +258,7 @@ type Progress struct {
 	SRTT, MinRTT     time.Duration
 	RandomLoss       float64
 	CongestionEvents uint64
+	Competing        bool // the rate controller is in its competitive mode (a loss-based flow shares the queue)
 	Retransmitted    uint64
 	Parity           uint64 // parity datagrams sent (sender)
 	Rebuilt          uint64 // groups rebuilt by FEC (receiver)
@@ -367,7 +368,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.lastProgress = now
 			st := s.cc.Stats()
 			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
-				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Retransmitted: s.stats.Retransmitted,
+				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete, Retransmitted: s.stats.Retransmitted,
 				Parity: s.stats.Parity})
 		}
 		s.pacer.SetRate(s.cc.PacingRate())

@@ -42,6 +42,8 @@ type Path struct {
 
 	AuthFailures atomic.Uint64 // datagrams that failed to open (tampered, foreign, other session)
 	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
+	EarlyHeld    atomic.Uint64 // data/feedback datagrams held until the engine was attached
+	EarlyDropped atomic.Uint64 // ... and dropped because too many were waiting
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -66,7 +68,22 @@ type laneRx struct {
 	win      wire.SeqWindow
 	lastAt   time.Time // when Largest arrived
 	received uint64
+
+	// Datagrams that came before the engine was attached, held (by the lane's goroutine only)
+	// and handed over once it is.
+	early      []earlyDatagram
+	earlyBytes int
 }
+
+type earlyDatagram struct {
+	h  wire.Header
+	pt []byte
+	at time.Time
+}
+
+// maxEarlyBytes bounds what one lane holds before its engine is attached; beyond it datagrams are
+// dropped unacknowledged (the sender re-sends them).
+const maxEarlyBytes = 8 << 20
 
 // Open binds four lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") and starts their receive loops.
 func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
@@ -111,6 +128,47 @@ func (p *Path) Close() {
 	p.cancel()
 	p.closeConns()
 	p.wg.Wait()
+}
+
+// mark records seq as received on the lane (for acknowledgement) and reports whether it is new;
+// a repeat counts as a replay.
+func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
+	rx.mu.Lock()
+	fresh := rx.win.Mark(seq)
+	if fresh {
+		rx.received++
+		if l, _ := rx.win.Largest(); l == seq {
+			rx.lastAt = now
+		}
+	}
+	rx.mu.Unlock()
+	if !fresh {
+		p.Replays.Add(1)
+	}
+	return fresh
+}
+
+// holdEarly keeps a copy of a datagram that arrived before the engine, within maxEarlyBytes.
+// Only lane's own goroutine calls it.
+func (p *Path) holdEarly(rx *laneRx, h wire.Header, pt []byte, now time.Time) {
+	if rx.earlyBytes+len(pt) > maxEarlyBytes {
+		p.EarlyDropped.Add(1)
+		return
+	}
+	rx.early = append(rx.early, earlyDatagram{h: h, pt: append([]byte(nil), pt...), at: now})
+	rx.earlyBytes += len(pt)
+	p.EarlyHeld.Add(1)
+}
+
+// replayEarly hands the held datagrams of lane i to the engine, with their arrival times.
+func (p *Path) replayEarly(i int, rx *laneRx, hb *handlerBox) {
+	q := rx.early
+	rx.early, rx.earlyBytes = nil, 0
+	for _, e := range q {
+		if p.mark(rx, e.h.Seq, e.at) {
+			hb.h.Datagram(i, e.h, e.pt, e.at)
+		}
+	}
 }
 
 // stopStamps switches the lanes' receive timestamps off once the train no longer needs them.
@@ -213,22 +271,18 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			}
 			now := time.Now()
 			hb := p.handler.Load()
-			if hb == nil && (h.Type == wire.TypeData || h.Type == wire.TypeFeedback) {
-				// No engine yet: leave the number unmarked so it is never acknowledged; the
-				// sender will count it lost and send it again.
-				return
-			}
-			rx.mu.Lock()
-			fresh := rx.win.Mark(h.Seq)
-			if fresh {
-				rx.received++
-				if l, _ := rx.win.Largest(); l == h.Seq {
-					rx.lastAt = now
+			if h.Type == wire.TypeData || h.Type == wire.TypeFeedback {
+				if hb == nil {
+					// No engine yet (the peer's first data can beat the receiver's set-up by
+					// tens of milliseconds): hold the datagram, unacknowledged, until there is.
+					p.holdEarly(rx, h, pt, now)
+					return
+				}
+				if len(rx.early) > 0 {
+					p.replayEarly(i, rx, hb)
 				}
 			}
-			rx.mu.Unlock()
-			if !fresh {
-				p.Replays.Add(1)
+			if !p.mark(rx, h.Seq, now) {
 				return
 			}
 			if h.Flags&trainFlag != 0 {
@@ -268,6 +322,11 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				hb.h.Datagram(i, h, pt, now)
 			}
 		})
+		if len(rx.early) > 0 {
+			if hb := p.handler.Load(); hb != nil {
+				p.replayEarly(i, rx, hb)
+			}
+		}
 		if err != nil && !errors.Is(err, lane.ErrTimeout) {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return

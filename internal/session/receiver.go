@@ -344,8 +344,8 @@ func (r *Receiver) feedbackLoop(ctx context.Context) {
 		case now := <-t.C:
 			r.sendFeedback(now)
 			if debug && r.fbSent.Load()%200 == 0 {
-				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d\n", r.base.Load(), r.deliver.Load(), r.Stats(),
-					r.path.peers[0].Load(), r.path.AuthFailures.Load(), r.path.Replays.Load())
+				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d early=%d/%d dropped\n", r.base.Load(), r.deliver.Load(), r.Stats(),
+					r.path.peers[0].Load(), r.path.AuthFailures.Load(), r.path.Replays.Load(), r.path.EarlyHeld.Load(), r.path.EarlyDropped.Load())
 			}
 		}
 	}

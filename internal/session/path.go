@@ -259,6 +259,10 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 	c := p.conns[i]
 	rx := &p.rx[i]
 	for ctx.Err() == nil {
+		// One clock read per receive batch, not per datagram (4 % of the receiver's CPU on
+		// loopback): a batch is read in one system call and handled within a fraction of a
+		// millisecond.
+		var now time.Time
 		_, err := c.Recv(time.Now().Add(200*time.Millisecond), func(b []byte, from netip.AddrPort) {
 			h, pt, err := p.crypto.Open(b)
 			if err != nil {
@@ -269,7 +273,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				p.AuthFailures.Add(1)
 				return
 			}
-			now := time.Now()
+			if now.IsZero() {
+				now = time.Now()
+			}
 			hb := p.handler.Load()
 			if h.Type == wire.TypeData || h.Type == wire.TypeFeedback {
 				if hb == nil {

@@ -81,18 +81,14 @@ func (s SSH) common(portFlag string) []string {
 // bytes, and the name is 8 hex digits, a dash and %C's 40.
 const maxControlPath = 107 - 50
 
-// useMux says whether Persist should add its own connection sharing for host: not when the
-// user's ssh configuration shares connections already (`ssh -G` shows a ControlMaster or a
-// ControlPath), and not when the socket directory's path is too long.
-func (s SSH) useMux(ctx context.Context, host string) bool {
-	if s.Persist <= 0 {
+// useMux says whether Persist should add its own connection sharing, given ssh's configuration
+// for the host (`ssh -G`): not when the user's configuration shares connections already (a
+// ControlMaster or a ControlPath), and not when the socket directory's path is too long.
+func (s SSH) useMux(cfg map[string]string) bool {
+	if s.Persist <= 0 || cfg == nil {
 		return false
 	}
 	if dir, err := controlDir(); err != nil || len(dir) > maxControlPath {
-		return false
-	}
-	cfg, err := s.config(ctx, host)
-	if err != nil {
 		return false
 	}
 	// -G leaves an unset ControlPath out, and "none" too (so that one cannot be told apart).
@@ -145,19 +141,6 @@ func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
 	return exec.CommandContext(ctx, p, args...)
 }
 
-// Resolve asks ssh which address it would connect to for host (`ssh -G`), so that UDP goes to the
-// same place as ssh even when host is an alias from ssh_config.
-func (s SSH) Resolve(ctx context.Context, host string) (string, error) {
-	cfg, err := s.config(ctx, host)
-	if err != nil {
-		return "", err
-	}
-	if h := cfg["hostname"]; h != "" {
-		return h, nil
-	}
-	return "", fmt.Errorf("%w: ssh -G %s printed no hostname", ErrSSH, host)
-}
-
 // Peer is a running `farwing serve` on the remote host.
 type Peer struct {
 	cmd      *exec.Cmd
@@ -167,6 +150,9 @@ type Peer struct {
 	Uploaded bool   // this call installed the peer (first contact or a new build)
 	Path     string // the peer's path on the remote host
 	RemoteOS string // uname -s and -m of the remote
+	// HostName is the address ssh connects to for the host (`ssh -G`), so that UDP goes to the
+	// same place even when the host is an alias from ssh_config; "" if ssh did not say.
+	HostName string
 	waitOnce sync.Once
 	waitErr  error
 }
@@ -230,7 +216,17 @@ exec "$p" serve ` + serveArgs
 // control messages travel with the ssh session's start instead of a round trip later (a shell that
 // does not start the peer never reads them).
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
-	s.mux = s.useMux(ctx, host)
+	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
+	cfg, _ := s.config(ctx, host)
+	s.mux = s.useMux(cfg)
+	p, err := s.start(ctx, host, id, serveArgs, preface)
+	if p != nil {
+		p.HostName = cfg["hostname"]
+	}
+	return p, err
+}
+
+func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
 	var qa []string
 	for _, a := range serveArgs {
 		qa = append(qa, shellQuote(a))

@@ -84,6 +84,16 @@ func TestShellQuote(t *testing.T) {
 	}
 }
 
+// sshConfig is ssh -G's view of the host "h" with s's options.
+func sshConfig(t *testing.T, s SSH) map[string]string {
+	t.Helper()
+	cfg, err := s.config(context.Background(), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // TestSharedConnection checks when Persist adds ssh connection sharing (asking the system ssh
 // with -G, offline) and that the control socket's name depends on the options given.
 func TestSharedConnection(t *testing.T) {
@@ -100,7 +110,6 @@ func TestSharedConnection(t *testing.T) {
 		}
 		return f
 	}
-	ctx := context.Background()
 	for _, c := range []struct {
 		name    string
 		s       SSH
@@ -112,7 +121,7 @@ func TestSharedConnection(t *testing.T) {
 		{"user ControlPath", SSH{Config: cfg("Host h\n  ControlPath ~/.ssh/cm-%C\n"), Persist: time.Minute}, false},
 		{"user -o ControlPath", SSH{Config: cfg(""), Options: []string{"ControlPath=/tmp/x"}, Persist: time.Minute}, false},
 	} {
-		if got := c.s.useMux(ctx, "h"); got != c.wantMux {
+		if got := c.s.useMux(sshConfig(t, c.s)); got != c.wantMux {
 			t.Errorf("%s: useMux = %v, want %v", c.name, got, c.wantMux)
 		}
 	}
@@ -142,7 +151,7 @@ func TestSharedConnection(t *testing.T) {
 	// A socket directory too long for a unix socket path turns sharing off.
 	long := filepath.Join(dir, strings.Repeat("d", 80))
 	t.Setenv("XDG_CACHE_HOME", long)
-	if (SSH{Config: cfg(""), Persist: time.Minute}).useMux(ctx, "h") {
+	if s := (SSH{Config: cfg(""), Persist: time.Minute}); s.useMux(sshConfig(t, s)) {
 		t.Error("sharing with a socket path over 107 bytes")
 	}
 }

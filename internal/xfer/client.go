@@ -161,7 +161,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 
 // openPath opens the local lanes and performs the UDP handshake with the server's ports.
 func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
-	addr, err := serverAddr(ctx, o, host, ready.Addr)
+	addr, err := serverAddr(ctx, host, c.peer.HostName, ready.Addr)
 	if err != nil {
 		return err
 	}
@@ -191,10 +191,10 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	return nil
 }
 
-// serverAddr picks the UDP destination: the address ssh connects to, or the one the server saw.
-func serverAddr(ctx context.Context, o *Options, host, seen string) (netip.Addr, error) {
-	name, err := o.SSH.Resolve(ctx, host)
-	if err == nil {
+// serverAddr picks the UDP destination: the address ssh connects to (name, from ssh -G), or the
+// one the server saw.
+func serverAddr(ctx context.Context, host, name, seen string) (netip.Addr, error) {
+	if name != "" {
 		if a, err := netip.ParseAddr(name); err == nil {
 			return a.Unmap(), nil
 		}

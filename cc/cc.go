@@ -127,6 +127,10 @@ type roundAcc struct {
 	qmin        int64
 }
 
+// lostAtQueue says the round's losses, three or more, came mostly while a queue stood: a full
+// drop-tail buffer, not random loss.
+func (r *roundAcc) lostAtQueue() bool { return r.lost >= 3 && 2*r.lostHiQ >= r.lost }
+
 // Controller is one session's LTRC rate controller.
 type Controller struct {
 	cfg   Config
@@ -176,8 +180,8 @@ type Controller struct {
 	bwHi         float64
 	bwLo         float64
 	initBw       float64
-	seedBw       float64
-	startupHighQ int // consecutive RTT samples with a queue over the STARTUP exit threshold // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
+	seedBw       float64 // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
+	startupHighQ int     // consecutive RTT samples with a queue over the STARTUP exit threshold
 	fullBw       float64
 	fullCnt      int
 	probeBw0     float64
@@ -204,7 +208,6 @@ type Controller struct {
 	probeWaitDur   int64
 	downQ0         int64
 	compete        bool
-	lossAtQueue    bool // the round of the current loss verdict lost mostly at a high queue
 	downsUndrained int
 	queueArmed     bool
 	downVerify     int64 // DOWN: inflight drained at this time; waiting for the RTT samples
@@ -703,7 +706,7 @@ func (c *Controller) endRound(t int64) {
 		sig := float64(r.lost) > nf*base+lossZ*math.Sqrt(nf*base*(1-base))+1
 		excess := sig && L > base+c.lossExcess
 		burst := sig && r.maxRun >= runThreshold(n, base)
-		hiq := sig && r.lost >= 3 && 2*r.lostHiQ >= r.lost && L > base+c.lossExcess/2
+		hiq := sig && r.lostAtQueue() && L > base+c.lossExcess/2
 		hard := r.lost >= 3 && L > lossCeil
 		// No loss verdicts before the warm-up baseline sample exists (its packets resolve about
 		// one round after they were sent, so counting sent packets is not enough).
@@ -724,7 +727,7 @@ func (c *Controller) endRound(t int64) {
 		c.mode == ProbeBW && c.phase != Down {
 		verdict = congQueue
 	}
-	if verdict < 0 && n > 0 && c.mode != Startup && !(r.lost >= 3 && 2*r.lostHiQ >= r.lost) {
+	if verdict < 0 && n > 0 && c.mode != Startup && !r.lostAtQueue() {
 		// A round judged free of congestion (and whose losses did not cluster at a full queue):
 		// its losses are random ones. Summed over many rounds this measures the random-loss rate
 		// far more precisely than the low-rate baseline samples.
@@ -736,9 +739,9 @@ func (c *Controller) endRound(t int64) {
 	}
 	if verdict >= 0 {
 		// A full drop-tail queue loses far more than the random rate while it is full.
-		c.lossAtQueue = r.lostHiQ >= 3 && 2*r.lostHiQ >= r.lost &&
+		atQueue := r.lostHiQ >= 3 && r.lostAtQueue() &&
 			float64(r.lostHiQ) > (c.lossBase+c.lossExcess)*float64(r.lostHiQ+r.ackedHiQ)
-		c.onCongestion(t, verdict)
+		c.onCongestion(t, verdict, atQueue)
 	}
 	if c.recovering {
 		if c.congThisRound {
@@ -757,7 +760,9 @@ func (c *Controller) endRound(t int64) {
 	c.rndMinRTT = math.MaxInt64
 }
 
-func (c *Controller) onCongestion(t int64, kind int) {
+// onCongestion applies a verdict of kind; atQueue says the round's losses came with an
+// overflowing queue at well above the random-loss rate.
+func (c *Controller) onCongestion(t int64, kind int, atQueue bool) {
 	if c.congThisRound {
 		return
 	}
@@ -794,7 +799,7 @@ func (c *Controller) onCongestion(t int64, kind int) {
 	// The ratchet is bounded: an undrained DOWN disarms the delay signal (no queue verdicts until a
 	// DOWN drains again), and COMPETE_DOWNS of them in a row switch to competitive mode.
 	floor := c.bwLatest // never below the measured delivery rate (our current share)
-	if kind == congLoss && (c.compete || c.lossAtQueue) {
+	if kind == congLoss && (c.compete || atQueue) {
 		// Improvement: in competitive mode the queue is shared with a loss-based flow and our
 		// delivered rate is simply what we send, so "never below the delivery rate" would make the
 		// loss response a no-op and starve the competitor (measured: 94 % vs CUBIC). There, a loss

@@ -83,7 +83,7 @@ type receiver struct {
 	errno    syscall.Errno
 	deadline time.Time // the read deadline last set on the socket
 
-	stamp time.Time // kernel receive time of the datagram being delivered (zero: timestamps off)
+	stampNs int64 // kernel receive time of the datagram being delivered, unix ns (0: timestamps off)
 
 	// zone cache for link-local senders: the last scope id and its zone name.
 	zoneID   uint32
@@ -473,10 +473,7 @@ func (c *Conn) deliver(fn func(b []byte, from netip.AddrPort)) int {
 		if ok {
 			c.stats.drops.Store(uint64(drops))
 		}
-		r.stamp = time.Time{}
-		if ns != 0 {
-			r.stamp = time.Unix(0, ns)
-		}
+		r.stampNs = ns
 		b := r.buf[i*rxBufSize : i*rxBufSize+int(h.Len)]
 		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			// The datagram did not fit (pitfall with GRO and small buffers). Of a coalesced one,
@@ -575,7 +572,12 @@ func (c *Conn) SetRxTimestamps(on bool) error {
 // RxTime is the kernel's receive time of the datagram being handed to Recv's fn (valid only
 // during that call), or the zero time when timestamps are off or the kernel gave none. The
 // segments of one GRO super-packet share one time.
-func (c *Conn) RxTime() time.Time { return c.rx.stamp }
+func (c *Conn) RxTime() time.Time {
+	if c.rx.stampNs == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, c.rx.stampNs)
+}
 
 // Close closes the socket; a blocked Recv returns net.ErrClosed.
 func (c *Conn) Close() error { return c.uc.Close() }

@@ -23,7 +23,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -356,7 +355,7 @@ func killIn(nss ...string) {
 		return
 	}
 	for _, pid := range ps {
-		syscall.Kill(pid, syscall.SIGTERM)
+		unix.Kill(pid, unix.SIGTERM)
 	}
 	for range 20 {
 		time.Sleep(50 * time.Millisecond)
@@ -365,7 +364,7 @@ func killIn(nss ...string) {
 		}
 	}
 	for _, pid := range ps {
-		syscall.Kill(pid, syscall.SIGKILL)
+		unix.Kill(pid, unix.SIGKILL)
 	}
 }
 

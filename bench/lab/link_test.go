@@ -17,6 +17,11 @@ func seqpacketPair(t *testing.T) (a, b *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, fd := range fds {
+		// Room for a whole test burst (100 packets of 1000 bytes and their overhead) before
+		// anything reads it.
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
+	}
 	a, b = os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
@@ -25,9 +30,22 @@ func seqpacketPair(t *testing.T) (a, b *os.File) {
 // startLink returns the sending end of the link's input and the receiving
 // end of its output.
 func startLink(t *testing.T, p Path, seed uint64) (*link, *os.File, *os.File) {
+	return startLinkAfter(t, p, seed, nil)
+}
+
+// startLinkAfter is startLink with before run on the sending end first, so
+// that what it writes is waiting in full when the link starts reading: a
+// burst then reaches the link at memory speed however the test's own writes
+// are scheduled (written while the link ran, one burst in ~30 on the busy
+// 2-core CI machine arrived slowly enough for the queue to drain 4 packets
+// during it).
+func startLinkAfter(t *testing.T, p Path, seed uint64, before func(send *os.File)) (*link, *os.File, *os.File) {
 	t.Helper()
 	send, in := seqpacketPair(t)
 	out, recv := seqpacketPair(t)
+	if before != nil {
+		before(send)
+	}
 	done := make(chan struct{})
 	lk := newLink(in, out, p, seed, time.Now(), done)
 	finished := make(chan struct{}, 2)
@@ -71,14 +89,15 @@ func TestLinkRateDelayQueue(t *testing.T) {
 		size  = 1000
 		sent  = 100
 	)
-	lk, send, recv := startLink(t, Path{RateBps: rate, Delay: delay, QueueBytes: queue}, 1)
 	start := time.Now()
-	pkt := make([]byte, size)
-	for range sent {
-		if _, err := send.Write(pkt); err != nil {
-			t.Fatal(err)
+	lk, _, recv := startLinkAfter(t, Path{RateBps: rate, Delay: delay, QueueBytes: queue}, 1, func(send *os.File) {
+		pkt := make([]byte, size)
+		for range sent {
+			if _, err := send.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
+	})
 	got := collect(t, recv, sent, 300*time.Millisecond)
 	st := lk.snapshot()
 	t.Logf("stats %+v", st)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,6 +303,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				case wire.TypeHelloAck:
 					if len(pt) >= 8 {
 						p.trainBps.CompareAndSwap(0, beUint64(pt)+1)
+						if debug {
+							fmt.Fprintf(os.Stderr, "train report on lane %d: %.0f Mbit/s\n", i, float64(beUint64(pt))/1e6)
+						}
 					}
 				}
 				return

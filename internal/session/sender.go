@@ -191,6 +191,7 @@ type Sender struct {
 
 	cursor, window uint32
 	srtt, rttvar   time.Duration
+	latestRTT      time.Duration // the newest sample
 	minRTT         time.Duration
 	fbCh           chan []byte
 	ackedBytes     atomic.Int64
@@ -258,7 +259,7 @@ type Progress struct {
 	SRTT, MinRTT     time.Duration
 	RandomLoss       float64
 	CongestionEvents uint64
-	Competing        bool // the rate controller is in its competitive mode (a loss-based flow shares the queue)
+	Competing        bool // a loss-based flow shares the queue: competitive mode or the fair-share cap
 	Retransmitted    uint64
 	Parity           uint64 // parity datagrams sent (sender)
 	Rebuilt          uint64 // groups rebuilt by FEC (receiver)
@@ -368,7 +369,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.lastProgress = now
 			st := s.cc.Stats()
 			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
-				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete, Retransmitted: s.stats.Retransmitted,
+				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared, Retransmitted: s.stats.Retransmitted,
 				Parity: s.stats.Parity})
 		}
 		s.pacer.SetRate(s.cc.PacingRate())
@@ -808,10 +809,19 @@ func (s *Sender) advance(l *laneTx) {
 	}
 }
 
-// detectTimeLoss declares lost whatever has waited far longer than a round trip: the tail of a
-// lane, where no later datagram can reveal the gap.
+// detectTimeLoss declares lost what has waited too long for an acknowledgement, in two cases.
+// Behind the newest datagram the receiver reported on the lane, a gap that the packet threshold
+// has not settled is lost after 9/8 of a round trip: lanes do not reorder, so a later arrival
+// already says it is gone. Beyond it, at the tail of a lane where nothing later can tell, only
+// once acknowledgements have stopped for well over a round trip. Both measure the round trip as
+// the larger of srtt and the newest sample: while a queue builds (STARTUP) each datagram's round
+// trip is longer than the last, and a threshold of srtt plus a margin declared thousands of
+// datagrams lost that were still in the queue.
 func (s *Sender) detectTimeLoss(now time.Time) {
-	limit := int64(now.Sub(s.start)) - int64(s.srtt+max(4*s.rttvar, 20*time.Millisecond)+20*time.Millisecond)
+	rtt := max(s.srtt, s.latestRTT)
+	behind := int64(rtt + rtt/8 + time.Millisecond)
+	tail := int64(rtt + rtt/4 + max(4*s.rttvar, 20*time.Millisecond) + 20*time.Millisecond)
+	tnow := int64(now.Sub(s.start))
 	for i := range s.lanes {
 		l := &s.lanes[i]
 		if l.lowest == 0 {
@@ -822,7 +832,8 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 			if p.state != stInflight {
 				continue
 			}
-			if p.at > limit {
+			// Send times grow with q: the first datagram that is not yet lost ends the scan.
+			if age := tnow - p.at; age <= behind || (q > l.largest && age <= tail) {
 				break
 			}
 			s.stats.LostByTime++
@@ -833,6 +844,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 }
 
 func (s *Sender) rttSample(rtt time.Duration) {
+	s.latestRTT = rtt
 	if s.minRTT == 0 || rtt < s.minRTT {
 		s.minRTT = rtt
 	}

@@ -145,7 +145,9 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 		buf := make([]byte, 0, wire.HeaderLen+8+wire.TagLen)
 		pkts[k] = p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Flags: trainFlag, Lane: uint8(i), Seq: p.NextSeq(i)}, b[:])
 	}
-	p.sendTo(i, to, pkts)
+	if err := p.sendTo(i, to, pkts); err != nil && debug {
+		fmt.Fprintf(os.Stderr, "train: report to %s not sent: %v\n", to, err)
+	}
 	go fec.Warm()
 }
 

@@ -1,0 +1,96 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/farwing/farwing/cc"
+	"github.com/farwing/farwing/internal/wire"
+)
+
+// timeLossSender is a sender with one lane's ring filled: datagram q (1…n) sent at q ms.
+func timeLossSender(n int, srtt time.Duration) *Sender {
+	s := NewSender(nil, nil, nil, SenderConfig{InitialRTT: srtt})
+	s.start = time.Unix(1000, 0)
+	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: srtt}, s.start)
+	l := &s.lanes[0]
+	l.lowest, l.next = 1, uint64(n)
+	for q := 1; q <= n; q++ {
+		l.ring[q%sentRing] = sentPkt{at: int64(time.Duration(q) * time.Millisecond), block: 1 << 30, size: 1500, state: stInflight}
+	}
+	return s
+}
+
+// inflight lists the datagrams still in flight on the lane (lost and acknowledged ones behind
+// the lowest in flight are freed as soon as detectTimeLoss has passed them).
+func inflight(s *Sender) (q []uint64) {
+	l := &s.lanes[0]
+	for i := l.lowest; i <= l.next; i++ {
+		if l.ring[i%sentRing].state == stInflight {
+			q = append(q, i)
+		}
+	}
+	return q
+}
+
+// While a queue builds, every datagram's round trip is longer than the last: those the receiver
+// has not reported yet are not lost while acknowledgements keep coming.
+func TestTimeLossRisingRTT(t *testing.T) {
+	s := timeLossSender(400, 140*time.Millisecond)
+	s.srtt, s.rttvar = 150*time.Millisecond, 5*time.Millisecond
+	// The newest report: datagram 100 (sent at 100 ms) acknowledged at 360 ms, a 260 ms round
+	// trip that srtt has not caught up with; 101… are still in the queue.
+	s.rttSample(260 * time.Millisecond)
+	s.srtt, s.rttvar = 150*time.Millisecond, 5*time.Millisecond
+	l := &s.lanes[0]
+	for q := uint64(1); q <= 100; q++ {
+		if q != 60 {
+			l.ring[q%sentRing].state = stAcked
+		}
+	}
+	l.largest = 100
+	s.detectTimeLoss(s.start.Add(360 * time.Millisecond))
+	if s.stats.LostByTime != 1 || l.ring[60].state == stInflight {
+		t.Fatalf("LostByTime %d, datagram 60 %d: want only 60 lost (a gap behind the newest report, 300 ms old)", s.stats.LostByTime, l.ring[60].state)
+	}
+	if got := inflight(s); len(got) != 300 || got[0] != 101 {
+		t.Fatalf("in flight %d datagrams from %v, want 300 from 101", len(got), got[:1])
+	}
+}
+
+// A gap behind the newest report is lost once 9/8 of a round trip has passed, not before.
+func TestTimeLossBehindNewest(t *testing.T) {
+	s := timeLossSender(10, 100*time.Millisecond)
+	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 10*time.Millisecond, 100*time.Millisecond
+	l := &s.lanes[0]
+	for q := uint64(3); q <= 10; q++ {
+		l.ring[q%sentRing].state = stAcked
+	}
+	l.largest = 10
+	s.detectTimeLoss(s.start.Add(110 * time.Millisecond)) // datagram 1 is 109 ms old
+	if got := inflight(s); s.stats.LostByTime != 0 || len(got) != 2 {
+		t.Fatalf("at 1.09 round trips: LostByTime %d, in flight %v; want 0 and [1 2]", s.stats.LostByTime, got)
+	}
+	s.detectTimeLoss(s.start.Add(120 * time.Millisecond)) // 1: 119 ms, 2: 118 ms > 113.5
+	if got := inflight(s); s.stats.LostByTime != 2 || len(got) != 0 {
+		t.Fatalf("at 1.18 round trips: LostByTime %d, in flight %v; want 2 and none", s.stats.LostByTime, got)
+	}
+}
+
+// At the tail of a lane nothing later can report a gap: lost only after well over a round trip
+// without acknowledgements (1.25 round trips + max(4 rttvar, 20 ms) + 20 ms).
+func TestTimeLossTail(t *testing.T) {
+	s := timeLossSender(5, 100*time.Millisecond)
+	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
+	l := &s.lanes[0]
+	l.ring[1].state = stAcked
+	l.largest = 1
+	s.detectTimeLoss(s.start.Add(165 * time.Millisecond)) // datagram 2 is 163 ms old: 165 needed
+	if got := inflight(s); s.stats.LostByTime != 0 || len(got) != 4 {
+		t.Fatalf("before the tail threshold: LostByTime %d, in flight %v; want 0 and [2 3 4 5]", s.stats.LostByTime, got)
+	}
+	s.detectTimeLoss(s.start.Add(169 * time.Millisecond)) // 2: 167, 3: 166, 4: 165 (not over), 5: 164
+	if got := inflight(s); s.stats.LostByTime != 2 || len(got) != 2 || got[0] != 4 {
+		t.Fatalf("LostByTime %d, in flight %v; want 2 and [4 5]", s.stats.LostByTime, got)
+	}
+}

@@ -69,6 +69,20 @@ const (
 	seedCwnd        = 1.0 // a seeded STARTUP keeps at most this many round trips of its pacing rate in flight
 	startupQSamples = 8   // consecutive high-queue RTT samples that end STARTUP (≈ 2 feedback frames over 4 lanes)
 
+	// Fair share (policy fair). A drop-tail queue that overflows while we cruise (not probing) is
+	// being filled by another flow, a loss-based one: CUBIC fills the queue until it drops. Paced
+	// datagrams are rarely the ones a full drop-tail queue drops, so such a flow takes nearly all
+	// the losses and backs off while we keep our rate (lab, 400 Mbit/s, 140 ms, one BDP: CUBIC
+	// held 110–135–205 Mbit/s over 10 runs against us). While that evidence is recent, the rate is
+	// capped at fairShare of the path's capacity: the packet-train estimate or the largest BtlBw
+	// measured while not sharing, whichever is larger. Without a train estimate there is no cap:
+	// BtlBw alone underestimates the capacity when the other flow was there from the start (then
+	// it is our share, and a cap from it starved us to 27 % in the virtual-time test).
+	fairShare  = 0.6
+	shareHold  = int64(20 * time.Second) // CUBIC's own cycle at 140 ms and 200 Mbit/s is ~12 s
+	capBuckets = 3
+	capBucket  = int64(10 * time.Second) // capacity = max BtlBw over 30 s of not sharing
+
 	noFeedbackMin = int64(time.Second)
 	weightFloor   = 0.05
 )
@@ -82,8 +96,10 @@ const (
 // Stats is a snapshot of the controller's model.
 type Stats struct {
 	Mode        Mode
-	Phase       Phase // meaningful in ProbeBW only
-	Compete     bool  // Copa-style competitive mode: delay signal off
+	Phase       Phase   // meaningful in ProbeBW only
+	Compete     bool    // Copa-style competitive mode: delay signal off
+	Shared      bool    // a loss-based flow overflows the queue: rate capped at the fair share
+	Capacity    float64 // bits/s: the capacity estimate behind the fair-share cap (0: none)
 	PacingRate  float64
 	BtlBw       float64 // bits/s, max-filtered delivery rate corrected for random loss
 	BwHi, BwLo  float64 // bits/s; +Inf when unset
@@ -99,6 +115,7 @@ type Stats struct {
 
 	CongestionEvents uint64 // LossEvents + QueueEvents
 	LossEvents       uint64
+	SharedEvents     uint64 // times the fair-share cap went on (a loss-based flow overflowing the queue)
 	QueueEvents      uint64
 	FeedbackTimeouts uint64
 	SpuriousLosses   uint64 // OnLoss followed by an OnAck for the same packet
@@ -208,6 +225,11 @@ type Controller struct {
 	probeWaitDur   int64
 	downQ0         int64
 	compete        bool
+	shared         bool  // fair-share cap on (see fairShare)
+	sharedAt       int64 // last evidence of a loss-based competitor
+	capBkt         [capBuckets]float64
+	capBktStart    int64
+	capBw          float64 // path capacity estimate, bytes/s: max BtlBw while not shared
 	downsUndrained int
 	queueArmed     bool
 	downVerify     int64 // DOWN: inflight drained at this time; waiting for the RTT samples
@@ -741,8 +763,18 @@ func (c *Controller) endRound(t int64) {
 		// A full drop-tail queue loses far more than the random rate while it is full.
 		atQueue := r.lostHiQ >= 3 && r.lostAtQueue() &&
 			float64(r.lostHiQ) > (c.lossBase+c.lossExcess)*float64(r.lostHiQ+r.ackedHiQ)
+		if verdict == congLoss && atQueue && c.pol == Fair && c.mode == ProbeBW &&
+			(c.compete || c.phase == Cruise || (c.phase == Down && c.phaseRounds >= 2)) {
+			// The queue overflowed while we were not probing (a probe's losses can still arrive
+			// in the first rounds of the DOWN that ended it): another flow filled it.
+			if !c.shared {
+				c.st.SharedEvents++
+			}
+			c.shared, c.sharedAt = true, t
+		}
 		c.onCongestion(t, verdict, atQueue)
 	}
+	c.trackCapacity(t)
 	if c.recovering {
 		if c.congThisRound {
 			c.recovering = false
@@ -758,6 +790,35 @@ func (c *Controller) endRound(t int64) {
 	c.bwLatest = 0
 	c.congThisRound = false
 	c.rndMinRTT = math.MaxInt64
+}
+
+// trackCapacity keeps the capacity estimate behind the fair-share cap: the largest BtlBw of the
+// last capBuckets×capBucket of PROBE_BW while not sharing. While shared, the estimate is frozen:
+// BtlBw then measures our share, and learning from it would shrink the cap round after round.
+func (c *Controller) trackCapacity(t int64) {
+	if c.shared && t-c.sharedAt > shareHold {
+		c.shared = false
+	}
+	if c.shared || c.mode != ProbeBW {
+		return
+	}
+	if c.capBktStart == 0 || t-c.capBktStart >= capBucket {
+		copy(c.capBkt[1:], c.capBkt[:capBuckets-1])
+		c.capBkt[0], c.capBktStart = 0, t
+	}
+	c.capBkt[0] = math.Max(c.capBkt[0], c.btlbw)
+	c.capBw = 0
+	for _, b := range c.capBkt {
+		c.capBw = math.Max(c.capBw, b)
+	}
+}
+
+// capacity is the estimate behind the fair-share cap, bytes/s (0: none, no cap).
+func (c *Controller) capacity() float64 {
+	if c.seedBw <= 0 {
+		return 0
+	}
+	return math.Max(c.capBw, c.seedBw)
 }
 
 // onCongestion applies a verdict of kind; atQueue says the round's losses came with an
@@ -1070,6 +1131,9 @@ func (c *Controller) setRate() {
 			r = math.Min(r, 2*c.btlbw*8)
 		}
 	}
+	if b := c.capacity(); c.shared && b > 0 {
+		r = math.Min(r, fairShare*b*8)
+	}
 	var capB float64
 	if c.mode == ProbeRTT {
 		capB = c.probeRTTCap()
@@ -1234,7 +1298,7 @@ func (c *Controller) LaneWeight(i int) float64 {
 // Stats returns a snapshot of the model.
 func (c *Controller) Stats() Stats {
 	s := c.st
-	s.Mode, s.Phase, s.Compete = c.mode, c.phase, c.compete
+	s.Mode, s.Phase, s.Compete, s.Shared, s.Capacity = c.mode, c.phase, c.compete, c.shared, c.capacity()*8
 	s.PacingRate = c.pacing
 	s.BtlBw = c.btlbw * 8
 	s.BwHi, s.BwLo = c.bwHi*8, c.bwLo*8

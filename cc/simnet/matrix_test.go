@@ -30,9 +30,9 @@ func run(t *testing.T, cfg Config) *Result {
 }
 
 func fmtStats(s cc.Stats) string {
-	return fmt.Sprintf("mode=%v/%v pace=%.1fM btl=%.1fM base=%.4f(%d) minrtt=%v cong=%d(loss %d, queue %d) timeouts=%d compete=%v",
+	return fmt.Sprintf("mode=%v/%v pace=%.1fM btl=%.1fM base=%.4f(%d) minrtt=%v cong=%d(loss %d, queue %d) timeouts=%d compete=%v shared=%v capacity=%.1fM",
 		s.Mode, s.Phase, s.PacingRate/mbit, s.BtlBw/mbit, s.LossBase, s.BaseSamples, s.MinRTT,
-		s.CongestionEvents, s.LossEvents, s.QueueEvents, s.FeedbackTimeouts, s.Compete)
+		s.CongestionEvents, s.LossEvents, s.QueueEvents, s.FeedbackTimeouts, s.Compete, s.Shared, s.Capacity/mbit)
 }
 
 func bin(r *Result, at time.Duration) int { return min(int(at/r.Bin), len(r.Goodput)-1) }
@@ -282,7 +282,7 @@ func TestVsCubic(t *testing.T) {
 	C := 100 * mbit
 	dur := 40 * time.Second
 	r := run(t, Config{Rate: C, RTT: baseRTT, Buffer: bdpBytes(C, baseRTT), Duration: dur,
-		Cross: &Cross{Start: 0}})
+		Cross: &Cross{Start: 0}, ProbeBps: C})
 	from := 10 * time.Second
 	us, them := r.MeanGoodput(from, dur), r.MeanCross(from, dur)
 	t.Logf("Farwing %.1f Mbit/s (%.0f %%), CUBIC %.1f Mbit/s (%.0f %%), p95 queue %v; %s",

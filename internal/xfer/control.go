@@ -91,6 +91,7 @@ type RateStats struct {
 	RandomLoss       float64 `json:"random_loss"` // measured random-loss rate (fraction): loss of congestion-free rounds
 	LossBase         float64 `json:"loss_base"`   // the same from low-rate rounds only (the controller's baseline)
 	CongestionEvents uint64  `json:"congestion_events"`
+	SharedEvents     uint64  `json:"shared_events"` // times the fair-share cap went on (a loss-based flow filled the queue)
 	Mode             string  `json:"mode"`
 }
 

@@ -194,7 +194,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
-		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, Mode: c.Mode.String()}
+		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, Mode: c.Mode.String()}
 }
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.

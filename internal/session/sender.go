@@ -92,16 +92,19 @@ type laneTx struct {
 	work    chan *txBatch // filled batches, in sequence order, for the lane's sealer
 }
 
-// txBatch is up to maxBatch datagrams of one lane: the sender loop writes each plaintext frame at
-// bufs[k][HeaderLen:] and reserves its sequence number; the lane's sealer goroutine seals them in
-// place and sends them with one Path.Send. Batches, not datagrams, cross goroutines, and each
-// lane's batches are sealed and sent in order, so its sequence numbers leave in order.
+// txBatch is up to maxBatch datagrams of one lane: the sender loop writes each data frame header
+// at bufs[k][HeaderLen:], notes where its payload lies (a chunk in its block's memory; a hash or
+// parity shard written at bufs[k][DataAADLen:]) and reserves its sequence number; the lane's sealer
+// goroutine seals each payload from where it lies into bufs[k] (no copy of file bytes) and sends
+// the batch with one Path.Send. Batches, not datagrams, cross goroutines, and each lane's batches
+// are sealed and sent in order, so its sequence numbers leave in order.
 type txBatch struct {
 	n    int
 	bufs [maxBatch][]byte
 	seqs [maxBatch]uint64
-	lens [maxBatch]uint16 // plaintext lengths
-	pkts [][]byte         // sealed datagrams, for Send
+	pay  [maxBatch][]byte   // payloads
+	blk  [maxBatch]*txBlock // the block whose memory pay[k] is (referenced until sealed)
+	pkts [][]byte           // sealed datagrams, for Send
 }
 
 // batchesPerLane bounds the sealed-but-unsent data per lane (with maxBatch 128: 4 × 184 KiB).
@@ -110,7 +113,8 @@ const batchesPerLane = 4
 type txBlock struct {
 	id      uint32
 	data    []byte
-	buf     []byte // pooled buffer to return
+	buf     []byte       // pooled buffer to return
+	refs    atomic.Int32 // 1 until released, +1 per chunk waiting in a batch to be sealed
 	hash    [32]byte
 	nChunks int
 	next    int // next chunk never sent (nChunks = the hash)
@@ -121,6 +125,13 @@ type txBlock struct {
 	k          int
 	groups     []txGroup
 	groupsDone int // groups whose receiver holds k distinct shards
+}
+
+// unref drops a reference to b's memory; the last one returns it to the pool.
+func (b *txBlock) unref(pool *fcopy.Pool) {
+	if b.refs.Add(-1) == 0 {
+		pool.Put(b.buf)
+	}
 }
 
 func (b *txBlock) ack(c int) bool {
@@ -278,6 +289,9 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
+	if s.fec.Kind == fec.ModeFixed && s.fec.M > 0 {
+		s.path.WarmFEC()
+	}
 	defer func() { s.stats.CC = s.cc.Stats() }()
 	var sealers sync.WaitGroup
 	for i := range s.lanes {
@@ -381,6 +395,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 
 func (s *Sender) addBlock(b *fcopy.Block) {
 	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data))}
+	tb.refs.Store(1)
 	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
 	if k := s.fecK; k != 0 && tb.nChunks > 0 {
 		if k < 0 {
@@ -399,7 +414,7 @@ func (s *Sender) addBlock(b *fcopy.Block) {
 func (s *Sender) release(b *txBlock) {
 	s.ackedBytes.Add(int64(len(b.data)))
 	delete(s.blocks, b.id)
-	s.pool.Put(b.buf)
+	b.unref(s.pool) // a re-sent chunk may still wait in a batch: the last reference frees it
 	for i := range b.groups {
 		if p := b.groups[i].par; p != nil {
 			wideParPool.Put(p)
@@ -573,9 +588,12 @@ func (s *Sender) sealLoop(i int) {
 	for bt := range l.work {
 		bt.pkts = bt.pkts[:0]
 		for k := range bt.n {
-			buf := bt.bufs[k]
-			pt := buf[wire.HeaderLen : wire.HeaderLen+int(bt.lens[k])]
-			bt.pkts = append(bt.pkts, s.path.Seal(buf[:0], wire.TypeData, i, bt.seqs[k], pt))
+			bt.pkts = append(bt.pkts, s.path.SealData(bt.bufs[k], i, bt.seqs[k], bt.pay[k]))
+			if b := bt.blk[k]; b != nil {
+				b.unref(s.pool)
+				bt.blk[k] = nil
+			}
+			bt.pay[k] = nil
 		}
 		if err := s.path.Send(i, bt.pkts); err != nil && !isTransient(err) {
 			err = fmt.Errorf("send on lane %d: %w", i, err)
@@ -607,9 +625,9 @@ func isTransient(err error) bool {
 	return errors.Is(err, errConnRefused)
 }
 
-// frame writes the plaintext of chunk c of b (or, with par >= 0, parity index par of the group
-// starting at chunk c) into lane i's current batch, reserves its sequence number and records it in
-// flight; it returns the datagram's size on the wire (IP bytes).
+// frame puts chunk c of b (or, with par >= 0, parity index par of the group starting at chunk c)
+// into lane i's current batch, reserves its sequence number and records it in flight; it returns
+// the datagram's size on the wire (IP bytes).
 func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) int {
 	bt := l.cur
 	k := bt.n
@@ -621,26 +639,24 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	case par >= 0:
 		gr = &b.groups[c/b.k]
 		f.Kind, f.FecK, f.FecM, f.FecIdx = wire.KindParity, gr.k, gr.m, gr.k+uint16(par)
-		payload = s.encodeParity(b, gr, c, par, buf[wire.HeaderLen+wire.DataFrameLen:wire.HeaderLen+wire.DataFrameLen])
+		payload = s.encodeParity(b, gr, c, par, buf[wire.DataAADLen:wire.DataAADLen])
 	case c == b.nChunks:
 		f.Kind = wire.KindHash
-		payload = b.hash[:]
+		payload = append(buf[wire.DataAADLen:wire.DataAADLen], b.hash[:]...)
 	default:
 		off := c * wire.ChunkSize
 		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
+		b.refs.Add(1) // sealed from the block's memory by the lane's sealer
+		bt.blk[k] = b
 		if b.k > 0 {
 			gr = &b.groups[c/b.k]
 			f.FecK, f.FecM, f.FecIdx = gr.k, gr.m, uint16(c%b.k)
 		}
 	}
 	n := wire.DataFrameLen + len(payload)
-	pt := buf[wire.HeaderLen : wire.HeaderLen+n]
-	f.Put(pt)
-	if par < 0 {
-		copy(pt[wire.DataFrameLen:], payload) // parity was encoded in place
-	}
+	f.Put(buf[wire.HeaderLen:wire.DataAADLen])
 	seq := s.path.NextSeq(i)
-	bt.seqs[k], bt.lens[k] = seq, uint16(n)
+	bt.seqs[k], bt.pay[k] = seq, payload
 	bt.n++
 	l.next = seq
 	if l.lowest == 0 {
@@ -770,7 +786,9 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 	p.state = stLost
 	s.cc.OnLoss(now, lane, q, int(p.size)) // FEC may recover it, but cc still counts it lost
-	s.stats.Lost++
+	if s.stats.Lost++; s.stats.Lost == 1 && s.path != nil {
+		s.path.WarmFEC() // parity is planned from now on
+	}
 	b := s.blocks[p.block]
 	if b == nil {
 		return

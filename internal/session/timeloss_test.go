@@ -94,3 +94,22 @@ func TestTimeLossTail(t *testing.T) {
 		t.Fatalf("LostByTime %d, in flight %v; want 2 and [4 5]", s.stats.LostByTime, got)
 	}
 }
+
+// The Reed-Solomon tables are built on the first gap in a lane's sequence numbers, not before: a
+// path that loses nothing never needs them.
+func TestWarmFECOnFirstGap(t *testing.T) {
+	var p Path
+	var rx laneRx
+	now := time.Now()
+	for seq := uint64(1); seq <= 100; seq++ {
+		p.mark(&rx, seq, now)
+	}
+	p.mark(&rx, 100, now) // a duplicate is no gap
+	if p.fecWarm.Load() {
+		t.Fatal("FEC tables warmed on a path without a gap")
+	}
+	p.mark(&rx, 102, now)
+	if !p.fecWarm.Load() {
+		t.Fatal("FEC tables not warmed after a gap (101 missing)")
+	}
+}

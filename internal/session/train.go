@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
 )
 
@@ -87,7 +86,6 @@ func (p *Path) sendTrain(i int, dst netip.AddrPort) {
 	}
 	p.sendTo(i, dst, pkts)
 	p.stopStamps()
-	go fec.Warm()
 }
 
 // onTrain records a train datagram; the report goes back when the last one arrives, or trainWait
@@ -148,7 +146,6 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 	if err := p.sendTo(i, to, pkts); err != nil && debug {
 		fmt.Fprintf(os.Stderr, "train: report to %s not sent: %v\n", to, err)
 	}
-	go fec.Warm()
 }
 
 // TrainEstimate is the capacity the peer measured from this side's probe, in bits/s, once its

@@ -62,36 +62,106 @@ func nonce(n *[12]byte, dir Direction, lane uint8, seq uint64) {
 	binary.BigEndian.PutUint64(n[4:], seq)
 }
 
+// aadLen is how much of a datagram of type t is clear, authenticated data.
+func aadLen(t Type) int {
+	if t == TypeData {
+		return DataAADLen
+	}
+	return HeaderLen
+}
+
 // Seal writes h and the sealed plaintext into dst, which must have capacity for
 // HeaderLen+len(plaintext)+TagLen, and returns the datagram. plaintext may alias
-// dst[HeaderLen:] (in-place sealing).
+// dst[HeaderLen:] (in-place sealing). The plaintext of a data datagram starts with its data frame
+// header, which stays in the clear.
 func (c *Crypto) Seal(dst []byte, h Header, plaintext []byte) []byte {
+	a := aadLen(h.Type)
+	dst = dst[:a]
+	copy(dst[HeaderLen:], plaintext[:a-HeaderLen])
+	return c.seal(dst, h, plaintext[a-HeaderLen:])
+}
+
+// SealData seals a data datagram whose frame header is already in dst[HeaderLen:DataAADLen]:
+// it writes h and the sealed payload into dst (capacity DataAADLen+len(payload)+TagLen) and
+// returns the datagram. payload is read where it lies (a block's memory), or it is
+// dst[DataAADLen:] exactly (in place).
+func (c *Crypto) SealData(dst []byte, h Header, payload []byte) []byte {
+	h.Type = TypeData
+	return c.seal(dst[:DataAADLen], h, payload)
+}
+
+// seal writes h into aad[:HeaderLen] (aad holds the rest of the clear part already) and appends
+// the sealed payload.
+func (c *Crypto) seal(aad []byte, h Header, payload []byte) []byte {
 	h.ConnID = c.connID
-	dst = dst[:HeaderLen]
-	h.Put(dst)
+	h.Put(aad)
 	n := nonces.Get().(*[12]byte)
 	nonce(n, c.send, h.Lane, h.Seq)
-	out := c.aead.Seal(dst, n[:], plaintext, dst[:HeaderLen])
+	out := c.aead.Seal(aad, n[:], payload, aad)
 	nonces.Put(n)
 	return out
 }
 
-// Open authenticates and decrypts pkt in place and returns its header and plaintext.
+// Check parses pkt's clear header and checks that it belongs to this session; it does not
+// authenticate (see Open, OpenData, OpenDataInto).
+func (c *Crypto) Check(pkt []byte) (Header, error) {
+	h, err := ParseHeader(pkt)
+	if err != nil {
+		return h, err
+	}
+	if h.ConnID != c.connID {
+		return h, ErrAuth
+	}
+	if len(pkt) < aadLen(h.Type)+TagLen {
+		return h, ErrShort
+	}
+	return h, nil
+}
+
+// Open authenticates and decrypts pkt in place and returns its header and plaintext (for a data
+// datagram: its frame header followed by the payload, as Seal took them).
 // A datagram for another session or one that was altered returns ErrAuth (or a header error).
 func (c *Crypto) Open(pkt []byte) (Header, []byte, error) {
-	h, err := ParseHeader(pkt)
+	h, err := c.Check(pkt)
 	if err != nil {
 		return h, nil, err
 	}
-	if h.ConnID != c.connID {
-		return h, nil, ErrAuth
+	pt, err := c.OpenChecked(h, pkt)
+	return h, pt, err
+}
+
+// OpenChecked is Open for a datagram whose header Check returned.
+func (c *Crypto) OpenChecked(h Header, pkt []byte) ([]byte, error) {
+	a := aadLen(h.Type)
+	pt, err := c.open(h, pkt[a:a], pkt)
+	if err != nil {
+		return nil, err
 	}
+	return pkt[HeaderLen : a+len(pt)], nil
+}
+
+// OpenDataInto authenticates the data datagram pkt (its header from Check) and decrypts its
+// payload into dst, which must be exactly DataPayloadLen(pkt) long and must not overlap pkt. On
+// failure dst's contents are undefined (crypto/cipher clears it) and ErrAuth is returned.
+func (c *Crypto) OpenDataInto(h Header, pkt, dst []byte) error {
+	if h.Type != TypeData || len(dst) != DataPayloadLen(pkt) {
+		return ErrAuth
+	}
+	_, err := c.open(h, dst[:0:len(dst)], pkt)
+	return err
+}
+
+// DataPayloadLen is the payload length of the data datagram pkt.
+func DataPayloadLen(pkt []byte) int { return len(pkt) - DataAADLen - TagLen }
+
+func (c *Crypto) open(h Header, dst, pkt []byte) ([]byte, error) {
+	a := aadLen(h.Type)
 	n := nonces.Get().(*[12]byte)
 	nonce(n, c.recv, h.Lane, h.Seq)
-	pt, err := c.aead.Open(pkt[HeaderLen:HeaderLen], n[:], pkt[HeaderLen:], pkt[:HeaderLen])
+	pt, err := c.aead.Open(dst, n[:], pkt[a:], pkt[:a])
 	nonces.Put(n)
 	if err != nil {
-		return h, nil, ErrAuth
+		return nil, ErrAuth
 	}
-	return h, pt, nil
+	return pt, nil
 }

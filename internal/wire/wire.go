@@ -1,5 +1,7 @@
 // Package wire defines Farwing's datagram format (docs/PROTOCOL.md): a 16-byte clear header that is
-// authenticated as AEAD associated data, followed by a sealed frame.
+// authenticated as AEAD associated data, followed by a sealed frame. A data datagram keeps its
+// 12-byte data frame header in the clear as well (associated data too), so that the receiver knows
+// where a chunk belongs before it decrypts, and decrypts it straight into its block.
 package wire
 
 import (
@@ -9,7 +11,7 @@ import (
 )
 
 // Version is the wire protocol version carried in every datagram's first byte.
-const Version = 1
+const Version = 2
 
 const (
 	magic     = 0xF0 // high nibble of byte 0
@@ -17,6 +19,8 @@ const (
 	TagLen    = 16   // AES-GCM tag
 	// Overhead is what every datagram adds around its plaintext frame.
 	Overhead = HeaderLen + TagLen
+	// DataAADLen is a data datagram's clear, authenticated part: header and data frame header.
+	DataAADLen = HeaderLen + DataFrameLen
 	// MaxDatagramV6 is the largest UDP payload Farwing sends, on IPv4 and IPv6 alike: a 1500-byte
 	// MTU less IPv6 and UDP headers (48 bytes).
 	MaxDatagramV6 = 1452

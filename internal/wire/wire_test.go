@@ -16,9 +16,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if err != nil || got != h {
 		t.Fatalf("got %+v, %v; want %+v", got, err, h)
 	}
-	b[0] = 0xF2
+	b[0] = magic | (Version + 1)
 	if _, err := ParseHeader(b); !errors.Is(err, ErrVersion) {
-		t.Fatalf("version 2 accepted: %v", err)
+		t.Fatalf("version %d accepted: %v", Version+1, err)
 	}
 	b[0], b[1] = magic|Version, 99
 	if _, err := ParseHeader(b); !errors.Is(err, ErrType) {
@@ -185,5 +185,49 @@ func TestFeedbackBudget(t *testing.T) {
 	}
 	if err := ParseFeedback(enc[:len(enc)/2], &dec); err == nil {
 		t.Fatal("truncated feedback accepted")
+	}
+}
+
+// A data datagram sealed from a payload where it lies opens straight into another buffer, and the
+// clear frame header is authenticated: a chunk cannot be moved to another block or position.
+func TestSealDataOpenInto(t *testing.T) {
+	c, s, _ := newPair(t)
+	block := make([]byte, 3000)
+	rand.Read(block)
+	f := DataFrame{Kind: KindChunk, Block: 77, Chunk: 1}
+	payload := block[1000:2406]
+	buf := make([]byte, DataAADLen, 2048)
+	f.Put(buf[HeaderLen:])
+	pkt := c.SealData(buf, Header{Lane: 2, Seq: 41}, payload)
+	if len(pkt) != DataAADLen+len(payload)+TagLen || DataPayloadLen(pkt) != len(payload) {
+		t.Fatalf("len %d", len(pkt))
+	}
+	h, err := s.Check(pkt)
+	if err != nil || h.Type != TypeData || h.Seq != 41 {
+		t.Fatalf("check: %+v %v", h, err)
+	}
+	if got, _, err := ParseDataFrame(pkt[HeaderLen:DataAADLen]); err != nil || got != f {
+		t.Fatalf("clear frame %+v %v", got, err)
+	}
+	dst := make([]byte, len(payload))
+	if err := s.OpenDataInto(h, pkt, dst); err != nil || !bytes.Equal(dst, payload) {
+		t.Fatalf("open into: %v, equal %v", err, bytes.Equal(dst, payload))
+	}
+	// The same datagram opens in place to frame ‖ payload, as Seal took it.
+	h2, pt, err := s.Open(append([]byte(nil), pkt...))
+	if err != nil || h2 != h {
+		t.Fatalf("open: %v", err)
+	}
+	if got, p, err := ParseDataFrame(pt); err != nil || got != f || !bytes.Equal(p, payload) {
+		t.Fatalf("open: frame %+v %v, payload equal %v", got, err, bytes.Equal(p, payload))
+	}
+	// A changed chunk number (clear, but authenticated) is rejected.
+	bad := append([]byte(nil), pkt...)
+	bad[DataAADLen-1] ^= 1
+	if err := s.OpenDataInto(h, bad, dst); !errors.Is(err, ErrAuth) {
+		t.Fatalf("moved chunk accepted: %v", err)
+	}
+	if err := s.OpenDataInto(h, pkt, dst[:10]); !errors.Is(err, ErrAuth) {
+		t.Fatalf("wrong destination length accepted: %v", err)
 	}
 }

@@ -981,9 +981,12 @@ func (c *Controller) checkState(t int64) {
 			// full round at 0.9x costs ~0.5 % of a 2–3 s cycle.
 			if t-c.phaseStart >= c.rtprop {
 				if c.lastQ < c.qLow() {
-					// The queue emptied when we slowed: it was ours.
+					// The queue emptied when we slowed: it was ours. (A capacity drop also
+					// overflows the queue while we cruise; this is what tells it from a loss-based
+					// flow, which keeps the queue standing through our DOWN.)
 					c.downsUndrained = 0
 					c.compete = false
+					c.shared = false
 					c.queueArmed = true
 					c.enterPhase(t, Cruise)
 				} else if c.downVerify == 0 && float64(c.inflight) <= c.bdp(c.bw()) {

@@ -291,3 +291,19 @@ func TestVsCubic(t *testing.T) {
 		t.Errorf("share below 30 %%: Farwing %.0f %%, CUBIC %.0f %%", 100*us/C, 100*them/C)
 	}
 }
+
+// A capacity drop overflows the queue while Farwing cruises, as a loss-based competitor does; the
+// DOWN that follows drains it (the queue was ours), which lifts the fair-share cap. Otherwise,
+// when the capacity comes back, Farwing would stay capped at 60 % of it for the 20 s hold.
+func TestCapacityDropIsNotACompetitor(t *testing.T) {
+	t.Parallel()
+	C, C2 := 400*mbit, 200*mbit
+	down, up, dur := 6*time.Second, 12*time.Second, 22*time.Second
+	r := run(t, Config{Rate: C, RTT: baseRTT, Buffer: bdpBytes(C, baseRTT), Duration: dur, ProbeBps: C,
+		Events: []Event{{At: down, Rate: C2}, {At: up, Rate: C}}})
+	g := r.MeanGoodput(up+5*time.Second, dur)
+	t.Logf("goodput from 5 s after the capacity came back %.1f Mbit/s; %s", g/mbit, fmtStats(r.Final))
+	if g < 0.85*C {
+		t.Errorf("goodput after the capacity came back %.1f Mbit/s < 0.85 C (capped as if shared?)", g/mbit)
+	}
+}

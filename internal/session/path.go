@@ -103,8 +103,8 @@ const maxEarlyBytes = 8 << 20
 func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
 	p := &Path{crypto: c, server: server}
 	// A second after the lanes open (or once the packet train is through, whose timing must not
-	// compete with it), build the FEC tables unless the peer is this machine (see WarmFEC).
-	time.AfterFunc(time.Second, func() { p.warmUnlessLocal() })
+	// compete with it), build the FEC tables (see WarmFEC).
+	time.AfterFunc(time.Second, p.WarmFEC)
 	for i := range p.conns {
 		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})
 		if err != nil {
@@ -396,22 +396,15 @@ func beUint64(b []byte) uint64 {
 // WarmFEC builds the GF(2^16) tables of the wide Reed-Solomon coder in the background, once per
 // path (about 0.1 s of CPU), so that the first group to code or rebuild does not build them on a
 // lane's hot path: a receiving lane that stops reading for 0.1 s at 400 Mbit/s overflows its
-// socket buffer. A path to another machine warms as it opens (warmUnlessLocal); loopback, where
-// nothing is lost and auto FEC sends no parity, only on the first sign of loss (a gap in a lane's
-// sequence numbers, the sender's first loss, a parity datagram) or when fixed FEC sends parity
-// from the start. Warming only on the first loss everywhere cost 1-3 s of data phase on the
-// 140 ms lab path at 0.1-1 % loss: the first rebuild, ~20 ms after the first gap, waited on the
-// tables while its lane's socket buffer overflowed.
+// socket buffer. It runs as the path opens (above), or sooner on the first sign of loss (a gap in
+// a lane's sequence numbers, the sender's first loss, a parity datagram) or when fixed FEC sends
+// parity from the start. Warming only on the first loss cost 1-3 s of data phase on the 140 ms
+// lab path at 0.1-1 % loss (the first rebuild, ~20 ms after the first gap, waited on the tables
+// while its lane's socket buffer overflowed), and even loopback copies mostly lose datagrams to
+// full socket buffers, so the 0.1 s is spent up front.
 func (p *Path) WarmFEC() {
 	if !p.fecWarm.Load() && p.fecWarm.CompareAndSwap(false, true) {
 		go fec.Warm()
-	}
-}
-
-// warmUnlessLocal warms the FEC tables unless the peer is a loopback address.
-func (p *Path) warmUnlessLocal() {
-	if a, ok := p.Peer(0); !ok || !a.Addr().Unmap().IsLoopback() {
-		p.WarmFEC()
 	}
 }
 

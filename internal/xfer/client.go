@@ -325,6 +325,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 		res.ParitySent, res.RepairParity, res.RepairGroups, res.TailSeconds = ps.Parity, ps.RepairParity, ps.RepairGroups, ps.TailSeconds
 		res.FECGroups = ps.Groups
+		res.ProbeBps = ps.ProbeBps
 	}
 	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
 	res.setWireRatio()

@@ -76,6 +76,7 @@ type PeerStats struct {
 	Groups       uint64  `json:"groups,omitempty"`        // FEC groups sent
 	RepairGroups uint64  `json:"repair_groups,omitempty"` // groups that needed a repair round trip
 	TailSeconds  float64 `json:"tail_seconds,omitempty"`  // last new data datagram to the verdict
+	ProbeBps     float64 `json:"probe_bps,omitempty"`     // packet-train estimate the sender's STARTUP was seeded with
 	// FEC, receiver side ("done")
 	FECRebuilt  uint64 `json:"fec_rebuilt,omitempty"`  // groups rebuilt from the parity sent with them
 	FECRepaired uint64 `json:"fec_repaired,omitempty"` // groups rebuilt with repair parity

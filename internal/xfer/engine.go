@@ -186,7 +186,8 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost,
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
-		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds()}
+		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
+		ProbeBps: res.sender.ProbeBps}
 	ctl.Send(Msg{T: "bye", Stats: &st})
 	return res, nil
 }

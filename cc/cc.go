@@ -80,6 +80,8 @@ const (
 	// it is our share, and a cap from it starved us to 27 % in the virtual-time test).
 	fairShare  = 0.6
 	shareHold  = int64(20 * time.Second) // CUBIC's own cycle at 140 ms and 200 Mbit/s is ~12 s
+	shareTrack = 0.92                    // delivered below this share of the paced rate (random loss aside) with a standing queue
+	shareFloor = 0.5                     // ... paces at the delivered rate, but not below this share of the capacity
 	capBuckets = 3
 	capBucket  = int64(10 * time.Second) // capacity = max BtlBw over 30 s of not sharing
 
@@ -775,6 +777,16 @@ func (c *Controller) endRound(t int64) {
 		c.onCongestion(t, verdict, atQueue)
 	}
 	c.trackCapacity(t)
+	if b := c.bw(); verdict < 0 && c.pol == Fair && c.mode == ProbeBW && c.phase == Cruise && Q > qh &&
+		c.bwLatest > 0 && c.bwLatest < shareTrack*(1-c.lossBase)*b && c.capacity() > 0 {
+		// A queue stood through the whole round while we delivered clearly less than we paced:
+		// part of what we send only lengthens a queue another flow shares (an RTT step delivers
+		// what we pace; a competitor's growth does not). Pace at what is delivered, down to half
+		// the capacity. Without this, with the delay signal disarmed by undrained DOWNs, a nearly
+		// full queue stood for 11 s in the lab while a window-limited CUBIC got W/RTT at twice the
+		// base RTT (63-105 Mbit/s of 400).
+		c.bwLo = math.Max(shareFloor*c.capacity(), math.Min(c.bwLo, c.bwLatest))
+	}
 	if c.recovering {
 		if c.congThisRound {
 			c.recovering = false

@@ -227,11 +227,10 @@ type Controller struct {
 	probeWaitDur   int64
 	downQ0         int64
 	compete        bool
-	shared         bool  // fair-share cap on (see fairShare)
-	sharedAt       int64 // last evidence of a loss-based competitor
-	capBkt         [capBuckets]float64
+	shared         bool                // fair-share cap on (see fairShare)
+	sharedAt       int64               // last evidence of a loss-based competitor
+	capBkt         [capBuckets]float64 // max BtlBw per capBucket while not shared (bytes/s)
 	capBktStart    int64
-	capBw          float64 // path capacity estimate, bytes/s: max BtlBw while not shared
 	downsUndrained int
 	queueArmed     bool
 	downVerify     int64 // DOWN: inflight drained at this time; waiting for the RTT samples
@@ -765,28 +764,12 @@ func (c *Controller) endRound(t int64) {
 		// A full drop-tail queue loses far more than the random rate while it is full.
 		atQueue := r.lostHiQ >= 3 && r.lostAtQueue() &&
 			float64(r.lostHiQ) > (c.lossBase+c.lossExcess)*float64(r.lostHiQ+r.ackedHiQ)
-		if verdict == congLoss && atQueue && c.pol == Fair && c.mode == ProbeBW &&
-			(c.compete || c.phase == Cruise || (c.phase == Down && c.phaseRounds >= 2)) {
-			// The queue overflowed while we were not probing (a probe's losses can still arrive
-			// in the first rounds of the DOWN that ended it): another flow filled it.
-			if !c.shared {
-				c.st.SharedEvents++
-			}
-			c.shared, c.sharedAt = true, t
+		if verdict == congLoss && atQueue {
+			c.noteOverflow(t)
 		}
 		c.onCongestion(t, verdict, atQueue)
 	}
-	c.trackCapacity(t)
-	if b := c.bw(); verdict < 0 && c.pol == Fair && c.mode == ProbeBW && c.phase == Cruise && Q > qh &&
-		c.bwLatest > 0 && c.bwLatest < shareTrack*(1-c.lossBase)*b && c.capacity() > 0 {
-		// A queue stood through the whole round while we delivered clearly less than we paced:
-		// part of what we send only lengthens a queue another flow shares (an RTT step delivers
-		// what we pace; a competitor's growth does not). Pace at what is delivered, down to half
-		// the capacity. Without this, with the delay signal disarmed by undrained DOWNs, a nearly
-		// full queue stood for 11 s in the lab while a window-limited CUBIC got W/RTT at twice the
-		// base RTT (63-105 Mbit/s of 400).
-		c.bwLo = math.Max(shareFloor*c.capacity(), math.Min(c.bwLo, c.bwLatest))
-	}
+	c.shareAfterRound(t, verdict < 0 && Q > qh)
 	if c.recovering {
 		if c.congThisRound {
 			c.recovering = false
@@ -804,33 +787,60 @@ func (c *Controller) endRound(t int64) {
 	c.rndMinRTT = math.MaxInt64
 }
 
-// trackCapacity keeps the capacity estimate behind the fair-share cap: the largest BtlBw of the
-// last capBuckets×capBucket of PROBE_BW while not sharing. While shared, the estimate is frozen:
-// BtlBw then measures our share, and learning from it would shrink the cap round after round.
-func (c *Controller) trackCapacity(t int64) {
+// noteOverflow records a loss verdict at an overflowing queue (see fairShare): when we were not
+// probing (a probe's losses can still arrive in the first rounds of the DOWN that ended it),
+// another flow filled the queue.
+func (c *Controller) noteOverflow(t int64) {
+	if c.pol != Fair || c.mode != ProbeBW ||
+		!(c.compete || c.phase == Cruise || (c.phase == Down && c.phaseRounds >= 2)) {
+		return
+	}
+	if !c.shared {
+		c.st.SharedEvents++
+	}
+	c.shared, c.sharedAt = true, t
+}
+
+// shareAfterRound runs the fair-share bookkeeping at the end of each round: it lifts the cap once
+// the evidence is shareHold old, keeps the capacity estimate, and, after an uncongested round in
+// which a queue stood throughout (standing), paces at the delivered rate if that is clearly less
+// than what we paced.
+func (c *Controller) shareAfterRound(t int64, standing bool) {
 	if c.shared && t-c.sharedAt > shareHold {
 		c.shared = false
 	}
-	if c.shared || c.mode != ProbeBW {
-		return
+	// The capacity estimate is the largest BtlBw of the last capBuckets×capBucket of PROBE_BW
+	// while not sharing. While shared it is frozen: BtlBw then measures our share, and learning
+	// from it would shrink the cap round after round.
+	if !c.shared && c.mode == ProbeBW {
+		if c.capBktStart == 0 || t-c.capBktStart >= capBucket {
+			copy(c.capBkt[1:], c.capBkt[:capBuckets-1])
+			c.capBkt[0], c.capBktStart = 0, t
+		}
+		c.capBkt[0] = math.Max(c.capBkt[0], c.btlbw)
 	}
-	if c.capBktStart == 0 || t-c.capBktStart >= capBucket {
-		copy(c.capBkt[1:], c.capBkt[:capBuckets-1])
-		c.capBkt[0], c.capBktStart = 0, t
-	}
-	c.capBkt[0] = math.Max(c.capBkt[0], c.btlbw)
-	c.capBw = 0
-	for _, b := range c.capBkt {
-		c.capBw = math.Max(c.capBw, b)
+	if capB := c.capacity(); standing && capB > 0 && c.pol == Fair && c.mode == ProbeBW && c.phase == Cruise &&
+		c.bwLatest > 0 && c.bwLatest < shareTrack*(1-c.lossBase)*c.bw() {
+		// Part of what we send only lengthens a queue another flow shares (an RTT step delivers
+		// what we pace; a competitor's growth does not). Pace at what is delivered, down to half
+		// the capacity. Without this, with the delay signal disarmed by undrained DOWNs, a nearly
+		// full queue stood for 11 s in the lab while a window-limited CUBIC got W/RTT at twice the
+		// base RTT (63-105 Mbit/s of 400).
+		c.bwLo = math.Max(shareFloor*capB, math.Min(c.bwLo, c.bwLatest))
 	}
 }
 
-// capacity is the estimate behind the fair-share cap, bytes/s (0: none, no cap).
+// capacity is the estimate behind the fair-share cap, bytes/s: the larger of the packet-train
+// estimate and the largest BtlBw in capBkt (0 without a train estimate: no cap).
 func (c *Controller) capacity() float64 {
 	if c.seedBw <= 0 {
 		return 0
 	}
-	return math.Max(c.capBw, c.seedBw)
+	b := c.seedBw
+	for _, v := range c.capBkt {
+		b = math.Max(b, v)
+	}
+	return b
 }
 
 // onCongestion applies a verdict of kind; atQueue says the round's losses came with an

@@ -148,13 +148,14 @@ func (p *Path) Close() {
 // a repeat counts as a replay.
 func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
 	rx.mu.Lock()
-	if l, ok := rx.win.Largest(); ok && seq > l+1 {
+	l, seen := rx.win.Largest()
+	if seen && seq > l+1 {
 		p.WarmFEC() // a gap: the peer may soon need parity, or send it
 	}
 	fresh := rx.win.Mark(seq)
 	if fresh {
 		rx.received++
-		if l, _ := rx.win.Largest(); l == seq {
+		if !seen || seq > l { // the new largest
 			rx.lastAt = now
 		}
 	}
@@ -299,10 +300,10 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				now = time.Now()
 			}
 			hb := p.handler.Load()
+			if hb != nil && len(rx.early) > 0 && (h.Type == wire.TypeData || h.Type == wire.TypeFeedback) {
+				p.replayEarly(i, rx, hb) // held datagrams first, in order
+			}
 			if h.Type == wire.TypeData && hb != nil && hb.sealed != nil {
-				if len(rx.early) > 0 {
-					p.replayEarly(i, rx, hb)
-				}
 				if taken, ok := hb.sealed.SealedData(i, h, b, now); taken {
 					if !ok {
 						p.AuthFailures.Add(1)
@@ -317,16 +318,11 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				p.AuthFailures.Add(1)
 				return
 			}
-			if h.Type == wire.TypeData || h.Type == wire.TypeFeedback {
-				if hb == nil {
-					// No engine yet (the peer's first data can beat the receiver's set-up by
-					// tens of milliseconds): hold the datagram, unacknowledged, until there is.
-					p.holdEarly(rx, h, pt, now)
-					return
-				}
-				if len(rx.early) > 0 {
-					p.replayEarly(i, rx, hb)
-				}
+			if hb == nil && (h.Type == wire.TypeData || h.Type == wire.TypeFeedback) {
+				// No engine yet (the peer's first data can beat the receiver's set-up by tens of
+				// milliseconds): hold the datagram, unacknowledged, until there is.
+				p.holdEarly(rx, h, pt, now)
+				return
 			}
 			if !p.mark(rx, h.Seq, now) {
 				return

@@ -45,6 +45,13 @@ func (b *rxBlock) claim(c int) bool {
 	return b.have[c/64].Or(bit)&bit == 0
 }
 
+// span returns where chunk c's n bytes lie in b.data, or false if c is not a chunk of b or n is
+// not its length (malformed: sealed by our peer, so a bug; ignored rather than corrupting).
+func (b *rxBlock) span(c, n int) (off int, ok bool) {
+	off = c * wire.ChunkSize
+	return off, c < b.nChunks && off+n == min(off+wire.ChunkSize, len(b.data))
+}
+
 // unclaim gives up a claim whose datagram failed authentication.
 func (b *rxBlock) unclaim(c int) { b.have[c/64].And(^(uint64(1) << (c % 64))) }
 
@@ -152,8 +159,12 @@ func (r *Receiver) SealedData(laneIdx int, h wire.Header, pkt []byte, _ time.Tim
 		return false, false
 	}
 	b := r.ring[f.Block%r.window].Load()
-	c, off := int(f.Chunk), int(f.Chunk)*wire.ChunkSize
-	if b == nil || b.id != f.Block || c >= b.nChunks || off+n != min(off+wire.ChunkSize, len(b.data)) || !b.claim(c) {
+	if b == nil || b.id != f.Block {
+		return false, false
+	}
+	c := int(f.Chunk)
+	off, ok := b.span(c, n)
+	if !ok || !b.claim(c) {
 		return false, false
 	}
 	dst := b.data[off : off+n]
@@ -208,9 +219,9 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 	c := int(f.Chunk)
 	switch f.Kind {
 	case wire.KindChunk:
-		off := c * wire.ChunkSize
-		if c >= b.nChunks || off+len(payload) != min(off+wire.ChunkSize, len(b.data)) {
-			return // malformed: sealed by our peer, so a bug; ignore rather than corrupt
+		off, ok := b.span(c, len(payload))
+		if !ok {
+			return
 		}
 		if !b.claim(c) {
 			cnt.duplicates.Add(1)

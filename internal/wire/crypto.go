@@ -103,7 +103,7 @@ func (c *Crypto) seal(aad []byte, h Header, payload []byte) []byte {
 }
 
 // Check parses pkt's clear header and checks that it belongs to this session; it does not
-// authenticate (see Open, OpenData, OpenDataInto).
+// authenticate (see OpenChecked and OpenDataInto).
 func (c *Crypto) Check(pkt []byte) (Header, error) {
 	h, err := ParseHeader(pkt)
 	if err != nil {

@@ -235,6 +235,9 @@ func summary(r *xfer.Result) {
 	if r.DatagramsSent > 0 && r.Retransmitted > 0 {
 		retx = fmt.Sprintf(", %d datagrams re-sent", r.Retransmitted)
 	}
+	if r.RxDropped > 0 {
+		retx += fmt.Sprintf(", %d dropped by full socket buffers", r.RxDropped)
+	}
 	if r.ParitySent > 0 || r.FECRebuilt > 0 {
 		retx += fmt.Sprintf(", %d parity, %d groups rebuilt by FEC", r.ParitySent, r.FECRebuilt)
 	}

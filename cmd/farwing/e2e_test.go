@@ -170,6 +170,7 @@ func TestLabPushPull(t *testing.T) {
 	if !strings.HasPrefix(peerPath, filepath.Join(e.srv.Home, ".cache", "farwing")+"/") {
 		t.Fatalf("peer installed at %s, want under the remote's ~/.cache/farwing", peerPath)
 	}
+	checkLanes(t, "push", push.res)
 	t.Logf("push: %.2f s, goodput %.1f Mbit/s, %v re-sent", push.res["seconds"], push.res["goodput_bps"].(float64)/1e6, push.res["retransmitted"])
 
 	back := filepath.Join(dir, "back.bin")
@@ -190,7 +191,43 @@ func TestLabPushPull(t *testing.T) {
 	if r, _ := pull.res["retransmitted"].(float64); r == 0 {
 		t.Fatalf("1%% loss but no retransmissions reported: %v", pull.res)
 	}
+	checkLanes(t, "pull", pull.res)
 	t.Logf("pull: %.2f s, goodput %.1f Mbit/s, %v re-sent", pull.res["seconds"], pull.res["goodput_bps"].(float64)/1e6, pull.res["retransmitted"])
+}
+
+// checkLanes checks the lane counters of a copy's --json: four lanes at each end, this end's
+// totals equal to datagrams_sent/received, the data going from the sending end's lanes to the
+// receiving end's, and rx_dropped the sum of both ends' kernel drops.
+func checkLanes(t *testing.T, what string, res map[string]any) {
+	t.Helper()
+	sum := func(key, field string) (n float64) {
+		ls, _ := res[key].([]any)
+		if len(ls) != 4 {
+			t.Fatalf("%s: %s has %d lanes, want 4: %v", what, key, len(ls), res[key])
+		}
+		for _, l := range ls {
+			v, ok := l.(map[string]any)[field].(float64)
+			if !ok {
+				t.Fatalf("%s: %s lane without %q: %v", what, key, field, l)
+			}
+			n += v
+		}
+		return n
+	}
+	if sum("lanes", "sent") != res["datagrams_sent"] || sum("lanes", "received") != res["datagrams_received"] {
+		t.Fatalf("%s: lanes %v do not add up to datagrams_sent %v / datagrams_received %v", what, res["lanes"], res["datagrams_sent"], res["datagrams_received"])
+	}
+	if sum("lanes", "rx_dropped")+sum("peer_lanes", "rx_dropped") != res["rx_dropped"] {
+		t.Fatalf("%s: rx_dropped %v is not the sum of the lanes' %v %v", what, res["rx_dropped"], res["lanes"], res["peer_lanes"])
+	}
+	from, to := "lanes", "peer_lanes" // push: this end sends the data
+	if what == "pull" {
+		from, to = to, from
+	}
+	sent, got := sum(from, "sent"), sum(to, "received")
+	if got < 32<<20/1500 || got > sent || sum(to, "sent") >= sent {
+		t.Fatalf("%s: the sending end's lanes sent %v datagrams, the receiving end's got %v and sent %v", what, sent, got, sum(to, "sent"))
+	}
 }
 
 // TestLabDestinations checks scp's destination rules through real ssh: an existing directory as

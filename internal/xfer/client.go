@@ -62,6 +62,10 @@ type Result struct {
 	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
 	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
 	AuthFailures  uint64             `json:"auth_failures"`
+	Duplicates    uint64             `json:"duplicates"` // data datagrams the receiver already had (a loss declared too early)
+	RxDropped     uint64             `json:"rx_dropped"` // datagrams the kernel dropped at either end, socket receive buffer full
+	Lanes         []LaneReport       `json:"lanes"`      // this end's lanes
+	PeerLanes     []LaneReport       `json:"peer_lanes"` // the remote end's lanes (empty if it did not report them)
 	RTTms         float64            `json:"rtt_ms"`
 	RateBps       float64            `json:"rate_bps"`
 	CC            *RateStats         `json:"cc,omitempty"`
@@ -262,6 +266,8 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	res.TailSeconds = side.tailSeconds()
 	if ps := side.peerStats; ps != nil {
 		res.FECRebuilt, res.FECRepaired, res.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
+		res.Duplicates = ps.Duplicates
+		res.setPeerLanes(ps.Lanes)
 	}
 	res.setWireRatio()
 	return res, nil
@@ -328,8 +334,19 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		res.ProbeBps = ps.ProbeBps
 	}
 	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
+	res.Duplicates = side.receiver.Duplicates
+	if ps := side.peerStats; ps != nil {
+		res.setPeerLanes(ps.Lanes)
+	}
 	res.setWireRatio()
 	return res, nil
+}
+
+func (r *Result) setPeerLanes(ls []LaneReport) {
+	r.PeerLanes = ls
+	for _, l := range ls {
+		r.RxDropped += l.RxDropped
+	}
 }
 
 func (r *Result) setWireRatio() {
@@ -346,9 +363,11 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 	if r.DataSeconds > 0 {
 		r.GoodputBps = float64(r.Bytes) * 8 / r.DataSeconds
 	}
-	for _, ls := range c.path.LaneStats() {
-		r.DatagramsSent += ls.SentDatagrams
-		r.DatagramsRecv += ls.RecvDatagrams
+	r.Lanes = laneReports(c.path)
+	for _, l := range r.Lanes {
+		r.DatagramsSent += l.Sent
+		r.DatagramsRecv += l.Received
+		r.RxDropped += l.RxDropped
 	}
 	r.AuthFailures = c.path.AuthFailures.Load()
 	r.RTTms = float64(c.rtt) / 1e6

@@ -81,6 +81,16 @@ type PeerStats struct {
 	FECRebuilt  uint64 `json:"fec_rebuilt,omitempty"`  // groups rebuilt from the parity sent with them
 	FECRepaired uint64 `json:"fec_repaired,omitempty"` // groups rebuilt with repair parity
 	FECChunks   uint64 `json:"fec_chunks,omitempty"`   // chunks rebuilt
+	Duplicates  uint64 `json:"duplicates,omitempty"`   // data datagrams that brought nothing new (receiver)
+
+	Lanes []LaneReport `json:"lanes,omitempty"` // this end's lane counters, lane by lane
+}
+
+// LaneReport is one lane's socket counters at one end, as printed in --json.
+type LaneReport struct {
+	Sent      uint64 `json:"sent"`       // datagrams
+	Received  uint64 `json:"received"`   // datagrams
+	RxDropped uint64 `json:"rx_dropped"` // datagrams the kernel dropped because the socket's receive buffer was full (SO_RXQ_OVFL)
 }
 
 // RateStats is the rate controller's summary, as printed in --json.

@@ -187,7 +187,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
 		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
-		ProbeBps: res.sender.ProbeBps}
+		ProbeBps: res.sender.ProbeBps, Lanes: laneReports(path)}
 	ctl.Send(Msg{T: "bye", Stats: &st})
 	return res, nil
 }
@@ -249,7 +249,8 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		return res, err
 	}
 	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
-		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks}
+		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
+		Duplicates: res.receiver.Duplicates, Lanes: laneReports(path)}
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {
 		return res, err
 	}
@@ -262,4 +263,13 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 	}
 	return res, nil
+}
+
+// laneReports reads path's lane counters.
+func laneReports(path *session.Path) []LaneReport {
+	var r []LaneReport
+	for _, ls := range path.LaneStats() {
+		r = append(r, LaneReport{Sent: ls.SentDatagrams, Received: ls.RecvDatagrams, RxDropped: ls.RxDropped})
+	}
+	return r
 }

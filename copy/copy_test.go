@@ -318,3 +318,36 @@ func TestWriterDirectIO(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolReuse checks that the pool hands out the most recently returned buffer first, allocates
+// only when none is free, and lets no more than n buffers out at once.
+func TestPoolReuse(t *testing.T) {
+	ctx := context.Background()
+	p := NewPool(3)
+	a, _ := p.Get(ctx)
+	b, _ := p.Get(ctx)
+	if len(a) != BlockSize || len(b) != BlockSize || &a[0] == &b[0] {
+		t.Fatal("two Gets returned the same or short buffers")
+	}
+	p.Put(a)
+	p.Put(b)
+	if c, _ := p.Get(ctx); &c[0] != &b[0] {
+		t.Fatal("Get did not return the most recently returned buffer")
+	} else if d, _ := p.Get(ctx); &d[0] != &a[0] {
+		t.Fatal("Get allocated while a returned buffer was free")
+	} else {
+		e, _ := p.Get(ctx) // the third buffer: allocated now
+		if &e[0] == &c[0] || &e[0] == &d[0] {
+			t.Fatal("third buffer aliases another")
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := p.Get(cctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a fourth Get with all three out returned %v, want context.Canceled", err)
+		}
+		p.Put(e[:10])
+		if f, _ := p.Get(ctx); len(f) != BlockSize || &f[0] != &e[0] {
+			t.Fatal("a buffer returned short did not come back whole")
+		}
+	}
+}

@@ -26,13 +26,20 @@ type Block struct {
 
 // Pool is a bounded set of block buffers: taking blocks beyond its size waits, which is how both
 // ends keep memory proportional to the window rather than to the file.
-type Pool struct{ free chan []byte }
+type Pool struct {
+	tokens chan struct{} // one per buffer that may exist; taken by Get, returned by Put
+	mu     sync.Mutex
+	free   [][]byte // returned buffers, most recent last
+}
 
-// NewPool makes a pool of n BlockSize buffers (allocated lazily).
+// NewPool makes a pool of at most n BlockSize buffers, allocated as they are first needed.
+// Get hands out the most recently returned buffer first, which is likely still in the CPU's
+// cache, and allocates only when none is free: a transfer that keeps a few blocks in flight
+// touches a few MiB, not n.
 func NewPool(n int) *Pool {
-	p := &Pool{free: make(chan []byte, n)}
-	for i := 0; i < n; i++ {
-		p.free <- nil
+	p := &Pool{tokens: make(chan struct{}, n)}
+	for range n {
+		p.tokens <- struct{}{}
 	}
 	return p
 }
@@ -40,18 +47,29 @@ func NewPool(n int) *Pool {
 // Get waits for a buffer.
 func (p *Pool) Get(ctx context.Context) ([]byte, error) {
 	select {
-	case b := <-p.free:
-		if b == nil {
-			b = make([]byte, BlockSize)
-		}
-		return b[:BlockSize], nil
+	case <-p.tokens:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	p.mu.Lock()
+	var b []byte
+	if k := len(p.free); k > 0 {
+		b, p.free = p.free[k-1], p.free[:k-1]
+	}
+	p.mu.Unlock()
+	if b == nil {
+		b = make([]byte, BlockSize)
+	}
+	return b[:BlockSize], nil
 }
 
 // Put returns a buffer.
-func (p *Pool) Put(b []byte) { p.free <- b[:cap(b)] }
+func (p *Pool) Put(b []byte) {
+	p.mu.Lock()
+	p.free = append(p.free, b[:cap(b)])
+	p.mu.Unlock()
+	p.tokens <- struct{}{}
+}
 
 // Opener opens the i-th file of a plan for reading.
 type Opener func(i int) (io.ReaderAt, io.Closer, error)

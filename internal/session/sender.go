@@ -279,6 +279,10 @@ type Progress struct {
 // Progress returns the latest snapshot (nil before the first).
 func (s *Sender) Progress() *Progress { return s.progress.Load() }
 
+// readAhead is how many blocks with chunks never sent the sender holds: enough for several
+// milliseconds at 10 Gbit/s between two turns of its loop.
+const readAhead = 8
+
 // ErrNoFeedback is returned when the receiver stays silent for longer than SenderConfig.Idle.
 var ErrNoFeedback = errors.New("no acknowledgements from the receiver")
 
@@ -308,8 +312,11 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	lastFB := time.Now()
 	var lastDbg time.Time
 	for {
-		// Take blocks from the reader while the receiver's window allows.
-		for !s.inDone && len(s.blocks) < int(s.window)+1 {
+		// Take blocks from the reader while the receiver's window allows, and only a few ahead
+		// of what is being sent: a block is sealed soon after it was read and hashed, while its
+		// bytes are still in the CPU's cache (and the reader's pool recycles a few MiB instead of
+		// touching the whole window).
+		for !s.inDone && len(s.blocks) < int(s.window)+1 && len(s.sendable) < readAhead {
 			select {
 			case b, ok := <-in:
 				if !ok {
@@ -855,6 +862,9 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 				break
 			}
 			s.stats.LostByTime++
+			if debug && s.stats.LostByTime%500 == 1 {
+				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f\n", i, q, l.largest, l.next, float64(tnow-p.at)/1e6, float64(rtt)/1e6, float64(s.srtt)/1e6, q < l.largest, float64(tnow)/1e9)
+			}
 			s.lose(now, i, q, p)
 		}
 		s.advance(l)

@@ -203,6 +203,7 @@ type Sender struct {
 	cursor, window uint32
 	srtt, rttvar   time.Duration
 	latestRTT      time.Duration // the newest sample
+	reportAt       [2]int64      // arrival of the newest feedback and of the one before (ns since start)
 	minRTT         time.Duration
 	fbCh           chan []byte
 	ackedBytes     atomic.Int64
@@ -685,6 +686,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 	}
 	s.stats.Feedback++
 	s.stats.LastAckAt = now
+	s.reportAt = [2]int64{int64(now.Sub(s.start)), s.reportAt[0]}
 	s.cc.OnFeedback(now)
 	if s.fb.Cursor > s.cursor {
 		s.cursor = s.fb.Cursor
@@ -838,15 +840,20 @@ func (s *Sender) advance(l *laneTx) {
 // Behind the newest datagram the receiver reported on the lane, a gap that the packet threshold
 // has not settled is lost after 9/8 of a round trip: lanes do not reorder, so a later arrival
 // already says it is gone. Beyond it, at the tail of a lane where nothing later can tell, only
-// once acknowledgements have stopped for well over a round trip. Both measure the round trip as
-// the larger of srtt and the newest sample: while a queue builds (STARTUP) each datagram's round
-// trip is longer than the last, and a threshold of srtt plus a margin declared thousands of
-// datagrams lost that were still in the queue.
+// once reports have kept coming for well over a round trip after it was sent: two feedback
+// datagrams must have arrived after that time. A receiver that stops reporting (descheduled for
+// tens of milliseconds on a busy machine, which on loopback happened in most 2 GiB copies) has
+// not lost what it has not yet read; counting from the clock alone declared thousands of such
+// datagrams lost, all of them duplicates when re-sent. Both rules measure the round trip as the
+// larger of srtt and the newest sample: while a queue builds (STARTUP) each datagram's round trip
+// is longer than the last, and a threshold of srtt plus a margin declared thousands of datagrams
+// lost that were still in the queue.
 func (s *Sender) detectTimeLoss(now time.Time) {
 	rtt := max(s.srtt, s.latestRTT)
 	behind := int64(rtt + rtt/8 + time.Millisecond)
 	tail := int64(rtt + rtt/4 + max(4*s.rttvar, 20*time.Millisecond) + 20*time.Millisecond)
 	tnow := int64(now.Sub(s.start))
+	reported := s.reportAt[1] // the older of the two newest reports
 	for i := range s.lanes {
 		l := &s.lanes[i]
 		if l.lowest == 0 {
@@ -858,7 +865,11 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 				continue
 			}
 			// Send times grow with q: the first datagram that is not yet lost ends the scan.
-			if age := tnow - p.at; age <= behind || (q > l.largest && age <= tail) {
+			if q > l.largest {
+				if reported-p.at <= tail {
+					break
+				}
+			} else if tnow-p.at <= behind {
 				break
 			}
 			s.stats.LostByTime++

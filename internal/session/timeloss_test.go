@@ -77,19 +77,34 @@ func TestTimeLossBehindNewest(t *testing.T) {
 	}
 }
 
-// At the tail of a lane nothing later can report a gap: lost only after well over a round trip
-// without acknowledgements (1.25 round trips + max(4 rttvar, 20 ms) + 20 ms).
+// At the tail of a lane nothing later can report a gap: lost only once reports have kept coming
+// for well over a round trip (1.25 round trips + max(4 rttvar, 20 ms) + 20 ms) after it was sent,
+// and never while the receiver is silent.
 func TestTimeLossTail(t *testing.T) {
 	s := timeLossSender(5, 100*time.Millisecond)
 	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
 	l := &s.lanes[0]
 	l.ring[1].state = stAcked
 	l.largest = 1
-	s.detectTimeLoss(s.start.Add(165 * time.Millisecond)) // datagram 2 is 163 ms old: 165 needed
+	report := func(ms int) { s.reportAt = [2]int64{int64(ms) * 1e6, s.reportAt[0]} }
+	report(150)
+	report(160)
+	s.detectTimeLoss(s.start.Add(time.Second)) // a second later, but no report since 160 ms
 	if got := inflight(s); s.stats.LostByTime != 0 || len(got) != 4 {
-		t.Fatalf("before the tail threshold: LostByTime %d, in flight %v; want 0 and [2 3 4 5]", s.stats.LostByTime, got)
+		t.Fatalf("receiver silent: LostByTime %d, in flight %v; want 0 and [2 3 4 5]", s.stats.LostByTime, got)
 	}
-	s.detectTimeLoss(s.start.Add(169 * time.Millisecond)) // 2: 167, 3: 166, 4: 165 (not over), 5: 164
+	report(168) // one report after datagram 2's deadline (2 + 165 ms) is not enough
+	s.detectTimeLoss(s.start.Add(168 * time.Millisecond))
+	if got := inflight(s); s.stats.LostByTime != 0 || len(got) != 4 {
+		t.Fatalf("one report after the deadline: LostByTime %d, in flight %v; want 0 and [2 3 4 5]", s.stats.LostByTime, got)
+	}
+	report(169) // two: the older one (168 ms) is 166 ms after 2 was sent, 165 after 3
+	s.detectTimeLoss(s.start.Add(169 * time.Millisecond))
+	if got := inflight(s); s.stats.LostByTime != 1 || len(got) != 3 || got[0] != 3 {
+		t.Fatalf("LostByTime %d, in flight %v; want 1 and [3 4 5]", s.stats.LostByTime, got)
+	}
+	report(175) // older report 169 ms: 3 (166) is lost, 4 (165) is not over
+	s.detectTimeLoss(s.start.Add(175 * time.Millisecond))
 	if got := inflight(s); s.stats.LostByTime != 2 || len(got) != 2 || got[0] != 4 {
 		t.Fatalf("LostByTime %d, in flight %v; want 2 and [4 5]", s.stats.LostByTime, got)
 	}

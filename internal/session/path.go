@@ -396,8 +396,7 @@ func beUint64(b []byte) uint64 {
 // a lane's sequence numbers, the sender's first loss, a parity datagram) or when fixed FEC sends
 // parity from the start. Warming only on the first loss cost 1-3 s of data phase on the 140 ms
 // lab path at 0.1-1 % loss (the first rebuild, ~20 ms after the first gap, waited on the tables
-// while its lane's socket buffer overflowed), and even loopback copies mostly lose datagrams to
-// full socket buffers, so the 0.1 s is spent up front.
+// while its lane's socket buffer overflowed), so the 0.1 s is spent up front.
 func (p *Path) WarmFEC() {
 	if !p.fecWarm.Load() && p.fecWarm.CompareAndSwap(false, true) {
 		go fec.Warm()

@@ -166,7 +166,8 @@ type Sender struct {
 	pacer *lane.Pacer
 	cc    *cc.Controller
 	lanes [Lanes]laneTx
-	rr    int
+	rr    int // the lane being filled
+	rrN   int // datagrams framed on it in a row
 	// sendErr is the first error of a lane sealer; kick wakes the loop when a batch is free again
 	// after transmit found none (starved).
 	sendErr atomic.Pointer[error]
@@ -522,6 +523,11 @@ func (s *Sender) queued(r chunkRef) (*txBlock, int, int, bool) {
 
 const maxBatch = 128
 
+// laneRun is how many datagrams in a row go to one lane before the next: about one GSO
+// super-packet (64 KiB of full-size datagrams), so that a burst leaves as a few large sends rather
+// than as a small one on every lane, and the receiving lanes wake once per super-packet.
+const laneRun = 44
+
 // sendQuantum is the least credit, in time at the pacing rate, that transmit waits for before it
 // frames anything (or one datagram, whichever is more). The loop wakes on every feedback datagram
 // and sealer, often tens of microseconds apart; framing whatever those few microseconds earned
@@ -590,7 +596,9 @@ func (s *Sender) transmit(now time.Time) error {
 			l.work <- l.cur // never blocks: a lane has batchesPerLane batches in all
 			l.cur = nil
 		}
-		s.rr = (s.rr + 1) % Lanes
+		if s.rrN++; s.rrN >= laneRun {
+			s.rr, s.rrN = (s.rr+1)%Lanes, 0
+		}
 		sent = true
 	}
 	if sent && s.stats.FirstDataAt.IsZero() {

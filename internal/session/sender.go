@@ -393,6 +393,10 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		if now.Sub(s.lastProgress) >= 200*time.Millisecond {
 			s.lastProgress = now
 			st := s.cc.Stats()
+			if debug {
+				fmt.Fprintf(os.Stderr, "cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d\n", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
+					st.PacingRate/1e9, st.BtlBw/1e9, st.BwLo/1e9, st.SRTT, st.QueueDelay, st.Inflight, s.inflightCap(), s.ackedBytes.Load()>>20, st.CongestionEvents)
+			}
 			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
 				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared, Retransmitted: s.stats.Retransmitted,
 				Parity: s.stats.Parity})

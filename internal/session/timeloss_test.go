@@ -1,6 +1,7 @@
 package session
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -126,5 +127,20 @@ func TestWarmFECOnFirstGap(t *testing.T) {
 	p.mark(&rx, 102, now)
 	if !p.fecWarm.Load() {
 		t.Fatal("FEC tables not warmed after a gap (101 missing)")
+	}
+}
+
+// The tables are built ahead of any loss on every path but loopback.
+func TestWarmFECEarlyNotOnLoopback(t *testing.T) {
+	for _, c := range []struct {
+		peer string
+		warm bool
+	}{{"127.0.0.1:9", false}, {"[::1]:9", false}, {"[::ffff:127.0.0.1]:9", false}, {"198.18.0.2:9", true}, {"[2001:db8::1]:9", true}} {
+		var p Path
+		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
+		p.warmEarly()
+		if p.fecWarm.Load() != c.warm {
+			t.Errorf("peer %s: tables built early %v, want %v", c.peer, p.fecWarm.Load(), c.warm)
+		}
 	}
 }

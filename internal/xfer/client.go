@@ -50,6 +50,7 @@ type Result struct {
 	DatagramsRecv uint64             `json:"datagrams_received"`
 	Retransmitted uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
 	Lost          uint64             `json:"lost,omitempty"`
+	LostByTime    uint64             `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
 	WireBytes     uint64             `json:"wire_bytes,omitempty"`
 	WireRatio     float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
 	FEC           string             `json:"fec"`                  // the mode: off, auto or K+M
@@ -259,6 +260,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	o.logf("receiver confirmed every file")
 	res.fill(side, c, plan)
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
+	res.LostByTime = side.sender.LostByTime
 	res.CC = rateStats(side.sender)
 	res.ProbeBps = side.sender.ProbeBps
 	res.ParitySent, res.RepairParity, res.RepairGroups = side.sender.Parity, side.sender.RepairParity, side.sender.RepairGroups
@@ -326,6 +328,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res.fill(side, c, plan)
 	if ps := side.peerStats; ps != nil {
 		res.Retransmitted, res.Lost, res.WireBytes, res.CC = ps.Retransmitted, ps.Lost, ps.WireBytes, ps.CC
+		res.LostByTime = ps.LostByTime
 		if res.CC != nil && res.CC.SRTTms > 0 {
 			res.RTTms = res.CC.SRTTms
 		}

@@ -65,6 +65,7 @@ type PeerStats struct {
 	Datagrams     uint64     `json:"datagrams"`
 	Retransmitted uint64     `json:"retransmitted,omitempty"`
 	Lost          uint64     `json:"lost,omitempty"`
+	LostByTime    uint64     `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
 	WireBytes     uint64     `json:"wire_bytes,omitempty"`
 	AuthFailures  uint64     `json:"auth_failures"`
 	Seconds       float64    `json:"seconds"`
@@ -102,7 +103,8 @@ type RateStats struct {
 	RandomLoss       float64 `json:"random_loss"` // measured random-loss rate (fraction): loss of congestion-free rounds
 	LossBase         float64 `json:"loss_base"`   // the same from low-rate rounds only (the controller's baseline)
 	CongestionEvents uint64  `json:"congestion_events"`
-	SharedEvents     uint64  `json:"shared_events"` // times the fair-share cap went on (a loss-based flow filled the queue)
+	SharedEvents     uint64  `json:"shared_events"`   // times the fair-share cap went on (a loss-based flow filled the queue)
+	SpuriousLosses   uint64  `json:"spurious_losses"` // datagrams declared lost that were acknowledged afterwards
 	Mode             string  `json:"mode"`
 }
 

@@ -183,7 +183,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		return res, err
 	}
-	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost,
+	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost, LostByTime: res.sender.LostByTime,
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
 		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
@@ -195,7 +195,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
-		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, Mode: c.Mode.String()}
+		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, Mode: c.Mode.String()}
 }
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.

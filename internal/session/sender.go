@@ -67,7 +67,10 @@ const sentRing = 1 << 17 // per-lane record of datagrams in flight
 
 // sentPkt records one datagram in flight, indexed by its lane sequence number.
 type sentPkt struct {
-	at    int64 // send time, ns since the sender's start
+	// at is the send time in ns since the sender's start: when the loop framed the datagram, then
+	// (atomically, by the lane's sealer) when it was handed to the kernel, which on a busy machine
+	// can be tens of milliseconds later. Read it with atomic.LoadInt64.
+	at    int64
 	block uint32
 	chunk uint16
 	size  uint16 // bytes on the wire (IP)
@@ -87,6 +90,7 @@ type laneTx struct {
 	lowest  uint64        // lowest sequence number that may still be in flight
 	next    uint64        // last sequence number used
 	largest uint64        // highest acknowledged
+	sent    atomic.Uint64 // highest handed to the kernel (by the sealer)
 	cur     *txBatch      // being filled by the sender loop
 	free    chan *txBatch // empty batches
 	work    chan *txBatch // filled batches, in sequence order, for the lane's sealer
@@ -640,6 +644,15 @@ func (s *Sender) sealLoop(i int) {
 			err = fmt.Errorf("send on lane %d: %w", i, err)
 			s.sendErr.CompareAndSwap(nil, &err)
 		}
+		// The datagrams' clocks start now, not when they were framed: loss detection and RTT
+		// samples must not count the time a batch waited for this goroutine.
+		at := int64(time.Since(s.start))
+		for k := range bt.n {
+			atomic.StoreInt64(&l.ring[bt.seqs[k]%sentRing].at, at)
+		}
+		if bt.n > 0 {
+			l.sent.Store(bt.seqs[bt.n-1])
+		}
 		bt.n = 0
 		l.free <- bt
 		if s.starved.Load() && s.starved.Swap(false) {
@@ -747,7 +760,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		if la.Largest > l.largest {
 			// RTT sample from the newest datagram, less the receiver's hold time.
 			if p := &l.ring[la.Largest%sentRing]; p.state == stInflight || p.state == stLost {
-				rtt = time.Duration(tnow-p.at) - time.Duration(la.AckDelay)*time.Microsecond
+				rtt = time.Duration(tnow-atomic.LoadInt64(&p.at)) - time.Duration(la.AckDelay)*time.Microsecond
 				if rtt > 0 {
 					s.rttSample(rtt)
 				}
@@ -850,7 +863,7 @@ func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 	if gr.done {
 		return // the receiver rebuilds the group: nothing to re-send
 	}
-	if gr.repaired && p.at < gr.lastRepair {
+	if gr.repaired && atomic.LoadInt64(&p.at) < gr.lastRepair {
 		gr.urgent = true // counted on when the last repair was sized
 	}
 	if !gr.queued {
@@ -899,17 +912,19 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 			if p.state != stInflight {
 				continue
 			}
-			// Send times grow with q: the first datagram that is not yet lost ends the scan.
+			// Send times grow with q: the first datagram that is not yet lost ends the scan, and
+			// so does the first one still waiting for the lane's sealer.
+			at := atomic.LoadInt64(&p.at)
 			if q > l.largest {
-				if reported-p.at <= tail {
+				if q > l.sent.Load() || reported-at <= tail {
 					break
 				}
-			} else if tnow-p.at <= behind {
+			} else if tnow-at <= behind {
 				break
 			}
 			s.stats.LostByTime++
 			if debug && s.stats.LostByTime%500 == 1 {
-				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f\n", i, q, l.largest, l.next, float64(tnow-p.at)/1e6, float64(rtt)/1e6, float64(s.srtt)/1e6, q < l.largest, float64(tnow)/1e9)
+				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f\n", i, q, l.largest, l.next, float64(tnow-at)/1e6, float64(rtt)/1e6, float64(s.srtt)/1e6, q < l.largest, float64(tnow)/1e9)
 			}
 			s.lose(now, i, q, p)
 		}

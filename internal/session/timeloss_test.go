@@ -16,6 +16,7 @@ func timeLossSender(n int, srtt time.Duration) *Sender {
 	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: srtt}, s.start)
 	l := &s.lanes[0]
 	l.lowest, l.next = 1, uint64(n)
+	l.sent.Store(uint64(n))
 	for q := 1; q <= n; q++ {
 		l.ring[q%sentRing] = sentPkt{at: int64(time.Duration(q) * time.Millisecond), block: 1 << 30, size: 1500, state: stInflight}
 	}
@@ -142,5 +143,20 @@ func TestWarmFECEarlyNotOnLoopback(t *testing.T) {
 		if p.fecWarm.Load() != c.warm {
 			t.Errorf("peer %s: tables built early %v, want %v", c.peer, p.fecWarm.Load(), c.warm)
 		}
+	}
+}
+
+// A datagram still waiting for its lane's sealer is not lost, however long ago it was framed.
+func TestTimeLossNotYetSent(t *testing.T) {
+	s := timeLossSender(5, 100*time.Millisecond)
+	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
+	l := &s.lanes[0]
+	l.ring[1].state = stAcked
+	l.largest = 1
+	l.sent.Store(2) // 3, 4 and 5 wait in a batch
+	s.reportAt = [2]int64{int64(time.Second), int64(time.Second)}
+	s.detectTimeLoss(s.start.Add(time.Second))
+	if got := inflight(s); s.stats.LostByTime != 1 || len(got) != 3 || got[0] != 3 {
+		t.Fatalf("LostByTime %d, in flight %v; want 1 (datagram 2) and [3 4 5]", s.stats.LostByTime, got)
 	}
 }

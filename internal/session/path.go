@@ -82,6 +82,7 @@ type laneRx struct {
 	win      wire.SeqWindow
 	lastAt   time.Time // when Largest arrived
 	received uint64
+	late     uint64 // datagrams that arrived after a later one of the lane (reordered or re-sent)
 
 	// Datagrams that came before the engine was attached, held (by the lane's goroutine only)
 	// and handed over once it is.
@@ -157,6 +158,8 @@ func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
 		rx.received++
 		if !seen || seq > l { // the new largest
 			rx.lastAt = now
+		} else {
+			rx.late++
 		}
 	}
 	rx.mu.Unlock()
@@ -270,6 +273,18 @@ func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
 	buf := make([]byte, 0, wire.HeaderLen+len(pt)+wire.TagLen)
 	pkt := p.Seal(buf, t, i, p.NextSeq(i), pt)
 	return p.Send(i, [][]byte{pkt})
+}
+
+// Late returns, per lane, how many datagrams arrived after a later one of their lane: reordered
+// on the way (a re-sent datagram has a new, higher sequence number, so it does not count).
+func (p *Path) Late() [Lanes]uint64 {
+	var n [Lanes]uint64
+	for i := range p.rx {
+		p.rx[i].mu.Lock()
+		n[i] = p.rx[i].late
+		p.rx[i].mu.Unlock()
+	}
+	return n
 }
 
 // LaneStats returns the counters of every lane.

@@ -924,7 +924,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 			}
 			s.stats.LostByTime++
 			if debug && s.stats.LostByTime%500 == 1 {
-				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f\n", i, q, l.largest, l.next, float64(tnow-at)/1e6, float64(rtt)/1e6, float64(s.srtt)/1e6, q < l.largest, float64(tnow)/1e9)
+				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d sent=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f reports %.2f/%.2f ms ago\n", i, q, l.largest, l.next, l.sent.Load(), float64(tnow-at)/1e6, float64(rtt)/1e6, float64(s.srtt)/1e6, q < l.largest, float64(tnow)/1e9, float64(tnow-s.reportAt[0])/1e6, float64(tnow-s.reportAt[1])/1e6)
 			}
 			s.lose(now, i, q, p)
 		}

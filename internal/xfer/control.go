@@ -92,6 +92,7 @@ type LaneReport struct {
 	Sent      uint64 `json:"sent"`       // datagrams
 	Received  uint64 `json:"received"`   // datagrams
 	RxDropped uint64 `json:"rx_dropped"` // datagrams the kernel dropped because the socket's receive buffer was full (SO_RXQ_OVFL)
+	Late      uint64 `json:"late"`       // datagrams that arrived after a later one of the lane (reordered on the way)
 }
 
 // RateStats is the rate controller's summary, as printed in --json.

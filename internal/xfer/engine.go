@@ -268,8 +268,9 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 // laneReports reads path's lane counters.
 func laneReports(path *session.Path) []LaneReport {
 	var r []LaneReport
-	for _, ls := range path.LaneStats() {
-		r = append(r, LaneReport{Sent: ls.SentDatagrams, Received: ls.RecvDatagrams, RxDropped: ls.RxDropped})
+	late := path.Late()
+	for i, ls := range path.LaneStats() {
+		r = append(r, LaneReport{Sent: ls.SentDatagrams, Received: ls.RecvDatagrams, RxDropped: ls.RxDropped, Late: late[i]})
 	}
 	return r
 }

@@ -104,5 +104,8 @@ func (c *Conn) SetRxTimestamps(on bool) error { return nil }
 // RxTime returns the zero time: this platform's Recv takes no kernel timestamps.
 func (c *Conn) RxTime() time.Time { return time.Time{} }
 
+// Pending reports whether a datagram waits unread; not known on this platform (false).
+func (c *Conn) Pending() bool { return false }
+
 // Close closes the socket; a blocked Recv returns net.ErrClosed.
 func (c *Conn) Close() error { return c.uc.Close() }

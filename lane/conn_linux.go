@@ -569,6 +569,15 @@ func (c *Conn) SetRxTimestamps(on bool) error {
 	return serr
 }
 
+// Pending reports whether a datagram waits in the socket's receive queue, unread.
+func (c *Conn) Pending() bool {
+	n := 0
+	_ = c.rc.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	})
+	return n > 0
+}
+
 // RxTime is the kernel's receive time of the datagram being handed to Recv's fn (valid only
 // during that call), or the zero time when timestamps are off or the kernel gave none. The
 // segments of one GRO super-packet share one time.

@@ -460,3 +460,28 @@ func TestRxTimestamps(t *testing.T) {
 		t.Fatalf("receive time %v with timestamps off", at)
 	}
 }
+
+// TestPending: a datagram waiting unread shows, and stops showing once read.
+func TestPending(t *testing.T) {
+	rx := listen(t, "127.0.0.1:0", Options{Buffer: 1 << 20})
+	tx := listen(t, "127.0.0.1:0", Options{Buffer: 1 << 20})
+	if rx.Pending() {
+		t.Fatal("an empty socket has a datagram pending")
+	}
+	if err := tx.Send(rx.LocalAddr(), [][]byte{[]byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !rx.Pending() {
+		if time.Now().After(deadline) {
+			t.Fatal("the datagram sent never showed as pending")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n, err := rx.Recv(time.Now().Add(time.Second), func([]byte, netip.AddrPort) {}); n != 1 || err != nil {
+		t.Fatalf("Recv: %d, %v", n, err)
+	}
+	if rx.Pending() {
+		t.Fatal("still pending after it was read")
+	}
+}

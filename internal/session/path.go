@@ -84,6 +84,9 @@ type laneRx struct {
 	received uint64
 	late     uint64 // datagrams that arrived after a later one of the lane (reordered or re-sent)
 
+	ran     atomic.Int64 // when the lane's goroutine last came back from a receive call (UnixNano)
+	inBatch atomic.Bool  // it is handling the datagrams of a receive call
+
 	// Datagrams that came before the engine was attached, held (by the lane's goroutine only)
 	// and handed over once it is.
 	early      []earlyDatagram
@@ -275,6 +278,20 @@ func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
 	return p.Send(i, [][]byte{pkt})
 }
 
+// Stalled reports whether some lane's goroutine has not come back from a receive call for longer
+// than after although it has datagrams to handle, in the middle of a batch or waiting unread in
+// its socket: it is runnable but not running, or held up in a handler. The receiver's feedback
+// would then report those datagrams as missing.
+func (p *Path) Stalled(now time.Time, after time.Duration) bool {
+	for i := range p.rx {
+		rx := &p.rx[i]
+		if ran := rx.ran.Load(); ran != 0 && now.UnixNano()-ran > int64(after) && (rx.inBatch.Load() || p.conns[i].Pending()) {
+			return true
+		}
+	}
+	return false
+}
+
 // Late returns, per lane, how many datagrams arrived after a later one of their lane: reordered
 // on the way (a re-sent datagram has a new, higher sequence number, so it does not count).
 func (p *Path) Late() [Lanes]uint64 {
@@ -313,6 +330,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			}
 			if now.IsZero() {
 				now = time.Now()
+				rx.inBatch.Store(true)
 			}
 			hb := p.handler.Load()
 			if hb != nil && len(rx.early) > 0 && (h.Type == wire.TypeData || h.Type == wire.TypeFeedback) {
@@ -387,6 +405,8 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				p.replayEarly(i, rx, hb)
 			}
 		}
+		rx.ran.Store(time.Now().UnixNano())
+		rx.inBatch.Store(false)
 		if err != nil && !errors.Is(err, lane.ErrTimeout) {
 			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
 				return

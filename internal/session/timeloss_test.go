@@ -160,3 +160,34 @@ func TestTimeLossNotYetSent(t *testing.T) {
 		t.Fatalf("LostByTime %d, in flight %v; want 1 (datagram 2) and [3 4 5]", s.stats.LostByTime, got)
 	}
 }
+
+// Stalled: a lane whose goroutine has not come back from a receive call for a while counts as
+// stalled only if it has datagrams to handle (here: in the middle of a batch; lane's
+// TestPending covers the unread socket).
+func TestStalledLane(t *testing.T) {
+	key := make([]byte, wire.KeyLen)
+	c, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
+	p, err := Open("127.0.0.1:0", c, true, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close() // the lanes' goroutines stop: the test sets their marks
+	now := time.Now()
+	rx := &p.rx[0]
+	rx.ran.Store(now.UnixNano())
+	rx.inBatch.Store(true)
+	if p.Stalled(now, 10*time.Millisecond) {
+		t.Fatal("a lane that has just run counts as stalled")
+	}
+	rx.ran.Store(now.Add(-50 * time.Millisecond).UnixNano())
+	if !p.Stalled(now, 10*time.Millisecond) {
+		t.Fatal("a lane 50 ms into a batch does not count as stalled")
+	}
+	if p.Stalled(now, 100*time.Millisecond) {
+		t.Fatal("stalled before the threshold")
+	}
+	rx.inBatch.Store(false)
+	if p.Stalled(now, 10*time.Millisecond) {
+		t.Fatal("an idle lane (nothing to read) counts as stalled")
+	}
+}

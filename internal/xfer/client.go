@@ -63,10 +63,11 @@ type Result struct {
 	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
 	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
 	AuthFailures  uint64             `json:"auth_failures"`
-	Duplicates    uint64             `json:"duplicates"` // data datagrams the receiver already had (a loss declared too early)
-	RxDropped     uint64             `json:"rx_dropped"` // datagrams the kernel dropped at either end, socket receive buffer full
-	Lanes         []LaneReport       `json:"lanes"`      // this end's lanes
-	PeerLanes     []LaneReport       `json:"peer_lanes"` // the remote end's lanes (empty if it did not report them)
+	Duplicates    uint64             `json:"duplicates"`    // data datagrams the receiver already had (a loss declared too early)
+	FeedbackHeld  uint64             `json:"feedback_held"` // times the receiver held its feedback back for a stalled lane
+	RxDropped     uint64             `json:"rx_dropped"`    // datagrams the kernel dropped at either end, socket receive buffer full
+	Lanes         []LaneReport       `json:"lanes"`         // this end's lanes
+	PeerLanes     []LaneReport       `json:"peer_lanes"`    // the remote end's lanes (empty if it did not report them)
 	RTTms         float64            `json:"rtt_ms"`
 	RateBps       float64            `json:"rate_bps"`
 	CC            *RateStats         `json:"cc,omitempty"`
@@ -268,7 +269,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	res.TailSeconds = side.tailSeconds()
 	if ps := side.peerStats; ps != nil {
 		res.FECRebuilt, res.FECRepaired, res.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
-		res.Duplicates = ps.Duplicates
+		res.Duplicates, res.FeedbackHeld = ps.Duplicates, ps.Held
 		res.setPeerLanes(ps.Lanes)
 	}
 	res.setWireRatio()
@@ -337,7 +338,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		res.ProbeBps = ps.ProbeBps
 	}
 	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
-	res.Duplicates = side.receiver.Duplicates
+	res.Duplicates, res.FeedbackHeld = side.receiver.Duplicates, side.receiver.Held
 	if ps := side.peerStats; ps != nil {
 		res.setPeerLanes(ps.Lanes)
 	}

@@ -79,10 +79,11 @@ type PeerStats struct {
 	TailSeconds  float64 `json:"tail_seconds,omitempty"`  // last new data datagram to the verdict
 	ProbeBps     float64 `json:"probe_bps,omitempty"`     // packet-train estimate the sender's STARTUP was seeded with
 	// FEC, receiver side ("done")
-	FECRebuilt  uint64 `json:"fec_rebuilt,omitempty"`  // groups rebuilt from the parity sent with them
-	FECRepaired uint64 `json:"fec_repaired,omitempty"` // groups rebuilt with repair parity
-	FECChunks   uint64 `json:"fec_chunks,omitempty"`   // chunks rebuilt
-	Duplicates  uint64 `json:"duplicates,omitempty"`   // data datagrams that brought nothing new (receiver)
+	FECRebuilt  uint64 `json:"fec_rebuilt,omitempty"`   // groups rebuilt from the parity sent with them
+	FECRepaired uint64 `json:"fec_repaired,omitempty"`  // groups rebuilt with repair parity
+	FECChunks   uint64 `json:"fec_chunks,omitempty"`    // chunks rebuilt
+	Duplicates  uint64 `json:"duplicates,omitempty"`    // data datagrams that brought nothing new (receiver)
+	Held        uint64 `json:"feedback_held,omitempty"` // times feedback waited for a stalled lane (receiver)
 
 	Lanes []LaneReport `json:"lanes,omitempty"` // this end's lane counters, lane by lane
 }

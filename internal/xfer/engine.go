@@ -250,7 +250,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	}
 	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
-		Duplicates: res.receiver.Duplicates, Lanes: laneReports(path)}
+		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {
 		return res, err
 	}

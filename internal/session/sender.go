@@ -210,7 +210,7 @@ type Sender struct {
 	cursor, window uint32
 	srtt, rttvar   time.Duration
 	latestRTT      time.Duration // the newest sample
-	reportAt       [2]int64      // arrival of the newest feedback and of the one before (ns since start)
+	reportAt       [2]int64      // arrival of the newest feedback report and of the one before (ns since start; noteReport)
 	minRTT         time.Duration
 	fbCh           chan []byte
 	ackedBytes     atomic.Int64
@@ -734,7 +734,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 	}
 	s.stats.Feedback++
 	s.stats.LastAckAt = now
-	s.reportAt = [2]int64{int64(now.Sub(s.start)), s.reportAt[0]}
+	s.noteReport(int64(now.Sub(s.start)))
 	s.cc.OnFeedback(now)
 	if s.fb.Cursor > s.cursor {
 		s.cursor = s.fb.Cursor
@@ -789,6 +789,16 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		}
 		s.advance(l)
 	}
+}
+
+// noteReport records the arrival of a feedback report at t (ns since start) for the tail rule.
+// The receiver sends each report twice, on two lanes, back to back: a copy that arrives within
+// half a feedback interval of the newest is the same report.
+func (s *Sender) noteReport(t int64) {
+	if s.reportAt[0] != 0 && t-s.reportAt[0] < int64(FeedbackInterval/2) {
+		return
+	}
+	s.reportAt = [2]int64{t, s.reportAt[0]}
 }
 
 func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.Duration) {

@@ -88,27 +88,29 @@ func TestTimeLossTail(t *testing.T) {
 	l := &s.lanes[0]
 	l.ring[1].state = stAcked
 	l.largest = 1
-	report := func(ms int) { s.reportAt = [2]int64{int64(ms) * 1e6, s.reportAt[0]} }
+	report := func(ms int) { s.noteReport(int64(ms) * 1e6) }
 	report(150)
 	report(160)
+	s.noteReport(160*1e6 + 100e3)              // the same report's second copy, 0.1 ms later
 	s.detectTimeLoss(s.start.Add(time.Second)) // a second later, but no report since 160 ms
 	if got := inflight(s); s.stats.LostByTime != 0 || len(got) != 4 {
 		t.Fatalf("receiver silent: LostByTime %d, in flight %v; want 0 and [2 3 4 5]", s.stats.LostByTime, got)
 	}
-	report(168) // one report after datagram 2's deadline (2 + 165 ms) is not enough
+	report(168)                   // one report after datagram 2's deadline (2 + 165 ms) is not enough
+	s.noteReport(168*1e6 + 100e3) // nor its second copy
 	s.detectTimeLoss(s.start.Add(168 * time.Millisecond))
 	if got := inflight(s); s.stats.LostByTime != 0 || len(got) != 4 {
 		t.Fatalf("one report after the deadline: LostByTime %d, in flight %v; want 0 and [2 3 4 5]", s.stats.LostByTime, got)
 	}
-	report(169) // two: the older one (168 ms) is 166 ms after 2 was sent, 165 after 3
-	s.detectTimeLoss(s.start.Add(169 * time.Millisecond))
+	report(171) // two: the older one (168 ms) is 166 ms after 2 was sent, 165 after 3
+	s.detectTimeLoss(s.start.Add(171 * time.Millisecond))
 	if got := inflight(s); s.stats.LostByTime != 1 || len(got) != 3 || got[0] != 3 {
 		t.Fatalf("LostByTime %d, in flight %v; want 1 and [3 4 5]", s.stats.LostByTime, got)
 	}
-	report(175) // older report 169 ms: 3 (166) is lost, 4 (165) is not over
-	s.detectTimeLoss(s.start.Add(175 * time.Millisecond))
-	if got := inflight(s); s.stats.LostByTime != 2 || len(got) != 2 || got[0] != 4 {
-		t.Fatalf("LostByTime %d, in flight %v; want 2 and [4 5]", s.stats.LostByTime, got)
+	report(174) // older report 171 ms: 3, 4 and 5 (168, 167, 166 ms) are lost
+	s.detectTimeLoss(s.start.Add(174 * time.Millisecond))
+	if got := inflight(s); s.stats.LostByTime != 4 || len(got) != 0 {
+		t.Fatalf("LostByTime %d, in flight %v; want 4 and none", s.stats.LostByTime, got)
 	}
 }
 

@@ -90,6 +90,7 @@ type laneTx struct {
 	lowest  uint64        // lowest sequence number that may still be in flight
 	next    uint64        // last sequence number used
 	largest uint64        // highest acknowledged
+	rtt     time.Duration // the newest RTT sample from this lane
 	sent    atomic.Uint64 // highest handed to the kernel (by the sealer)
 	cur     *txBatch      // being filled by the sender loop
 	free    chan *txBatch // empty batches
@@ -763,6 +764,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 				rtt = time.Duration(tnow-atomic.LoadInt64(&p.at)) - time.Duration(la.AckDelay)*time.Microsecond
 				if rtt > 0 {
 					s.rttSample(rtt)
+					l.rtt = rtt
 				}
 			}
 			l.largest = la.Largest
@@ -903,13 +905,10 @@ func (s *Sender) advance(l *laneTx) {
 // tens of milliseconds on a busy machine, which on loopback happened in most 2 GiB copies) has
 // not lost what it has not yet read; counting from the clock alone declared thousands of such
 // datagrams lost, all of them duplicates when re-sent. Both rules measure the round trip as the
-// larger of srtt and the newest sample: while a queue builds (STARTUP) each datagram's round trip
-// is longer than the last, and a threshold of srtt plus a margin declared thousands of datagrams
-// lost that were still in the queue.
+// largest of srtt, the newest sample and the lane's newest sample: while a queue builds (STARTUP)
+// each datagram's round trip is longer than the last, and a threshold of srtt plus a margin
+// declared thousands of datagrams lost that were still in the queue.
 func (s *Sender) detectTimeLoss(now time.Time) {
-	rtt := max(s.srtt, s.latestRTT)
-	behind := int64(rtt + rtt/8 + time.Millisecond)
-	tail := int64(rtt + rtt/4 + max(4*s.rttvar, 20*time.Millisecond) + 20*time.Millisecond)
 	tnow := int64(now.Sub(s.start))
 	reported := s.reportAt[1] // the older of the two newest reports
 	for i := range s.lanes {
@@ -917,6 +916,11 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 		if l.lowest == 0 {
 			continue
 		}
+		// The lane's own newest sample counts too: a receiving lane that falls behind the others
+		// shows it in its round trips first.
+		rtt := max(s.srtt, s.latestRTT, l.rtt)
+		behind := int64(rtt + rtt/8 + time.Millisecond)
+		tail := int64(rtt + rtt/4 + max(4*s.rttvar, 20*time.Millisecond) + 20*time.Millisecond)
 		for q := l.lowest; q <= l.next; q++ {
 			p := &l.ring[q%sentRing]
 			if p.state != stInflight {

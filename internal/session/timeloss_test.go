@@ -193,3 +193,25 @@ func TestStalledLane(t *testing.T) {
 		t.Fatal("an idle lane (nothing to read) counts as stalled")
 	}
 }
+
+// A lane whose own newest round trip is longer (its receiving goroutine falls behind) gets the
+// longer threshold.
+func TestTimeLossLaneRTT(t *testing.T) {
+	s := timeLossSender(5, 100*time.Millisecond)
+	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
+	l := &s.lanes[0]
+	l.ring[1].state = stAcked
+	l.largest = 1
+	l.rtt = 200 * time.Millisecond // tail: 250 + 20 + 20 ms
+	s.noteReport(int64(280 * time.Millisecond))
+	s.noteReport(int64(290 * time.Millisecond))
+	s.detectTimeLoss(s.start.Add(290 * time.Millisecond)) // datagram 2: 278 ms, not over 290
+	if s.stats.LostByTime != 0 {
+		t.Fatalf("LostByTime %d at 278 ms with the lane's 200 ms round trip; want 0", s.stats.LostByTime)
+	}
+	l.rtt = 0 // with only the path's 100 ms: over 165 ms
+	s.detectTimeLoss(s.start.Add(290 * time.Millisecond))
+	if s.stats.LostByTime == 0 {
+		t.Fatal("nothing lost 278 ms after sending on a 100 ms path")
+	}
+}

@@ -58,7 +58,7 @@ type Options struct {
 type Stats struct {
 	SentDatagrams, SentBytes uint64
 	RecvDatagrams, RecvBytes uint64
-	RxDropped                uint64 // kernel receive-queue drops (SO_RXQ_OVFL)
+	RxDropped                uint64 // kernel receive-queue drops (SO_RXQ_OVFL): skbs, so with GRO one may be a super-packet
 
 	RxTruncated  uint64 // datagrams dropped because they did not fit the receive buffer (MSG_TRUNC)
 	GSOFallbacks uint64 // sends that failed with GSO and were resent without it (then GSO stays off)

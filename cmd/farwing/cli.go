@@ -236,7 +236,7 @@ func summary(r *xfer.Result) {
 		retx = fmt.Sprintf(", %d datagrams re-sent", r.Retransmitted)
 	}
 	if r.RxDropped > 0 {
-		retx += fmt.Sprintf(", %d dropped by full socket buffers", r.RxDropped)
+		retx += fmt.Sprintf(", %d receive-buffer overflows", r.RxDropped)
 	}
 	if r.ParitySent > 0 || r.FECRebuilt > 0 {
 		retx += fmt.Sprintf(", %d parity, %d groups rebuilt by FEC", r.ParitySent, r.FECRebuilt)

@@ -65,7 +65,7 @@ type Result struct {
 	AuthFailures  uint64             `json:"auth_failures"`
 	Duplicates    uint64             `json:"duplicates"`    // data datagrams the receiver already had (a loss declared too early)
 	FeedbackHeld  uint64             `json:"feedback_held"` // times the receiver held its feedback back for a stalled lane
-	RxDropped     uint64             `json:"rx_dropped"`    // datagrams the kernel dropped at either end, socket receive buffer full
+	RxDropped     uint64             `json:"rx_dropped"`    // receive-buffer overflows at either end (SO_RXQ_OVFL: with GRO one may be a super-packet of many datagrams)
 	Lanes         []LaneReport       `json:"lanes"`         // this end's lanes
 	PeerLanes     []LaneReport       `json:"peer_lanes"`    // the remote end's lanes (empty if it did not report them)
 	RTTms         float64            `json:"rtt_ms"`

@@ -92,7 +92,7 @@ type PeerStats struct {
 type LaneReport struct {
 	Sent      uint64 `json:"sent"`       // datagrams
 	Received  uint64 `json:"received"`   // datagrams
-	RxDropped uint64 `json:"rx_dropped"` // datagrams the kernel dropped because the socket's receive buffer was full (SO_RXQ_OVFL)
+	RxDropped uint64 `json:"rx_dropped"` // receive-buffer overflows the kernel counted (SO_RXQ_OVFL); with GRO one can be a coalesced super-packet of up to ~44 datagrams
 	Late      uint64 `json:"late"`       // datagrams that arrived after a later one of the lane (reordered on the way)
 }
 

@@ -108,8 +108,9 @@ type txBatch struct {
 	bufs [maxBatch][]byte
 	seqs [maxBatch]uint64
 	pay  [maxBatch][]byte   // payloads
-	blk  [maxBatch]*txBlock // the block whose memory pay[k] is (referenced until sealed)
-	pkts [][]byte           // sealed datagrams, for Send
+	refs [maxBatch]*txBlock // blocks whose memory payloads lie in: one reference each until sealed
+	nref int
+	pkts [][]byte // sealed datagrams, for Send
 }
 
 // batchesPerLane bounds the sealed-but-unsent data per lane (with maxBatch 128: 4 × 184 KiB).
@@ -119,7 +120,7 @@ type txBlock struct {
 	id      uint32
 	data    []byte
 	buf     []byte       // pooled buffer to return
-	refs    atomic.Int32 // 1 until released, +1 per chunk waiting in a batch to be sealed
+	refs    atomic.Int32 // 1 until released, +1 per batch holding chunks of it to be sealed
 	hash    [32]byte
 	nChunks int
 	next    int // next chunk never sent (nChunks = the hash)
@@ -635,12 +636,13 @@ func (s *Sender) sealLoop(i int) {
 		bt.pkts = bt.pkts[:0]
 		for k := range bt.n {
 			bt.pkts = append(bt.pkts, s.path.SealData(bt.bufs[k], i, bt.seqs[k], bt.pay[k]))
-			if b := bt.blk[k]; b != nil {
-				b.unref(s.pool)
-				bt.blk[k] = nil
-			}
 			bt.pay[k] = nil
 		}
+		for k := range bt.nref {
+			bt.refs[k].unref(s.pool)
+			bt.refs[k] = nil
+		}
+		bt.nref = 0
 		if err := s.path.Send(i, bt.pkts); err != nil && !isTransient(err) {
 			err = fmt.Errorf("send on lane %d: %w", i, err)
 			s.sendErr.CompareAndSwap(nil, &err)
@@ -703,8 +705,13 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	default:
 		off := c * wire.ChunkSize
 		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
-		b.refs.Add(1) // sealed from the block's memory by the lane's sealer
-		bt.blk[k] = b
+		if bt.nref == 0 || bt.refs[bt.nref-1] != b {
+			// Sealed from the block's memory by the lane's sealer: one reference per run of the
+			// block's chunks in the batch, not an atomic shared with the sealer per datagram.
+			b.refs.Add(1)
+			bt.refs[bt.nref] = b
+			bt.nref++
+		}
 		if b.k > 0 {
 			gr = &b.groups[c/b.k]
 			f.FecK, f.FecM, f.FecIdx = gr.k, gr.m, uint16(c%b.k)

@@ -23,6 +23,17 @@ func timeLossSender(n int, srtt time.Duration) *Sender {
 	return s
 }
 
+// tailSender is a sender on a 100 ms path (rttvar 2 ms) whose lane 0 has datagram 1
+// acknowledged and 2…5 (sent at 2…5 ms) at its tail, unacknowledged.
+func tailSender() (*Sender, *laneTx) {
+	s := timeLossSender(5, 100*time.Millisecond)
+	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
+	l := &s.lanes[0]
+	l.ring[1].state = stAcked
+	l.largest = 1
+	return s, l
+}
+
 // inflight lists the datagrams still in flight on the lane (lost and acknowledged ones behind
 // the lowest in flight are freed as soon as detectTimeLoss has passed them).
 func inflight(s *Sender) (q []uint64) {
@@ -83,11 +94,7 @@ func TestTimeLossBehindNewest(t *testing.T) {
 // for well over a round trip (1.25 round trips + max(4 rttvar, 20 ms) + 20 ms) after it was sent,
 // and never while the receiver is silent.
 func TestTimeLossTail(t *testing.T) {
-	s := timeLossSender(5, 100*time.Millisecond)
-	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
-	l := &s.lanes[0]
-	l.ring[1].state = stAcked
-	l.largest = 1
+	s, _ := tailSender()
 	report := func(ms int) { s.noteReport(int64(ms) * 1e6) }
 	report(150)
 	report(160)
@@ -150,11 +157,7 @@ func TestWarmFECEarlyNotOnLoopback(t *testing.T) {
 
 // A datagram still waiting for its lane's sealer is not lost, however long ago it was framed.
 func TestTimeLossNotYetSent(t *testing.T) {
-	s := timeLossSender(5, 100*time.Millisecond)
-	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
-	l := &s.lanes[0]
-	l.ring[1].state = stAcked
-	l.largest = 1
+	s, l := tailSender()
 	l.sent.Store(2) // 3, 4 and 5 wait in a batch
 	s.reportAt = [2]int64{int64(time.Second), int64(time.Second)}
 	s.detectTimeLoss(s.start.Add(time.Second))
@@ -197,11 +200,7 @@ func TestStalledLane(t *testing.T) {
 // A lane whose own newest round trip is longer (its receiving goroutine falls behind) gets the
 // longer threshold.
 func TestTimeLossLaneRTT(t *testing.T) {
-	s := timeLossSender(5, 100*time.Millisecond)
-	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
-	l := &s.lanes[0]
-	l.ring[1].state = stAcked
-	l.largest = 1
+	s, l := tailSender()
 	l.rtt = 200 * time.Millisecond // tail: 250 + 20 + 20 ms
 	s.noteReport(int64(280 * time.Millisecond))
 	s.noteReport(int64(290 * time.Millisecond))

@@ -336,12 +336,10 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		res.ParitySent, res.RepairParity, res.RepairGroups, res.TailSeconds = ps.Parity, ps.RepairParity, ps.RepairGroups, ps.TailSeconds
 		res.FECGroups = ps.Groups
 		res.ProbeBps = ps.ProbeBps
+		res.setPeerLanes(ps.Lanes)
 	}
 	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
 	res.Duplicates, res.FeedbackHeld = side.receiver.Duplicates, side.receiver.Held
-	if ps := side.peerStats; ps != nil {
-		res.setPeerLanes(ps.Lanes)
-	}
 	res.setWireRatio()
 	return res, nil
 }

@@ -2,6 +2,7 @@ package copy
 
 import (
 	"crypto/rand"
+	mrand "math/rand/v2"
 	"testing"
 
 	"github.com/zeebo/blake3"
@@ -45,5 +46,33 @@ func TestBlockDigestOffset(t *testing.T) {
 	}
 	if !s1.Matches(s1.Digest()) {
 		t.Fatal("Matches")
+	}
+}
+
+// TestBlockHasher checks that hashing a block piece by piece, in any order, gives Plan.Sum.
+func TestBlockHasher(t *testing.T) {
+	data := make([]byte, 3*BlockSize)
+	rand.Read(data)
+	for _, size := range []int{1, 1024, 1025, PieceSize - 1, PieceSize, PieceSize + 1, 5*PieceSize + 100,
+		BlockSize - 1, BlockSize, 2*BlockSize + 3*PieceSize + 1, 3 * BlockSize} {
+		plan, err := NewPlan([]File{{Name: "x", Size: 7}, {Name: "y", Size: int64(size)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, nb := plan.FileBlocks(1)
+		var h BlockHasher
+		for k := first; k < first+nb; k++ {
+			_, off, n := plan.Locate(k)
+			blk := data[off : off+int64(n)]
+			h.Reset(plan, k, n)
+			np := Pieces(n)
+			for _, i := range mrand.Perm(np) {
+				h.Piece(i, blk[i*PieceSize:min((i+1)*PieceSize, n)])
+			}
+			got, want := h.Sum(), plan.Sum(k, blk)
+			if got.Digest() != want.Digest() {
+				t.Fatalf("size %d block %d (%d pieces): piecewise digest differs", size, k, np)
+			}
+		}
 	}
 }

@@ -37,6 +37,12 @@ type rxBlock struct {
 	sum      fcopy.BlockSum
 	ok       bool
 	complete bool // guarded by Receiver.mu
+	// pieceLeft counts, per piece of the block (copy.PieceSize), the chunks overlapping it not
+	// yet placed; whoever places the last one hashes the piece into hasher while its bytes are
+	// still in that CPU's cache, before counting the chunk in (so the block completes after all
+	// its pieces are hashed).
+	pieceLeft []atomic.Int32
+	hasher    fcopy.BlockHasher
 }
 
 // claim marks chunk c as received and reports whether it was new.
@@ -73,6 +79,30 @@ func (b *rxBlock) allPlaced(lo, hi int) bool {
 		c += n
 	}
 	return true
+}
+
+// initPieces sets up pieceLeft and hasher for a block of n > 0 bytes.
+func (b *rxBlock) initPieces(plan *fcopy.Plan, n int) {
+	b.hasher.Reset(plan, b.id, n)
+	b.pieceLeft = make([]atomic.Int32, fcopy.Pieces(n))
+	for p := range b.pieceLeft {
+		lo := p * fcopy.PieceSize
+		hi := min(lo+fcopy.PieceSize, n) - 1
+		b.pieceLeft[p].Store(int32(hi/wire.ChunkSize - lo/wire.ChunkSize + 1))
+	}
+}
+
+// hashPieces counts chunk c, whose bytes have just been placed, in the pieces it overlaps and
+// hashes those it completes.
+func (b *rxBlock) hashPieces(c int) {
+	off := c * wire.ChunkSize
+	end := off + b.chunkLen(c)
+	for p := off / fcopy.PieceSize; p <= (end-1)/fcopy.PieceSize; p++ {
+		if b.pieceLeft[p].Add(-1) == 0 {
+			lo := p * fcopy.PieceSize
+			b.hasher.Piece(p, b.data[lo:min(lo+fcopy.PieceSize, len(b.data))])
+		}
+	}
 }
 
 // chunkLen is the length of data chunk c.
@@ -183,6 +213,7 @@ func (r *Receiver) SealedData(laneIdx int, h wire.Header, pkt []byte, _ time.Tim
 // its FEC group.
 func (r *Receiver) placeChunk(b *rxBlock, f wire.DataFrame, c int, payload []byte) {
 	b.markPlaced(c)
+	b.hashPieces(c)
 	// Dekker-style with addParity: placed is set before fec is checked, and addParity marks a
 	// group open before it reads placed, so the group gets this chunk from one side or both.
 	if f.FecK != 0 {
@@ -282,16 +313,27 @@ func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
 		return b
 	}
 	n := r.plan.BlockLen(id)
-	b := &rxBlock{id: id, nChunks: chunksIn(n)}
-	b.have = make([]atomic.Uint64, (b.nChunks+1+63)/64)
-	b.placed = make([]atomic.Uint64, (b.nChunks+63)/64)
+	var data []byte
 	if k := len(r.free); k > 0 {
-		b.data = r.free[k-1][:n]
+		data = r.free[k-1][:n]
 		r.free = r.free[:k-1]
 	} else {
-		b.data = make([]byte, n, fcopy.BlockSize)
+		data = make([]byte, n, fcopy.BlockSize)
 	}
+	b := newRxBlock(r.plan, id, data)
 	r.ring[id%r.window].Store(b)
+	return b
+}
+
+// newRxBlock returns block id of plan, to be assembled in data (its length).
+func newRxBlock(plan *fcopy.Plan, id uint32, data []byte) *rxBlock {
+	n := len(data)
+	b := &rxBlock{id: id, data: data, nChunks: chunksIn(n)}
+	b.have = make([]atomic.Uint64, (b.nChunks+1+63)/64)
+	b.placed = make([]atomic.Uint64, (b.nChunks+63)/64)
+	if n > 0 {
+		b.initPieces(plan, n)
+	}
 	return b
 }
 
@@ -319,7 +361,11 @@ func (r *Receiver) verifyLoop(ctx context.Context) {
 	for {
 		select {
 		case b := <-r.verify:
-			b.sum = r.plan.Sum(b.id, b.data)
+			if b.pieceLeft != nil {
+				b.sum = b.hasher.Sum() // every piece was hashed as it was placed
+			} else {
+				b.sum = r.plan.Sum(b.id, b.data)
+			}
 			b.ok = b.sum.Matches(b.hash)
 			b.checked.Unlock()
 		case <-ctx.Done():

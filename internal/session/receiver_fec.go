@@ -147,6 +147,7 @@ func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) i
 			copy(b.data[c*wire.ChunkSize:], d)
 			fx.built[c/64].Or(bit64(c))
 			b.markPlaced(c)
+			b.hashPieces(c)
 			placed++
 		}
 		break

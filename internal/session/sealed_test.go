@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"crypto/rand"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,8 +23,7 @@ func TestSealedDataIntoBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewReceiver(&Path{crypto: server}, plan, nil, 4)
-	b := &rxBlock{id: 0, data: make([]byte, 3*wire.ChunkSize), nChunks: 3,
-		have: make([]atomic.Uint64, 1), placed: make([]atomic.Uint64, 1)}
+	b := newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize))
 	r.ring[0].Store(b)
 
 	file := make([]byte, 3*wire.ChunkSize)

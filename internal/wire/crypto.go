@@ -1,12 +1,13 @@
 package wire
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/farwing/farwing/internal/aesgcm"
 )
 
 // KeyLen is the session key size (AES-256).
@@ -25,7 +26,7 @@ var ErrAuth = errors.New("wire: datagram failed authentication")
 
 // Crypto seals outgoing and opens incoming datagrams of one session. The nonce is
 // direction ‖ lane ‖ 0 ‖ 0 ‖ seq, so it is unique as long as each lane's sequence number never
-// repeats in a direction. Safe for concurrent use (cipher.AEAD from crypto/aes is).
+// repeats in a direction. Safe for concurrent use (the AEAD keeps no state between calls).
 type Crypto struct {
 	aead       cipher.AEAD
 	send, recv Direction
@@ -37,11 +38,7 @@ func NewCrypto(key []byte, connID uint32, send Direction) (*Crypto, error) {
 	if len(key) != KeyLen {
 		return nil, fmt.Errorf("wire: session key is %d bytes, want %d", len(key), KeyLen)
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := aesgcm.New(key)
 	if err != nil {
 		return nil, err
 	}

@@ -128,10 +128,13 @@ type ReceiverStats struct {
 	Held        uint64 // times feedback was held back for a stalled lane
 }
 
-// laneCounters are one lane goroutine's counters, on their own cache line.
+// laneCounters are one lane goroutine's counters. Each lane's are alone on their cache lines
+// (the stride is 128 bytes and Receiver.counts is padded before): sharing a line with the next
+// lane's, or with base and deliver, which every datagram reads, made the increment per datagram
+// three quarters of Receiver.SealedData's time on loopback.
 type laneCounters struct {
 	datagrams, duplicates, outside, parity, late atomic.Uint64
-	_                                            [24]byte
+	_                                            [128 - 5*8]byte
 }
 
 // Receiver reassembles blocks from data datagrams, hands them in order to a copy.Writer and
@@ -148,6 +151,7 @@ type Receiver struct {
 	base    atomic.Uint32 // blocks below base are written; memory is held for [base, base+window)
 	deliver atomic.Uint32 // next block to hand to the writer
 	ring    []atomic.Pointer[rxBlock]
+	_       [128]byte
 	counts  [Lanes]laneCounters
 
 	mu      sync.Mutex // block allocation, delivery, the free list

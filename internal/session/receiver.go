@@ -10,6 +10,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/prefetch"
 	"github.com/farwing/farwing/internal/wire"
 )
 
@@ -211,6 +212,27 @@ func (r *Receiver) SealedData(laneIdx int, h wire.Header, pkt []byte, _ time.Tim
 	r.counts[laneIdx%Lanes].datagrams.Add(1)
 	r.placeChunk(b, f, c, dst)
 	return true, true
+}
+
+// Prefetch implements SealedDataHandler: it asks for the cache lines of the block memory a new
+// chunk in pkt would be decrypted into. pkt is not authenticated yet; a forged one only costs
+// a prefetch.
+func (r *Receiver) Prefetch(pkt []byte) {
+	if len(pkt) < wire.DataAADLen+wire.TagLen || wire.Type(pkt[1]) != wire.TypeData {
+		return
+	}
+	f, _, err := wire.ParseDataFrame(pkt[wire.HeaderLen:wire.DataAADLen])
+	if err != nil || f.Kind != wire.KindChunk || f.Block < r.deliver.Load() || f.Block >= r.base.Load()+r.window {
+		return
+	}
+	b := r.ring[f.Block%r.window].Load()
+	if b == nil || b.id != f.Block {
+		return
+	}
+	n := wire.DataPayloadLen(pkt)
+	if off, ok := b.span(int(f.Chunk), n); ok {
+		prefetch.ForWrite(b.data[off : off+n])
+	}
 }
 
 // placeChunk records chunk c of b as placed (its bytes, payload, are in b.data) and hands it to

@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package prefetch
+
+func forWrite(p *byte, n int) {}

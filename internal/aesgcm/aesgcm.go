@@ -48,12 +48,18 @@ func New(key []byte) (cipher.AEAD, error) {
 // Accelerated reports whether New returns this package's VAES implementation.
 func Accelerated() bool { return haveVAES && os.Getenv("FARWING_VAES") != "0" }
 
-// gcmKey is what the assembly reads: the AES-256 round keys, then the powers H^16 … H^1 of the
-// hash key (see pow), then zero blocks, so that a group of r < 16 blocks reads its powers
-// H^r … H^1 from &hp[16-r] with 64-byte loads and gets zeros past its end.
+// maxAggregated is the most blocks (associated data, ciphertext and lengths, each padded) that
+// the assembly hashes with one power of H per block and a single reduction: a datagram is at
+// most ~95. Longer messages are hashed 16 blocks per step.
+const maxAggregated = 128
+
+// gcmKey is what the assembly reads: the AES-256 round keys, then the powers
+// H^maxAggregated … H^1 of the hash key (see pow), then zero blocks, so that a run of r blocks
+// ending a message reads its powers H^r … H^1 from &hp[maxAggregated-r] with 64-byte loads and
+// gets zeros past its end.
 type gcmKey struct {
 	rk [15][16]byte
-	hp [32][16]byte
+	hp [maxAggregated + 16][16]byte
 }
 
 type vaesGCM struct{ k gcmKey }
@@ -69,8 +75,8 @@ func newVAES(key []byte) (*vaesGCM, error) {
 	block.Encrypt(h[:], h[:])
 	hh, hl := binary.BigEndian.Uint64(h[:8]), binary.BigEndian.Uint64(h[8:])
 	ph, pl := hh, hl // H^1
-	for i := 1; i <= 16; i++ {
-		g.k.hp[16-i] = pow(ph, pl)
+	for i := 1; i <= maxAggregated; i++ {
+		g.k.hp[maxAggregated-i] = pow(ph, pl)
 		ph, pl = gfMul(ph, pl, hh, hl)
 	}
 	return g, nil

@@ -2,6 +2,8 @@
 
 #include "textflag.h"
 
+#define maxAggregated 128 // aesgcm.go
+
 // AES-256-GCM with VAES and VPCLMULQDQ on 512-bit registers: 16 blocks (256 bytes) per group,
 // four blocks per register. The last group of a message, or of its associated data, is loaded
 // and stored with byte masks (AVX-512BW), so there is no separate tail code.
@@ -112,8 +114,8 @@ TEXT ·expandKey256(SB), NOSPLIT, $0-16
 	BZHIQ R13, R15, R15 \
 	KMOVQ R15, k
 
-// GROUP prepares a group of CX bytes (1 to 256): masks K1-K4, and in R14 the address of the
-// powers H^r … H^1 for its r = ceil(CX/16) blocks. BX holds &hp[0].
+// GROUP prepares a Horner group of CX bytes (1 to 256): masks K1-K4, and in R14 the address of
+// the powers H^r … H^1 for its r = ceil(CX/16) blocks. BX holds the address of H^16.
 #define GROUP \
 	BYTEMASK(0, K1) \
 	BYTEMASK(64, K2) \
@@ -135,21 +137,9 @@ TEXT ·expandKey256(SB), NOSPLIT, $0-16
 	VPXORD t2, Z9, Z9 \
 	VPTERNLOGD $0x96, t1, t3, Z10
 
-// GHASH folds the group in Z4-Z7 (message byte order, zero past its end) into X13, with the
-// powers at R14. Clobbers Z0-Z11.
-#define GHASH \
-	VPSHUFB Z31, Z4, Z4 \
-	VPSHUFB Z31, Z5, Z5 \
-	VPSHUFB Z31, Z6, Z6 \
-	VPSHUFB Z31, Z7, Z7 \
-	VPXORD Z13, Z4, Z4 \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	MUL4(Z4, 0, Z0, Z1, Z2) \
-	MUL4(Z5, 64, Z3, Z11, Z4) \
-	MUL4(Z6, 128, Z0, Z1, Z2) \
-	MUL4(Z7, 192, Z3, Z11, Z4) \
+// FOLD_REDUCE sums the four lanes of the products in Z8 (low), Z9 (high) and Z10 (middle) and
+// reduces them into X13. Clobbers Z0, Z1.
+#define FOLD_REDUCE \
 	VPSLLDQ $8, Z10, Z0 \
 	VPSRLDQ $8, Z10, Z1 \
 	VPXORD Z0, Z8, Z8 \
@@ -170,13 +160,104 @@ TEXT ·expandKey256(SB), NOSPLIT, $0-16
 	VPXOR X0, X8, X8 \
 	VPXOR X9, X8, X13
 
+// ZERO_PRODUCTS clears the product sums.
+#define ZERO_PRODUCTS \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10
+
+// MUL16 multiplies the blocks of Z4-Z7 (byte-reversed) by the 16 powers at R14 into the sums.
+// Clobbers Z0-Z4, Z11.
+#define MUL16 \
+	MUL4(Z4, 0, Z0, Z1, Z2) \
+	MUL4(Z5, 64, Z3, Z11, Z4) \
+	MUL4(Z6, 128, Z0, Z1, Z2) \
+	MUL4(Z7, 192, Z3, Z11, Z4)
+
+#define BSWAP4 \
+	VPSHUFB Z31, Z4, Z4 \
+	VPSHUFB Z31, Z5, Z5 \
+	VPSHUFB Z31, Z6, Z6 \
+	VPSHUFB Z31, Z7, Z7
+
+// GHASH folds the group in Z4-Z7 (message byte order, zero past its end) into X13 (Horner
+// step), with the powers at R14. Clobbers Z0-Z11.
+#define GHASH \
+	BSWAP4 \
+	VPXORD Z13, Z4, Z4 \
+	ZERO_PRODUCTS \
+	MUL16 \
+	FOLD_REDUCE
+
 #define AESROUND(k) \
 	VAESENC k, Z0, Z0 \
 	VAESENC k, Z1, Z1 \
 	VAESENC k, Z2, Z2 \
 	VAESENC k, Z3, Z3
 
+#define AES1(r) \
+	VPXORD Z16, r, r \
+	VAESENC Z17, r, r \
+	VAESENC Z18, r, r \
+	VAESENC Z19, r, r \
+	VAESENC Z20, r, r \
+	VAESENC Z21, r, r \
+	VAESENC Z22, r, r \
+	VAESENC Z23, r, r \
+	VAESENC Z24, r, r \
+	VAESENC Z25, r, r \
+	VAESENC Z26, r, r \
+	VAESENC Z27, r, r \
+	VAESENC Z28, r, r \
+	VAESENC Z29, r, r \
+	VAESENCLAST Z30, r, r
+
+#define AES4 \
+	VPXORD Z16, Z0, Z0 \
+	VPXORD Z16, Z1, Z1 \
+	VPXORD Z16, Z2, Z2 \
+	VPXORD Z16, Z3, Z3 \
+	AESROUND(Z17) \
+	AESROUND(Z18) \
+	AESROUND(Z19) \
+	AESROUND(Z20) \
+	AESROUND(Z21) \
+	AESROUND(Z22) \
+	AESROUND(Z23) \
+	AESROUND(Z24) \
+	AESROUND(Z25) \
+	AESROUND(Z26) \
+	AESROUND(Z27) \
+	AESROUND(Z28) \
+	AESROUND(Z29) \
+	VAESENCLAST Z30, Z0, Z0 \
+	VAESENCLAST Z30, Z1, Z1 \
+	VAESENCLAST Z30, Z2, Z2 \
+	VAESENCLAST Z30, Z3, Z3
+
+// CTR4 puts the next 16 counter blocks in Z0-Z3.
+#define CTR4 \
+	VPSHUFB Z31, Z14, Z0 \
+	VPADDD Z15, Z14, Z14 \
+	VPSHUFB Z31, Z14, Z1 \
+	VPADDD Z15, Z14, Z14 \
+	VPSHUFB Z31, Z14, Z2 \
+	VPADDD Z15, Z14, Z14 \
+	VPSHUFB Z31, Z14, Z3 \
+	VPADDD Z15, Z14, Z14
+
+// ADVANCE moves R14 past the powers of the ceil(CX/16) blocks just hashed. Clobbers R13.
+#define ADVANCE \
+	LEAQ 15(CX), R13 \
+	ANDQ $~15, R13 \
+	ADDQ R13, R14
+
 // func gcmCrypt(k *gcmKey, dst, src *byte, n int, aad *byte, aadLen int, j0, tag *[16]byte, enc bool)
+//
+// A message of at most maxAggregated blocks in all (associated data, ciphertext and the lengths
+// block: every datagram) multiplies each block by its own power of H, H^m … H^1, sums the
+// products and reduces once at the end: no block waits for another's reduction. A longer one is
+// hashed in Horner steps of 16 blocks, one reduction each.
 TEXT ·gcmCrypt(SB), NOSPLIT, $0-65
 	MOVQ k+0(FP), AX
 	MOVQ dst+8(FP), DI
@@ -218,8 +299,133 @@ prefetched:
 	VBROADCASTI32X4 224(AX), Z30
 	VBROADCASTI32X4 bswapMask<>(SB), Z31
 	VMOVDQU redPoly<>(SB), X12
+	VBROADCASTI32X4 ctrInc<>(SB), Z15
 	VPXOR X13, X13, X13
-	LEAQ 240(AX), BX
+	ZERO_PRODUCTS
+
+	// m = ceil(aadLen/16) + ceil(n/16) + 1
+	LEAQ 15(R9), R13
+	SHRQ $4, R13
+	LEAQ 15(DX), CX
+	SHRQ $4, CX
+	LEAQ 1(R13)(CX*1), R13
+	CMPQ R13, $maxAggregated
+	JA horner
+
+	// R14 = &hp[maxAggregated-m], the power H^m.
+	SHLQ $4, R13
+	LEAQ (240+16*maxAggregated)(AX), R14
+	SUBQ R13, R14
+
+shortAAD:
+	TESTQ R9, R9
+	JZ shortAADDone
+	MOVQ $64, CX
+	CMPQ R9, CX
+	CMOVQLT R9, CX
+	BYTEMASK(0, K1)
+	VMOVDQU8.Z 0(R8), K1, Z4
+	VPSHUFB Z31, Z4, Z4
+	MUL4(Z4, 0, Z0, Z1, Z2)
+	ADVANCE
+	ADDQ CX, R8
+	SUBQ CX, R9
+	JMP shortAAD
+
+shortAADDone:
+	VBROADCASTI32X4 0(R10), Z14
+	VPSHUFB Z31, Z14, Z14
+	VPADDD ctrFirst<>(SB), Z14, Z14
+	MOVQ DX, R9
+
+shortFull:
+	CMPQ R9, $256
+	JB shortTail
+	CTR4
+	AES4
+	VMOVDQU64 0(SI), Z4
+	VMOVDQU64 64(SI), Z5
+	VMOVDQU64 128(SI), Z6
+	VMOVDQU64 192(SI), Z7
+	TESTQ R12, R12
+	JZ shortFullDec
+	VPXORD Z0, Z4, Z4
+	VPXORD Z1, Z5, Z5
+	VPXORD Z2, Z6, Z6
+	VPXORD Z3, Z7, Z7
+	VMOVDQU64 Z4, 0(DI)
+	VMOVDQU64 Z5, 64(DI)
+	VMOVDQU64 Z6, 128(DI)
+	VMOVDQU64 Z7, 192(DI)
+	JMP shortFullHash
+
+shortFullDec:
+	VPXORD Z4, Z0, Z0
+	VPXORD Z5, Z1, Z1
+	VPXORD Z6, Z2, Z2
+	VPXORD Z7, Z3, Z3
+	VMOVDQU64 Z0, 0(DI)
+	VMOVDQU64 Z1, 64(DI)
+	VMOVDQU64 Z2, 128(DI)
+	VMOVDQU64 Z3, 192(DI)
+
+shortFullHash:
+	BSWAP4
+	MUL16
+	ADDQ $256, R14
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $256, R9
+	JMP shortFull
+
+	// The rest, 64 bytes (four counters) at a time.
+shortTail:
+	TESTQ R9, R9
+	JZ shortLengths
+	MOVQ $64, CX
+	CMPQ R9, CX
+	CMOVQLT R9, CX
+	BYTEMASK(0, K1)
+	VPSHUFB Z31, Z14, Z0
+	VPADDD Z15, Z14, Z14
+	AES1(Z0)
+	VMOVDQU8.Z 0(SI), K1, Z4
+	TESTQ R12, R12
+	JZ shortTailDec
+	VPXORD Z0, Z4, Z4
+	VMOVDQU8.Z Z4, K1, Z4
+	VMOVDQU8 Z4, K1, 0(DI)
+	JMP shortTailHash
+
+shortTailDec:
+	VPXORD Z4, Z0, Z0
+	VMOVDQU8 Z0, K1, 0(DI)
+
+shortTailHash:
+	VPSHUFB Z31, Z4, Z4
+	MUL4(Z4, 0, Z0, Z1, Z2)
+	ADVANCE
+	ADDQ CX, SI
+	ADDQ CX, DI
+	SUBQ CX, R9
+	JMP shortTail
+
+shortLengths:
+	// The lengths block: len(aad) and n in bits, big-endian, in block byte order.
+	MOVQ aadLen+40(FP), R13
+	SHLQ $3, R13
+	BSWAPQ R13
+	SHLQ $3, DX
+	BSWAPQ DX
+	VMOVQ R13, X4
+	VPINSRQ $1, DX, X4, X4
+	VPSHUFB Z31, Z4, Z4
+	MUL4(Z4, 0, Z0, Z1, Z2) // R14 is at H^1
+	FOLD_REDUCE
+	JMP finish
+
+horner:
+	LEAQ (240+16*(maxAggregated-16))(AX), BX // &hp of H^16 … H^1
 
 	// The associated data, zero-padded to whole blocks.
 aadLoop:
@@ -242,7 +448,6 @@ aadDone:
 	VBROADCASTI32X4 0(R10), Z14
 	VPSHUFB Z31, Z14, Z14
 	VPADDD ctrFirst<>(SB), Z14, Z14
-	VBROADCASTI32X4 ctrInc<>(SB), Z15
 	MOVQ DX, R9 // bytes left
 
 dataLoop:
@@ -252,37 +457,8 @@ dataLoop:
 	CMPQ R9, CX
 	CMOVQLT R9, CX
 	GROUP
-
-	VPSHUFB Z31, Z14, Z0
-	VPADDD Z15, Z14, Z14
-	VPSHUFB Z31, Z14, Z1
-	VPADDD Z15, Z14, Z14
-	VPSHUFB Z31, Z14, Z2
-	VPADDD Z15, Z14, Z14
-	VPSHUFB Z31, Z14, Z3
-	VPADDD Z15, Z14, Z14
-	VPXORD Z16, Z0, Z0
-	VPXORD Z16, Z1, Z1
-	VPXORD Z16, Z2, Z2
-	VPXORD Z16, Z3, Z3
-	AESROUND(Z17)
-	AESROUND(Z18)
-	AESROUND(Z19)
-	AESROUND(Z20)
-	AESROUND(Z21)
-	AESROUND(Z22)
-	AESROUND(Z23)
-	AESROUND(Z24)
-	AESROUND(Z25)
-	AESROUND(Z26)
-	AESROUND(Z27)
-	AESROUND(Z28)
-	AESROUND(Z29)
-	VAESENCLAST Z30, Z0, Z0
-	VAESENCLAST Z30, Z1, Z1
-	VAESENCLAST Z30, Z2, Z2
-	VAESENCLAST Z30, Z3, Z3
-
+	CTR4
+	AES4
 	VMOVDQU8.Z 0(SI), K1, Z4
 	VMOVDQU8.Z 64(SI), K2, Z5
 	VMOVDQU8.Z 128(SI), K3, Z6
@@ -324,7 +500,8 @@ hash:
 	JMP dataLoop
 
 dataDone:
-	// The lengths block: len(aad) and len(message) in bits, big-endian, as a one-block group.
+	// The lengths block as a one-block group.
+	// The lengths block: len(aad) and n in bits, big-endian, in block byte order.
 	MOVQ aadLen+40(FP), R13
 	SHLQ $3, R13
 	BSWAPQ R13
@@ -338,23 +515,10 @@ dataDone:
 	LEAQ 240(BX), R14
 	GHASH
 
+finish:
 	// tag = E(K, J0) ^ Y, Y back in block byte order.
 	VMOVDQU 0(R10), X0
-	VPXORD Z16, Z0, Z0
-	VAESENC Z17, Z0, Z0
-	VAESENC Z18, Z0, Z0
-	VAESENC Z19, Z0, Z0
-	VAESENC Z20, Z0, Z0
-	VAESENC Z21, Z0, Z0
-	VAESENC Z22, Z0, Z0
-	VAESENC Z23, Z0, Z0
-	VAESENC Z24, Z0, Z0
-	VAESENC Z25, Z0, Z0
-	VAESENC Z26, Z0, Z0
-	VAESENC Z27, Z0, Z0
-	VAESENC Z28, Z0, Z0
-	VAESENC Z29, Z0, Z0
-	VAESENCLAST Z30, Z0, Z0
+	AES1(Z0)
 	VPSHUFB X31, X13, X1
 	VPXOR X1, X0, X0
 	VMOVDQU X0, 0(R11)

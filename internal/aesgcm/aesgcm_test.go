@@ -58,22 +58,31 @@ func TestRoundKeys(t *testing.T) {
 }
 
 // TestAgainstStdlib compares sealing and opening with crypto/cipher's GCM for every message
-// length up to 700 bytes, then random ones up to 9000, with associated data of 0 to 300 bytes.
+// length up to 700 bytes, every length around the switch from one reduction per message to
+// Horner steps (maxAggregated blocks in all), then random ones up to 9000, with associated data
+// of 0 to 300 bytes.
 func TestAgainstStdlib(t *testing.T) {
 	needVAES(t)
 	rng := mrand.New(mrand.NewPCG(1, 2))
-	for i := range 2500 {
+	edge := 16*(maxAggregated-2) - 40 // from here, with up to 32 bytes of aad, m crosses maxAggregated
+	for i := range 2800 {
 		key := make([]byte, KeyLen)
 		rand.Read(key)
 		g, _ := newVAES(key)
 		ref := stdGCM(t, key)
 		n := i
-		if i > 700 {
+		switch {
+		case i > 1000:
 			n = rng.IntN(9000)
+		case i > 700:
+			n = edge + i - 700
 		}
 		aad := make([]byte, rng.IntN(4)*rng.IntN(100))
-		if i%7 == 0 {
+		switch {
+		case i%7 == 0:
 			aad = make([]byte, 24) // the data datagram's clear header
+		case i > 700 && i <= 1000:
+			aad = make([]byte, []int{0, 1, 16, 17, 24, 32}[i%6])
 		}
 		nonce := make([]byte, nonceSize)
 		pt := make([]byte, n)

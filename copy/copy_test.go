@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -348,6 +349,34 @@ func TestPoolReuse(t *testing.T) {
 		p.Put(e[:10])
 		if f, _ := p.Get(ctx); len(f) != BlockSize || &f[0] != &e[0] {
 			t.Fatal("a buffer returned short did not come back whole")
+		}
+	}
+}
+
+// TestNewBlockBuffer checks that block buffers are full-size, zeroed, aligned for direct I/O and
+// distinct, from the huge-page arena and from the heap.
+func TestNewBlockBuffer(t *testing.T) {
+	for _, env := range []string{"", "0"} {
+		t.Setenv("FARWING_HUGEPAGES", env)
+		seen := map[*byte]bool{}
+		for range 20 {
+			b := NewBlockBuffer()
+			if len(b) != BlockSize || cap(b) != BlockSize {
+				t.Fatalf("FARWING_HUGEPAGES=%q: len %d cap %d", env, len(b), cap(b))
+			}
+			if runtime.GOOS == "linux" && !directOK(b, 0) {
+				t.Fatalf("FARWING_HUGEPAGES=%q: buffer not aligned for direct I/O", env)
+			}
+			if seen[&b[0]] {
+				t.Fatal("the same buffer twice")
+			}
+			seen[&b[0]] = true
+			for i := 0; i < BlockSize; i += 4096 {
+				if b[i] != 0 {
+					t.Fatal("buffer not zeroed")
+				}
+			}
+			b[0], b[BlockSize-1] = 1, 1
 		}
 	}
 }

@@ -53,7 +53,7 @@ func (p *Pool) Get(ctx context.Context) ([]byte, error) {
 	}
 	p.mu.Unlock()
 	if b == nil {
-		b = make([]byte, BlockSize)
+		b = NewBlockBuffer()
 	}
 	return b[:BlockSize], nil
 }

@@ -344,7 +344,7 @@ func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
 		data = r.free[k-1][:n]
 		r.free = r.free[:k-1]
 	} else {
-		data = make([]byte, n, fcopy.BlockSize)
+		data = fcopy.NewBlockBuffer()[:n]
 	}
 	b := newRxBlock(r.plan, id, data)
 	r.ring[id%r.window].Store(b)

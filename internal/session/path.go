@@ -157,7 +157,7 @@ func (p *Path) Close() {
 func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
 	rx.mu.Lock()
 	l, seen := rx.win.Largest()
-	if seen && seq > l+1 {
+	if seen && seq > l+1 && !p.Loopback() {
 		p.WarmFEC() // a gap: the peer may soon need parity, or send it
 	}
 	fresh := rx.win.Mark(seq)
@@ -468,10 +468,30 @@ func (p *Path) WarmFEC() {
 // 70 MiB at each end (5 % of the CPU of a 2 GiB loopback copy that loses nothing). The first sign
 // of loss still builds them.
 func (p *Path) warmEarly() {
-	if a, ok := p.Peer(0); ok && a.Addr().Unmap().IsLoopback() {
+	if p.Loopback() {
 		return
 	}
 	p.WarmFEC()
+}
+
+// FECFor is the FEC mode a sender on p uses when asked for m: automatic FEC is off on loopback.
+// It sizes parity for random loss on long paths; on loopback a loss is a receiving socket that
+// fell behind, a re-send costs microseconds, and repair parity costs a Reed-Solomon pass over
+// the block at both ends (2 GiB copies that overflowed a socket sent 400-1,850 repair shards).
+// An explicit --fec k+m still applies.
+func FECFor(p *Path, m fec.Mode) fec.Mode {
+	if m.Kind == fec.ModeAuto && p.Loopback() {
+		return fec.Mode{Kind: fec.ModeOff}
+	}
+	return m
+}
+
+// Loopback reports whether the peer is this host (a loopback address). There a lost datagram is
+// re-sent within microseconds and was dropped by a receiving socket that fell behind, not by a
+// network: FEC's tables and parity only add CPU work (see Sender.Run, warmEarly).
+func (p *Path) Loopback() bool {
+	a, ok := p.Peer(0)
+	return ok && a.Addr().Unmap().IsLoopback()
 }
 
 // ErrNoUDP is returned when the lanes could not be opened through the network.

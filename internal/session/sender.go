@@ -862,7 +862,7 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 	p.state = stLost
 	s.cc.OnLoss(now, lane, q, int(p.size)) // FEC may recover it, but cc still counts it lost
-	if s.stats.Lost++; s.stats.Lost == 1 && s.path != nil {
+	if s.stats.Lost++; s.stats.Lost == 1 && s.path != nil && s.fec.Kind != fec.ModeOff {
 		s.path.WarmFEC() // parity is planned from now on
 	}
 	b := s.blocks[p.block]

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/cc"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
 )
 
@@ -151,6 +152,23 @@ func TestWarmFECEarlyNotOnLoopback(t *testing.T) {
 		p.warmEarly()
 		if p.fecWarm.Load() != c.warm {
 			t.Errorf("peer %s: tables built early %v, want %v", c.peer, p.fecWarm.Load(), c.warm)
+		}
+		// The same rule turns automatic FEC off on loopback, and leaves an explicit mode alone.
+		auto := FECFor(&p, fec.Mode{Kind: fec.ModeAuto})
+		if off := auto.Kind == fec.ModeOff; off == c.warm {
+			t.Errorf("peer %s: automatic FEC resolves to %v", c.peer, auto)
+		}
+		if m := FECFor(&p, fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}); m.Kind != fec.ModeFixed || m.K != 10 || m.M != 2 {
+			t.Errorf("peer %s: fixed FEC 10+2 resolves to %v", c.peer, m)
+		}
+		// A gap in a lane's sequence builds the tables on a network path, not on loopback.
+		var q Path
+		q.SetPeer(0, netip.MustParseAddrPort(c.peer))
+		rx := &q.rx[0]
+		q.mark(rx, 1, time.Now())
+		q.mark(rx, 5, time.Now())
+		if q.fecWarm.Load() != c.warm {
+			t.Errorf("peer %s: a gap built the tables %v, want %v", c.peer, q.fecWarm.Load(), c.warm)
 		}
 	}
 }

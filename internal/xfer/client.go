@@ -243,7 +243,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
 	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files,
-		Window: window, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
+		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +322,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		return nil, err
 	}
 	hs <- nil
+	window = receiveWindow(c.path, window, o.Window == 0)
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true, o.Progress)
 	if err != nil {
 		return nil, err

@@ -44,8 +44,9 @@ type Msg struct {
 	Addr  string `json:"addr,omitempty"`
 
 	// files (push) / ready (pull)
-	Files  []fcopy.File `json:"files,omitempty"`
-	Window int          `json:"window,omitempty"`
+	Files      []fcopy.File `json:"files,omitempty"`
+	Window     int          `json:"window,omitempty"`
+	AutoWindow bool         `json:"auto_window,omitempty"` // Window came from windowBlocks, not --window
 
 	// digest
 	File int    `json:"file,omitempty"`

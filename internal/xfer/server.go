@@ -111,6 +111,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
+		window = receiveWindow(path, window, hello.AutoWindow)
 		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, true, nil)
 		return err
 	case "send":

@@ -1,0 +1,36 @@
+package xfer
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/farwing/farwing/internal/session"
+)
+
+// TestReceiveWindow: an automatic window shrinks to loopbackWindow on loopback only; a window set
+// with --window is kept everywhere.
+func TestReceiveWindow(t *testing.T) {
+	auto := windowBlocks(0, 0)
+	if auto <= loopbackWindow {
+		t.Fatalf("automatic window %d is not above the loopback one (%d): nothing to test", auto, loopbackWindow)
+	}
+	for _, c := range []struct {
+		peer   string
+		window int
+		auto   bool
+		want   int
+	}{
+		{"127.0.0.1:9", auto, true, loopbackWindow},
+		{"[::1]:9", auto, true, loopbackWindow},
+		{"127.0.0.1:9", 500, false, 500},
+		{"127.0.0.1:9", 32, true, 32},
+		{"198.18.0.2:9", auto, true, auto},
+		{"198.18.0.2:9", 500, false, 500},
+	} {
+		var p session.Path
+		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
+		if got := receiveWindow(&p, c.window, c.auto); got != c.want {
+			t.Errorf("peer %s, window %d (auto %v): %d, want %d", c.peer, c.window, c.auto, got, c.want)
+		}
+	}
+}

@@ -411,18 +411,8 @@ shortTailHash:
 	JMP shortTail
 
 shortLengths:
-	// The lengths block: len(aad) and n in bits, big-endian, in block byte order.
-	MOVQ aadLen+40(FP), R13
-	SHLQ $3, R13
-	BSWAPQ R13
-	SHLQ $3, DX
-	BSWAPQ DX
-	VMOVQ R13, X4
-	VPINSRQ $1, DX, X4, X4
-	VPSHUFB Z31, Z4, Z4
-	MUL4(Z4, 0, Z0, Z1, Z2) // R14 is at H^1
-	FOLD_REDUCE
-	JMP finish
+	MOVQ $1, R8 // the lengths block joins this message's sums (below)
+	JMP lengths
 
 horner:
 	LEAQ (240+16*(maxAggregated-16))(AX), BX // &hp of H^16 … H^1
@@ -500,7 +490,9 @@ hash:
 	JMP dataLoop
 
 dataDone:
-	// The lengths block as a one-block group.
+	XORQ R8, R8 // the lengths block is a Horner step of its own
+
+lengths:
 	// The lengths block: len(aad) and n in bits, big-endian, in block byte order.
 	MOVQ aadLen+40(FP), R13
 	SHLQ $3, R13
@@ -509,6 +501,14 @@ dataDone:
 	BSWAPQ DX
 	VMOVQ R13, X4
 	VPINSRQ $1, DX, X4, X4
+	TESTQ R8, R8
+	JZ hornerLengths
+	VPSHUFB Z31, Z4, Z4
+	MUL4(Z4, 0, Z0, Z1, Z2) // R14 is at H^1
+	FOLD_REDUCE
+	JMP finish
+
+hornerLengths:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7

@@ -13,6 +13,7 @@ import (
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/prefetch"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
 )
@@ -533,6 +534,9 @@ func (s *Sender) queued(r chunkRef) (*txBlock, int, int, bool) {
 
 const maxBatch = 128
 
+// prefetchAhead is how many datagrams ahead frame prefetches a batch buffer.
+const prefetchAhead = 4
+
 // laneRun is how many datagrams in a row go to one lane before the next: about one GSO
 // super-packet (64 KiB of full-size datagrams), so that a burst leaves as a few large sends rather
 // than as a small one on every lane, and the receiving lanes wake once per super-packet.
@@ -691,6 +695,12 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	bt := l.cur
 	k := bt.n
 	buf := bt.bufs[k]
+	if k+prefetchAhead < maxBatch {
+		// The batch's buffers were last written a round of batches ago, out of cache by now:
+		// ask for a later one's header line, so that its frame header is not a store miss
+		// that the sequence number's atomic add below then waits for.
+		prefetch.ForWrite(bt.bufs[k+prefetchAhead][:wire.DataAADLen])
+	}
 	var payload []byte
 	f := wire.DataFrame{Kind: wire.KindChunk, Block: b.id, Chunk: uint16(c)}
 	var gr *txGroup

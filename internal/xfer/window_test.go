@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"net/netip"
+	"runtime"
 	"testing"
 
 	"github.com/farwing/farwing/internal/session"
@@ -31,6 +32,30 @@ func TestReceiveWindow(t *testing.T) {
 		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
 		if got := receiveWindow(&p, c.window, c.auto); got != c.want {
 			t.Errorf("peer %s, window %d (auto %v): %d, want %d", c.peer, c.window, c.auto, got, c.want)
+		}
+	}
+}
+
+// TestShareCPUs: a sender on a loopback path takes half of the CPUs, elsewhere all of them, and
+// a GOMAXPROCS the user set is left alone.
+func TestShareCPUs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	half := max(runtime.NumCPU()/2, 1)
+	for _, c := range []struct {
+		peer, env string
+		want      int
+	}{
+		{"127.0.0.1:9", "", half},
+		{"198.18.0.2:9", "", runtime.NumCPU()},
+		{"127.0.0.1:9", "3", runtime.NumCPU()},
+	} {
+		t.Setenv("GOMAXPROCS", c.env)
+		runtime.GOMAXPROCS(runtime.NumCPU())
+		var p session.Path
+		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
+		shareCPUs(&p)
+		if got := runtime.GOMAXPROCS(0); got != c.want {
+			t.Errorf("peer %s, GOMAXPROCS=%q: %d procs, want %d", c.peer, c.env, got, c.want)
 		}
 	}
 }

@@ -184,8 +184,10 @@ func Self() (Identity, error) {
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// hashCmd prints a file's SHA-256 with whichever tool the remote has.
-const hashCmd = `(sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || openssl dgst -sha256 -r "$1" 2>/dev/null) | cut -c1-64`
+// hashCmd prints a file's SHA-256 with whichever tool the remote has, OpenSSL first: it uses the
+// CPU's SHA instructions where coreutils' sha256sum may not (an 8 MB peer: 8 against 17 ms, on
+// every start).
+const hashCmd = `(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null) | cut -c1-64`
 
 // probeScript starts the cached peer when it is there and intact, or reports what is needed.
 func probeScript(id Identity, serveArgs string) string {

@@ -488,7 +488,7 @@ func FECFor(p *Path, m fec.Mode) fec.Mode {
 
 // Loopback reports whether the peer is this host (a loopback address). There a lost datagram is
 // re-sent within microseconds and was dropped by a receiving socket that fell behind, not by a
-// network: FEC's tables and parity only add CPU work (see Sender.Run, warmEarly).
+// network: FEC's tables and parity only add CPU work (see FECFor, warmEarly).
 func (p *Path) Loopback() bool {
 	a, ok := p.Peer(0)
 	return ok && a.Addr().Unmap().IsLoopback()

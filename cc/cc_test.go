@@ -203,3 +203,60 @@ func BenchmarkOnSentOnAck(b *testing.B) {
 		seq[l]++
 	}
 }
+
+// TestCruiseProbesAfterRounds: after a loss event leaves CRUISE capped at bwLo, a short path
+// probes again (REFILL lifts bwLo) within probeMaxRounds round trips, long before PROBE_WAIT; a
+// long one still waits for the clock.
+func TestCruiseProbesAfterRounds(t *testing.T) {
+	for _, c := range []struct {
+		rtt   time.Duration
+		after time.Duration // how long to run once capped
+		lift  bool
+	}{
+		{time.Millisecond, 150 * time.Millisecond, true},
+		{140 * time.Millisecond, 1500 * time.Millisecond, false},
+	} {
+		cc := New(Config{MSS: 1500, Lanes: 4, InitialRTT: c.rtt, Seed: 1}, t0)
+		now := t0
+		var seq [4]uint64
+		type sent struct {
+			lane int
+			seq  uint64
+			at   time.Time
+		}
+		var q []sent
+		run := func(d time.Duration) {
+			end := now.Add(d)
+			for i := 0; now.Before(end); i++ {
+				now = now.Add(100 * time.Microsecond)
+				for l := range 4 {
+					if cc.Inflight()+1500 <= cc.InflightCap() {
+						cc.OnSent(now, l, seq[l], 1500, false)
+						q = append(q, sent{l, seq[l], now})
+						seq[l]++
+					}
+				}
+				for len(q) > 0 && now.Sub(q[0].at) >= c.rtt {
+					cc.OnAck(now, q[0].lane, q[0].seq, 1500, now.Sub(q[0].at))
+					q = q[1:]
+				}
+				if i%10 == 0 {
+					cc.Tick(now)
+				}
+			}
+		}
+		run(20 * c.rtt) // out of STARTUP
+		if cc.mode != ProbeBW {
+			t.Fatalf("rtt %v: mode %v after 20 round trips, want PROBE_BW", c.rtt, cc.mode)
+		}
+		// What a loss event leaves behind: CRUISE, capped at bwLo.
+		cc.bwLo = cc.bw() / 2
+		cc.enterPhase(cc.ts(now), Cruise)
+		run(c.after)
+		lifted := math.IsInf(cc.bwLo, 1)
+		if lifted != c.lift {
+			t.Errorf("rtt %v: %v after the cap, bwLo lifted %v (phase %v, %d rounds in it), want %v",
+				c.rtt, c.after, lifted, cc.phase, cc.phaseRounds, c.lift)
+		}
+	}
+}

@@ -26,38 +26,52 @@ func TestParsePolicy(t *testing.T) {
 // drive runs a simple closed loop: one packet per lane per step, acked one RTT later, every
 // lossEvery-th packet lost.
 func drive(c *Controller, steps int, rtt time.Duration, lossEvery uint64) time.Time {
-	now := t0
-	var seq [4]uint64
-	type sent struct {
-		lane int
-		seq  uint64
-		at   time.Time
-	}
-	var q []sent
-	step := 100 * time.Microsecond
-	for i := 0; i < steps; i++ {
-		now = now.Add(step)
-		for l := 0; l < 4; l++ {
+	l := &loop{c: c, now: t0, rtt: rtt, lossEvery: lossEvery}
+	l.steps(steps)
+	return l.now
+}
+
+// loop is drive's state, for tests that change the controller between stretches of it.
+type loop struct {
+	c         *Controller
+	now       time.Time
+	rtt       time.Duration
+	lossEvery uint64
+	seq       [4]uint64
+	q         []loopPkt
+}
+
+type loopPkt struct {
+	lane int
+	seq  uint64
+	at   time.Time
+}
+
+// steps runs n steps of 100 µs.
+func (l *loop) steps(n int) {
+	c := l.c
+	for i := 0; i < n; i++ {
+		l.now = l.now.Add(100 * time.Microsecond)
+		for ln := 0; ln < 4; ln++ {
 			if c.Inflight()+1500 <= c.InflightCap() {
-				c.OnSent(now, l, seq[l], 1500, false)
-				q = append(q, sent{l, seq[l], now})
-				seq[l]++
+				c.OnSent(l.now, ln, l.seq[ln], 1500, false)
+				l.q = append(l.q, loopPkt{ln, l.seq[ln], l.now})
+				l.seq[ln]++
 			}
 		}
-		for len(q) > 0 && now.Sub(q[0].at) >= rtt {
-			p := q[0]
-			q = q[1:]
-			if lossEvery > 0 && p.seq%lossEvery == lossEvery-1 {
-				c.OnLoss(now, p.lane, p.seq, 1500)
+		for len(l.q) > 0 && l.now.Sub(l.q[0].at) >= l.rtt {
+			p := l.q[0]
+			l.q = l.q[1:]
+			if l.lossEvery > 0 && p.seq%l.lossEvery == l.lossEvery-1 {
+				c.OnLoss(l.now, p.lane, p.seq, 1500)
 			} else {
-				c.OnAck(now, p.lane, p.seq, 1500, now.Sub(p.at))
+				c.OnAck(l.now, p.lane, p.seq, 1500, l.now.Sub(p.at))
 			}
 		}
 		if i%10 == 0 {
-			c.Tick(now)
+			c.Tick(l.now)
 		}
 	}
-	return now
 }
 
 func TestPerPacketNoAllocs(t *testing.T) {
@@ -217,41 +231,15 @@ func TestCruiseProbesAfterRounds(t *testing.T) {
 		{140 * time.Millisecond, 1500 * time.Millisecond, false},
 	} {
 		cc := New(Config{MSS: 1500, Lanes: 4, InitialRTT: c.rtt, Seed: 1}, t0)
-		now := t0
-		var seq [4]uint64
-		type sent struct {
-			lane int
-			seq  uint64
-			at   time.Time
-		}
-		var q []sent
-		run := func(d time.Duration) {
-			end := now.Add(d)
-			for i := 0; now.Before(end); i++ {
-				now = now.Add(100 * time.Microsecond)
-				for l := range 4 {
-					if cc.Inflight()+1500 <= cc.InflightCap() {
-						cc.OnSent(now, l, seq[l], 1500, false)
-						q = append(q, sent{l, seq[l], now})
-						seq[l]++
-					}
-				}
-				for len(q) > 0 && now.Sub(q[0].at) >= c.rtt {
-					cc.OnAck(now, q[0].lane, q[0].seq, 1500, now.Sub(q[0].at))
-					q = q[1:]
-				}
-				if i%10 == 0 {
-					cc.Tick(now)
-				}
-			}
-		}
+		l := &loop{c: cc, now: t0, rtt: c.rtt}
+		run := func(d time.Duration) { l.steps(int(d / (100 * time.Microsecond))) }
 		run(20 * c.rtt) // out of STARTUP
 		if cc.mode != ProbeBW {
 			t.Fatalf("rtt %v: mode %v after 20 round trips, want PROBE_BW", c.rtt, cc.mode)
 		}
 		// What a loss event leaves behind: CRUISE, capped at bwLo.
 		cc.bwLo = cc.bw() / 2
-		cc.enterPhase(cc.ts(now), Cruise)
+		cc.enterPhase(cc.ts(l.now), Cruise)
 		run(c.after)
 		lifted := math.IsInf(cc.bwLo, 1)
 		if lifted != c.lift {

@@ -157,8 +157,8 @@ func (p *Path) Close() {
 func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
 	rx.mu.Lock()
 	l, seen := rx.win.Largest()
-	if seen && seq > l+1 && !p.Loopback() {
-		p.WarmFEC() // a gap: the peer may soon need parity, or send it
+	if seen && seq > l+1 {
+		p.warmEarly() // a gap: the peer may soon need parity, or send it
 	}
 	fresh := rx.win.Mark(seq)
 	if fresh {
@@ -451,7 +451,8 @@ func beUint64(b []byte) uint64 {
 // lane's hot path: a receiving lane that stops reading for 0.1 s at 400 Mbit/s overflows its
 // socket buffer. It runs on the first sign of loss (a gap in a lane's sequence numbers, the
 // sender's first loss, a parity datagram), when fixed FEC sends parity from the start, and as the
-// path opens, before any loss, except on loopback (warmEarly): warming only on the first loss cost
+// path opens, before any loss; the speculative ones (the gap, the path opening) not on loopback
+// (warmEarly). Warming only on the first loss cost
 // 1-3 s of data phase on the 140 ms lab path at 0.1-1 % loss (the first rebuild, ~20 ms after the
 // first gap, waited on the tables while its lane's socket buffer overflowed).
 func (p *Path) WarmFEC() {
@@ -463,10 +464,11 @@ func (p *Path) WarmFEC() {
 	}
 }
 
-// warmEarly builds the FEC tables ahead of any loss, except on loopback: there a loss costs a
-// round trip of microseconds to re-send, and building the tables costs about 0.1 s of CPU and
-// 70 MiB at each end (5 % of the CPU of a 2 GiB loopback copy that loses nothing). The first sign
-// of loss still builds them.
+// warmEarly builds the FEC tables before anything needs them (as the path opens, on a gap in a
+// lane's sequence), except on loopback: there a loss costs a round trip of microseconds to
+// re-send, automatic FEC is off (FECFor), and the tables cost about 0.1 s of CPU and 70 MiB at
+// each end (5 % of the CPU of a 2 GiB loopback copy). Parity that does arrive, or a sender with
+// FEC on that loses a datagram, still builds them (WarmFEC).
 func (p *Path) warmEarly() {
 	if p.Loopback() {
 		return

@@ -187,24 +187,11 @@ func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiv
 // loopback). Anything else (a block not started yet, a duplicate, hash and parity frames) is left
 // to the path, which opens it in place and calls Datagram.
 func (r *Receiver) SealedData(laneIdx int, h wire.Header, pkt []byte, _ time.Time) (taken, authentic bool) {
-	f, _, err := wire.ParseDataFrame(pkt[wire.HeaderLen:wire.DataAADLen])
-	if err != nil || f.Kind != wire.KindChunk {
-		return false, false
-	}
-	n := wire.DataPayloadLen(pkt)
-	if f.Block < r.deliver.Load() || f.Block >= r.base.Load()+r.window || f.Block >= r.plan.NumBlocks() {
-		return false, false
-	}
-	b := r.ring[f.Block%r.window].Load()
-	if b == nil || b.id != f.Block {
-		return false, false
-	}
+	b, f, dst := r.chunkDest(pkt)
 	c := int(f.Chunk)
-	off, ok := b.span(c, n)
-	if !ok || !b.claim(c) {
+	if b == nil || !b.claim(c) {
 		return false, false
 	}
-	dst := b.data[off : off+n]
 	if err := r.path.crypto.OpenDataInto(h, pkt, dst); err != nil {
 		b.unclaim(c)
 		return true, false
@@ -221,18 +208,31 @@ func (r *Receiver) Prefetch(pkt []byte) {
 	if len(pkt) < wire.DataAADLen+wire.TagLen || wire.Type(pkt[1]) != wire.TypeData { // byte 1: the type
 		return
 	}
+	if b, _, dst := r.chunkDest(pkt); b != nil {
+		prefetch.ForWrite(dst)
+	}
+}
+
+// chunkDest finds where the data datagram pkt's payload belongs: a chunk of a block being
+// assembled, as its frame (in the clear) says. It returns the block (nil if the frame is not a
+// chunk, its block is not in the ring, or chunk and length do not fit), the frame, and the
+// payload's place in the block's memory. Nothing is claimed or checked for authenticity.
+func (r *Receiver) chunkDest(pkt []byte) (*rxBlock, wire.DataFrame, []byte) {
 	f, _, err := wire.ParseDataFrame(pkt[wire.HeaderLen:wire.DataAADLen])
-	if err != nil || f.Kind != wire.KindChunk || f.Block < r.deliver.Load() || f.Block >= r.base.Load()+r.window {
-		return
+	if err != nil || f.Kind != wire.KindChunk ||
+		f.Block < r.deliver.Load() || f.Block >= r.base.Load()+r.window || f.Block >= r.plan.NumBlocks() {
+		return nil, f, nil
 	}
 	b := r.ring[f.Block%r.window].Load()
 	if b == nil || b.id != f.Block {
-		return
+		return nil, f, nil
 	}
 	n := wire.DataPayloadLen(pkt)
-	if off, ok := b.span(int(f.Chunk), n); ok {
-		prefetch.ForWrite(b.data[off : off+n])
+	off, ok := b.span(int(f.Chunk), n)
+	if !ok {
+		return nil, f, nil
 	}
+	return b, f, b.data[off : off+n]
 }
 
 // placeChunk records chunk c of b as placed (its bytes, payload, are in b.data) and hands it to

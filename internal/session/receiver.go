@@ -82,7 +82,7 @@ func (b *rxBlock) allPlaced(lo, hi int) bool {
 	return true
 }
 
-// initPieces sets up pieceLeft and hasher for a block of n > 0 bytes.
+// initPieces sets up pieceLeft and hasher for a block of n bytes (n > 0).
 func (b *rxBlock) initPieces(plan *fcopy.Plan, n int) {
 	b.hasher.Reset(plan, b.id, n)
 	b.pieceLeft = make([]atomic.Int32, fcopy.Pieces(n))
@@ -351,15 +351,14 @@ func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
 	return b
 }
 
-// newRxBlock returns block id of plan, to be assembled in data (its length).
+// newRxBlock returns block id of plan, to be assembled in data (its length; every block of a
+// plan has at least one byte: an empty file has no blocks).
 func newRxBlock(plan *fcopy.Plan, id uint32, data []byte) *rxBlock {
 	n := len(data)
 	b := &rxBlock{id: id, data: data, nChunks: chunksIn(n)}
 	b.have = make([]atomic.Uint64, (b.nChunks+1+63)/64)
 	b.placed = make([]atomic.Uint64, (b.nChunks+63)/64)
-	if n > 0 {
-		b.initPieces(plan, n)
-	}
+	b.initPieces(plan, n)
 	return b
 }
 
@@ -387,11 +386,7 @@ func (r *Receiver) verifyLoop(ctx context.Context) {
 	for {
 		select {
 		case b := <-r.verify:
-			if b.pieceLeft != nil {
-				b.sum = b.hasher.Sum() // every piece was hashed as it was placed
-			} else {
-				b.sum = r.plan.Sum(b.id, b.data)
-			}
+			b.sum = b.hasher.Sum() // every piece was hashed as it was placed
 			b.ok = b.sum.Matches(b.hash)
 			b.checked.Unlock()
 		case <-ctx.Done():

@@ -126,9 +126,7 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 					}
 					return fmt.Errorf("read %s: %w", f.Name, err)
 				}
-				for q := p; q < e; q += PieceSize {
-					h.Piece(q/PieceSize, buf[q:min(q+PieceSize, e)])
-				}
+				h.Range(buf[:ln], p, e)
 			}
 			b := &Block{ID: first + k, Data: buf[:ln], sum: h.Sum()}
 			b.Hash = b.sum.Digest()

@@ -29,21 +29,6 @@ const PieceSize = simdBytes
 // PiecesPerBlock is the number of pieces of a full block.
 const PiecesPerBlock = BlockSize / PieceSize
 
-// blockNode returns the root node (not yet compressed) of the subtree over data, which starts at
-// BLAKE3 chunk index counter. data must hold at most one block.
-func blockNode(data []byte, counter uint64) guts.Node {
-	if len(data) <= PieceSize {
-		return pieceNode(data, counter)
-	}
-	var cvs [PiecesPerBlock][8]uint32
-	n := 0
-	for off := 0; off < len(data); off += PieceSize {
-		cvs[n] = guts.ChainingValue(pieceNode(data[off:min(off+PieceSize, len(data))], counter+uint64(off/guts.ChunkSize)))
-		n++
-	}
-	return mergeCVs(cvs[:n])
-}
-
 // pieceNode returns the root node of the subtree over one piece (at most PieceSize bytes),
 // which starts at chunk index counter.
 func pieceNode(data []byte, counter uint64) guts.Node {
@@ -108,6 +93,14 @@ func (h *BlockHasher) Piece(i int, data []byte) {
 	h.cvs[i] = guts.ChainingValue(nd)
 }
 
+// Range hashes the pieces of block[lo:hi]: lo is a multiple of PieceSize, and so is hi unless it
+// is len(block).
+func (h *BlockHasher) Range(block []byte, lo, hi int) {
+	for q := lo; q < hi; q += PieceSize {
+		h.Piece(q/PieceSize, block[q:min(q+PieceSize, len(block))])
+	}
+}
+
 // Sum returns the block's sum once every piece has been hashed. It uses up h's values: call
 // Reset before hashing another block with it.
 func (h *BlockHasher) Sum() BlockSum {
@@ -139,8 +132,10 @@ func (s *BlockSum) Matches(hash [32]byte) bool { return s.Digest() == hash }
 // Sum hashes global block b, whose bytes are data. It is safe for concurrent use: both ends
 // hash blocks on several goroutines and feed the results to the file digest in order.
 func (p *Plan) Sum(b uint32, data []byte) BlockSum {
-	_, off, _ := p.Locate(b)
-	return BlockSum{node: blockNode(data, uint64(off/BlockSize)*chunksPerBlock)}
+	var h BlockHasher
+	h.Reset(p, b, len(data))
+	h.Range(data, 0, len(data))
+	return h.Sum()
 }
 
 // fileTree computes a file's BLAKE3 digest from its block nodes, given in order. It keeps the

@@ -254,7 +254,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	}
 	o.logf("sending %d file(s), %d bytes", len(sources.Files), plan.TotalBytes())
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: session.FECFor(c.path, o.FEC)}, o.Progress)
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -322,8 +322,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		return nil, err
 	}
 	hs <- nil
-	window = receiveWindow(c.path, window, o.Window == 0)
-	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, true, o.Progress)
+	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, o.Window == 0, true, o.Progress)
 	if err != nil {
 		return nil, err
 	}

@@ -148,10 +148,12 @@ func windowBlocks(rate float64, rtt time.Duration) int {
 	return min(max(w, 64), 1024)
 }
 
-// runSend reads the plan's files and sends them, then waits for the receiver's verdict.
+// runSend reads the plan's files and sends them, then waits for the receiver's verdict. On a
+// loopback path it applies the loopback rules first (shareCPUs, session.FECFor).
 func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, open fcopy.Opener,
 	cfg session.SenderConfig, prog ProgressFunc) (*sideResult, error) {
 	shareCPUs(path)
+	cfg.FEC = session.FECFor(path, cfg.FEC)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
@@ -232,9 +234,12 @@ func rateStats(s session.SenderStats) *RateStats {
 		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, Mode: c.Mode.String()}
 }
 
-// runRecv receives the plan's files into target (nil in sink mode) and reports the verdict.
+// runRecv receives the plan's files into target (nil in sink mode) and reports the verdict. window
+// is the agreed receive window in blocks; autoWindow says it was not set with --window, and then
+// a loopback path uses loopbackWindow (receiveWindow).
 func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, target *fcopy.Target,
-	o fcopy.WriterOptions, window int, waitBye bool, prog ProgressFunc) (*sideResult, error) {
+	o fcopy.WriterOptions, window int, autoWindow, waitBye bool, prog ProgressFunc) (*sideResult, error) {
+	window = receiveWindow(path, window, autoWindow)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}

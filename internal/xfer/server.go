@@ -111,8 +111,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
-		window = receiveWindow(path, window, hello.AutoWindow)
-		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, true, nil)
+		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, hello.AutoWindow, true, nil)
 		return err
 	case "send":
 		var paths []string
@@ -150,7 +149,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 			}
 		}
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
-			Policy: pol, Window: window, FEC: session.FECFor(path, mode)}, nil)
+			Policy: pol, Window: window, FEC: mode}, nil)
 		return err
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))

@@ -1162,8 +1162,10 @@ func (c *Controller) setRate() {
 			r = math.Min(r, 2*c.btlbw*8)
 		}
 	}
-	if b := c.capacity(); c.shared && b > 0 {
-		r = math.Min(r, fairShare*b*8)
+	if c.shared {
+		if b := c.capacity(); b > 0 {
+			r = math.Min(r, fairShare*b*8)
+		}
 	}
 	var capB float64
 	if c.mode == ProbeRTT {

@@ -3,6 +3,7 @@ package copy
 import (
 	"encoding/binary"
 
+	"github.com/farwing/farwing/internal/b3"
 	"lukechampine.com/blake3/guts"
 )
 
@@ -66,11 +67,17 @@ func mergeCVs(cvs [][8]uint32) guts.Node {
 // BlockHasher computes a block's digest a piece at a time, the pieces in any order and on any
 // goroutines (each piece's result has its own slot), so that each piece is hashed where and
 // when its bytes were just written. Sum, after every piece, gives what Plan.Sum gives.
+//
+// With AVX-512 (internal/b3) a piece leaves its 16 chunk values and Sum merges all of a block's
+// chunk values 16 parents at a time; otherwise each piece is reduced to its own subtree's value
+// (guts, AVX2) and Sum merges those.
 type BlockHasher struct {
 	counter uint64 // the block's first chunk index within its file
 	n       int    // pieces
+	chunks  int    // chunks, the last one possibly partial
 	single  guts.Node
-	cvs     [PiecesPerBlock][8]uint32
+	cvs     [PiecesPerBlock][8]uint32 // piece values (without AVX-512)
+	ccv     [chunksPerBlock][8]uint32 // chunk values (with AVX-512)
 }
 
 // Pieces returns the number of pieces of a block of n bytes.
@@ -81,16 +88,33 @@ func (h *BlockHasher) Reset(p *Plan, b uint32, n int) {
 	_, off, _ := p.Locate(b)
 	h.counter = uint64(off/BlockSize) * chunksPerBlock
 	h.n = Pieces(n)
+	h.chunks = (n + guts.ChunkSize - 1) / guts.ChunkSize
 }
 
 // Piece hashes piece i, whose bytes are data (block[i*PieceSize:], at most PieceSize bytes).
 func (h *BlockHasher) Piece(i int, data []byte) {
-	nd := pieceNode(data, h.counter+uint64(i*PieceSize/guts.ChunkSize))
-	if h.n == 1 {
-		h.single = nd
-		return
+	first := i * (PieceSize / guts.ChunkSize)
+	counter := h.counter + uint64(first)
+	switch {
+	case h.n == 1:
+		h.single = pieceNode(data, counter)
+	case !b3.Available:
+		h.cvs[i] = guts.ChainingValue(pieceNode(data, counter))
+	case len(data) == PieceSize:
+		b3.Chunks16((*[16][8]uint32)(h.ccv[first:]), (*[PieceSize]byte)(data), counter)
+	default:
+		// The block's last piece, short: the kernel reads whole chunks, so give it a padded
+		// copy, and hash a partial last chunk on its own.
+		var tail [PieceSize]byte
+		var cvs [16][8]uint32
+		copy(tail[:], data)
+		b3.Chunks16(&cvs, &tail, counter)
+		whole := len(data) / guts.ChunkSize
+		copy(h.ccv[first:first+whole], cvs[:whole])
+		if rest := data[whole*guts.ChunkSize:]; len(rest) > 0 {
+			h.ccv[first+whole] = guts.ChainingValue(guts.CompressChunk(rest, &guts.IV, counter+uint64(whole), 0))
+		}
 	}
-	h.cvs[i] = guts.ChainingValue(nd)
 }
 
 // Range hashes the pieces of block[lo:hi]: lo is a multiple of PieceSize, and so is hi unless it
@@ -104,10 +128,32 @@ func (h *BlockHasher) Range(block []byte, lo, hi int) {
 // Sum returns the block's sum once every piece has been hashed. It uses up h's values: call
 // Reset before hashing another block with it.
 func (h *BlockHasher) Sum() BlockSum {
-	if h.n == 1 {
+	switch {
+	case h.n == 1:
 		return BlockSum{node: h.single}
+	case !b3.Available:
+		return BlockSum{node: mergeCVs(h.cvs[:h.n])}
 	}
-	return BlockSum{node: mergeCVs(h.cvs[:h.n])}
+	return BlockSum{node: mergeChunkCVs(&h.ccv, h.chunks)}
+}
+
+// mergeChunkCVs is mergeCVs over cvs[:n] (n >= 2) with the AVX-512 kernel, 16 parents a call.
+// A call reads 32 values and writes 16: past n it reads values left from before and writes
+// values never read, all within the array (a layer of n values takes ceil(n/32) calls).
+func mergeChunkCVs(cvs *[chunksPerBlock][8]uint32, n int) guts.Node {
+	for n > 2 {
+		h := n / 2
+		carry := cvs[n-1]
+		for c := 0; c < h; c += 16 {
+			b3.Parents16((*[16][8]uint32)(cvs[c:]), (*[32][8]uint32)(cvs[2*c:]))
+		}
+		if n%2 == 1 {
+			cvs[h] = carry
+			h++
+		}
+		n = h
+	}
+	return guts.ParentNode(cvs[0], cvs[1], &guts.IV, 0)
 }
 
 // cvBytes encodes a chaining value as BLAKE3 does its output.

@@ -80,9 +80,8 @@ const readSize = 4 * PieceSize
 //
 // Each block is read readSize bytes at a time, and each piece hashed as soon as it is in memory
 // (BlockHasher): hashing whole blocks afterwards, on a pool of workers, read them back from DRAM
-// at half the speed and cost more than the read. One goroutine hashes ~9 GB/s this way (AVX-512;
-// ~5 GB/s with AVX2); the
-// whole-file digest is assembled from the block nodes (tree.go).
+// at half the speed and cost more than the read. One goroutine hashes ~9 GB/s this way with
+// AVX-512 (~5 GB/s with AVX2); the whole-file digest is assembled from the block nodes (tree.go).
 func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *Block, digest func(file int, sum [32]byte)) error {
 	emit := func(b *Block) error {
 		select {

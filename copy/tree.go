@@ -2,6 +2,7 @@ package copy
 
 import (
 	"encoding/binary"
+	"sync"
 
 	"github.com/farwing/farwing/internal/b3"
 	"lukechampine.com/blake3/guts"
@@ -76,9 +77,13 @@ type BlockHasher struct {
 	n       int    // pieces
 	chunks  int    // chunks, the last one possibly partial
 	single  guts.Node
-	cvs     [PiecesPerBlock][8]uint32 // piece values (without AVX-512)
-	ccv     [chunksPerBlock][8]uint32 // chunk values (with AVX-512)
+	cvs     [PiecesPerBlock][8]uint32  // piece values (without AVX-512)
+	ccv     *[chunksPerBlock][8]uint32 // chunk values (with AVX-512), from ccvPool until Sum
 }
+
+// ccvPool recycles the chunk values of blocks being hashed (32 KiB each): the receiver has a
+// hasher per block in flight, and allocating them anew cost it fresh memory for every block.
+var ccvPool = sync.Pool{New: func() any { return new([chunksPerBlock][8]uint32) }}
 
 // Pieces returns the number of pieces of a block of n bytes.
 func Pieces(n int) int { return max((n+PieceSize-1)/PieceSize, 1) }
@@ -89,6 +94,9 @@ func (h *BlockHasher) Reset(p *Plan, b uint32, n int) {
 	h.counter = uint64(off/BlockSize) * chunksPerBlock
 	h.n = Pieces(n)
 	h.chunks = (n + guts.ChunkSize - 1) / guts.ChunkSize
+	if b3.Available && h.n > 1 && h.ccv == nil {
+		h.ccv = ccvPool.Get().(*[chunksPerBlock][8]uint32)
+	}
 }
 
 // Piece hashes piece i, whose bytes are data (block[i*PieceSize:], at most PieceSize bytes).
@@ -134,7 +142,10 @@ func (h *BlockHasher) Sum() BlockSum {
 	case !b3.Available:
 		return BlockSum{node: mergeCVs(h.cvs[:h.n])}
 	}
-	return BlockSum{node: mergeChunkCVs(&h.ccv, h.chunks)}
+	nd := mergeChunkCVs(h.ccv, h.chunks)
+	ccvPool.Put(h.ccv)
+	h.ccv = nil
+	return BlockSum{node: nd}
 }
 
 // mergeChunkCVs is mergeCVs over cvs[:n] (n >= 2) with the AVX-512 kernel, 16 parents a call.

@@ -40,6 +40,15 @@ type SealedDataHandler interface {
 	Prefetch(pkt []byte)
 }
 
+// Admitter is a Handler that may refuse an authentic data datagram before the path marks it
+// received (pt: its plaintext, the data frame first). A refused datagram is dropped without an
+// acknowledgement, so that its sender declares it lost and sends it again later; the receiver
+// refuses chunks of blocks beyond its window, which it has no memory for. (Acknowledged and
+// dropped, such a chunk was never sent again, and the transfer stalled.)
+type Admitter interface {
+	Admit(pt []byte) bool
+}
+
 // Path is one side's four lanes with the session key: it seals, sends, receives, authenticates and
 // filters replays, and runs the lane-opening handshake.
 type Path struct {
@@ -77,6 +86,7 @@ type Path struct {
 type handlerBox struct {
 	h      Handler
 	sealed SealedDataHandler // h, when it takes sealed data datagrams
+	admit  Admitter          // h, when it may refuse data datagrams
 }
 
 // laneRx is a lane's receive state: the replay/ack window, guarded by mu because the feedback
@@ -193,6 +203,9 @@ func (p *Path) replayEarly(i int, rx *laneRx, hb *handlerBox) {
 	q := rx.early
 	rx.early, rx.earlyBytes = nil, 0
 	for _, e := range q {
+		if e.h.Type == wire.TypeData && hb.admit != nil && !hb.admit.Admit(e.pt) {
+			continue
+		}
 		if p.mark(rx, e.h.Seq, e.at) {
 			hb.h.Datagram(i, e.h, e.pt, e.at)
 		}
@@ -232,7 +245,8 @@ func (p *Path) Peer(i int) (netip.AddrPort, bool) {
 // SetHandler installs the receiver of data and feedback datagrams.
 func (p *Path) SetHandler(h Handler) {
 	sd, _ := h.(SealedDataHandler)
-	p.handler.Store(&handlerBox{h: h, sealed: sd})
+	ad, _ := h.(Admitter)
+	p.handler.Store(&handlerBox{h: h, sealed: sd, admit: ad})
 }
 
 // NextSeq reserves the next sequence number of lane i.
@@ -359,6 +373,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				// No engine yet (the peer's first data can beat the receiver's set-up by tens of
 				// milliseconds): hold the datagram, unacknowledged, until there is.
 				p.holdEarly(rx, h, pt, now)
+				return
+			}
+			if h.Type == wire.TypeData && hb != nil && hb.admit != nil && !hb.admit.Admit(pt) {
 				return
 			}
 			if !p.mark(rx, h.Seq, now) {

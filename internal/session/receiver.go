@@ -167,6 +167,8 @@ type Receiver struct {
 	fecRebuilt  atomic.Uint64
 	fecRepaired atomic.Uint64
 	fecChunks   atomic.Uint64
+
+	ackOutside bool // tests: admit (acknowledge, then drop) chunks beyond the window, as before Admit
 }
 
 // Progress returns the bytes verified and written so far.
@@ -250,6 +252,19 @@ func (r *Receiver) placeChunk(b *rxBlock, f wire.DataFrame, c int, payload []byt
 	r.count(b, 1)
 }
 
+// Admit implements Admitter: a data frame for a block at or beyond base+window is refused
+// (counted as outside), so it stays unacknowledged and is sent again once the window has moved.
+// A correct sender never sends one: it learns the window before it starts and from every
+// feedback.
+func (r *Receiver) Admit(pt []byte) bool {
+	f, _, err := wire.ParseDataFrame(pt)
+	if err != nil || f.Block < r.base.Load()+r.window || r.ackOutside {
+		return true
+	}
+	r.counts[0].outside.Add(1)
+	return false
+}
+
 // Datagram implements Handler.
 func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) {
 	if h.Type != wire.TypeData {
@@ -265,11 +280,7 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 		cnt.duplicates.Add(1)
 		return
 	}
-	if f.Block >= r.base.Load()+r.window {
-		cnt.outside.Add(1)
-		return
-	}
-	b := r.ring[f.Block%r.window].Load()
+	b := r.ring[f.Block%r.window].Load() // Admit kept out blocks beyond the window
 	if b == nil || b.id != f.Block {
 		if b = r.slot(f.Block, cnt); b == nil {
 			return

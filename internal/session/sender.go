@@ -27,6 +27,9 @@ type SenderConfig struct {
 	InitialRTT time.Duration // from the handshake; 0 = 500 ms
 	// Idle is how long the sender waits without any feedback before it gives up.
 	Idle time.Duration
+	// Stall is how long it waits without progress (a datagram newly acknowledged, the receiver's
+	// cursor moving) although feedback arrives, before it gives up (0: 2 minutes).
+	Stall time.Duration
 	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
 	FEC fec.Mode
 
@@ -221,6 +224,7 @@ type Sender struct {
 	progress       atomic.Pointer[Progress]
 	lastProgress   time.Time
 	fb             wire.Feedback
+	acks           uint64 // datagrams acknowledged
 	stats          SenderStats
 }
 
@@ -231,6 +235,9 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	}
 	if cfg.Idle <= 0 {
 		cfg.Idle = 20 * time.Second
+	}
+	if cfg.Stall <= 0 {
+		cfg.Stall = 2 * time.Minute
 	}
 	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
@@ -297,6 +304,11 @@ const readAhead = 8
 // ErrNoFeedback is returned when the receiver stays silent for longer than SenderConfig.Idle.
 var ErrNoFeedback = errors.New("no acknowledgements from the receiver")
 
+// ErrStalled is returned when the receiver's feedback arrives but acknowledges nothing new for
+// longer than SenderConfig.Stall: data datagrams do not get through (a path that drops
+// full-size datagrams), or the receiver cannot take more.
+var ErrStalled = errors.New("the transfer made no progress")
+
 // Run sends every block read from in until all are acknowledged or ctx ends.
 func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.start = time.Now()
@@ -322,6 +334,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	defer tick.Stop()
 	lastFB := time.Now()
 	var lastDbg time.Time
+	progressAt, lastAcks, lastCursor := lastFB, uint64(0), uint32(0)
 	for {
 		// Take blocks from the reader while the receiver's window allows, and only a few ahead
 		// of what is being sent: a block is sealed soon after it was read and hashed, while its
@@ -386,6 +399,12 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			}
 			return fmt.Errorf("%w for %s (%d feedback datagrams before that, %d datagrams received in all, %d failed authentication, %d replays)",
 				ErrNoFeedback, s.cfg.Idle.Round(time.Second), s.stats.Feedback, rx, s.path.AuthFailures.Load(), s.path.Replays.Load())
+		}
+		if s.acks != lastAcks || s.cursor != lastCursor {
+			progressAt, lastAcks, lastCursor = now, s.acks, s.cursor
+		} else if now.Sub(progressAt) > s.cfg.Stall {
+			return fmt.Errorf("%w for %s: the receiver is at block %d of %d and acknowledged nothing new (%d datagrams sent, %d lost)",
+				ErrStalled, s.cfg.Stall.Round(time.Second), s.cursor, s.plan.NumBlocks(), s.stats.Datagrams, s.stats.Lost)
 		}
 		s.detectTimeLoss(now)
 		s.checkRebuilt(now)
@@ -827,6 +846,7 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 		return
 	}
 	p.state = stAcked
+	s.acks++
 	s.cc.OnAck(now, lane, q, int(p.size), rtt)
 	b := s.blocks[p.block]
 	if b == nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	mathrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"bytes"
 
+	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 )
@@ -35,6 +37,21 @@ func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
 // loss in both directions (data and feedback), checks that every byte arrives and verifies, and
 // returns both ends' counters.
 func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderConfig) (SenderStats, ReceiverStats) {
+	t.Helper()
+	return transferWith(t, loss, seed, sizes, cfg, xferOpts{})
+}
+
+// xferOpts vary transferWith: a receiver window other than the sender's, and feedback held back
+// at the start.
+type xferOpts struct {
+	recvWindow int           // 0: cfg.Window
+	muteFor    time.Duration // the receiver's datagrams are dropped for this long after the start
+	dropFirst  bool          // the sender's first datagram (block 0, chunk 0) is lost
+	ackOutside bool          // the receiver acknowledges chunks beyond its window, then drops them
+	wantErr    error         // the sender must fail with this
+}
+
+func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderConfig, o xferOpts) (SenderStats, ReceiverStats) {
 	t.Helper()
 	dir := t.TempDir()
 	var paths [][]byte
@@ -60,6 +77,16 @@ func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderCo
 		t.Fatal(err)
 	}
 	client, server := lossyPair(t, loss, seed)
+	if o.muteFor > 0 {
+		muteUntil := time.Now().Add(o.muteFor)
+		drop := func() bool { return time.Now().Before(muteUntil) }
+		server.dropSend.Store(&drop)
+	}
+	if o.dropFirst {
+		var dropped atomic.Bool
+		drop := func() bool { return dropped.CompareAndSwap(false, true) }
+		client.dropSend.Store(&drop)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -72,11 +99,24 @@ func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderCo
 		close(blocks)
 	}()
 	w := fcopy.NewWriter(plan, target, fcopy.WriterOptions{Digest: digestFrom(&sums)})
-	recv := NewReceiver(server, plan, w, window)
+	rw := window
+	if o.recvWindow > 0 {
+		rw = o.recvWindow
+	}
+	recv := NewReceiver(server, plan, w, rw)
+	recv.ackOutside = o.ackOutside
 	errc := make(chan error, 1)
 	go func() { errc <- recv.Run(ctx) }()
 	snd := NewSender(client, plan, pool, cfg)
-	if err := snd.Run(ctx, blocks); err != nil {
+	err = snd.Run(ctx, blocks)
+	if o.wantErr != nil {
+		if !errors.Is(err, o.wantErr) {
+			t.Fatalf("sender: %v, want %v", err, o.wantErr)
+		}
+		t.Logf("sender: %v", err)
+		return snd.Stats(), recv.Stats()
+	}
+	if err != nil {
 		t.Fatalf("loss %.0f%%, fec %s: sender: %v", loss*100, cfg.FEC, err)
 	}
 	if err := <-errc; err != nil {
@@ -89,12 +129,38 @@ func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderCo
 		}
 	}
 	st, rs := snd.Stats(), recv.Stats()
-	if rs.Outside != 0 {
+	if rs.Outside != 0 && o.recvWindow == 0 {
 		t.Fatalf("sender overran the window: %+v", rs)
 	}
 	t.Logf("loss %.0f%%, fec %s: %d datagrams, %d re-sent, %d declared lost, parity %d (%d repair), %d groups repaired, %d rebuilt by FEC (%d more after a repair; %d chunks, %d of them late), srtt %s",
 		loss*100, cfg.FEC, st.Datagrams, st.Retransmitted, st.Lost, st.Parity, st.RepairParity, st.RepairGroups, rs.FECRebuilt, rs.FECRepaired, rs.FECChunks, rs.FECLate, st.SRTT)
 	return st, rs
+}
+
+// TestWindowOverrun: a sender that starts with a wider window than the receiver's (as a
+// loopback copy did when only the receiver applied the loopback window) sends chunks of blocks the
+// receiver has no room for before the first feedback narrows it; here block 0 cannot complete
+// (its first chunk is lost) while the feedback is held back, so the receiver's window stays at
+// blocks 0-1 while the sender sends ~5 MB. The receiver must leave the chunks beyond its window
+// unacknowledged, so they are declared lost and sent again: acknowledged and dropped, they were
+// never sent again and the transfer stalled for good.
+func TestWindowOverrun(t *testing.T) {
+	_, rs := transferWith(t, 0, 5, []int{12 * fcopy.BlockSize}, SenderConfig{Rate: 2e9, Policy: cc.Fixed, Window: 16,
+		InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeOff}, Idle: 10 * time.Second},
+		xferOpts{recvWindow: 2, muteFor: 100 * time.Millisecond, dropFirst: true})
+	if rs.Outside == 0 {
+		t.Fatalf("the sender never overran the receiver's window: the test did not test it (%+v)", rs)
+	}
+	t.Logf("%d chunks refused outside the window, all sent again", rs.Outside)
+}
+
+// TestStallDetected: with the receiver acknowledging and dropping what lies beyond its window
+// (the bug TestWindowOverrun guards against), the sender ends with ErrStalled once nothing new is
+// acknowledged for SenderConfig.Stall, rather than waiting forever on feedback that keeps coming.
+func TestStallDetected(t *testing.T) {
+	transferWith(t, 0, 5, []int{12 * fcopy.BlockSize}, SenderConfig{Rate: 2e9, Policy: cc.Fixed, Window: 16,
+		InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeOff}, Stall: time.Second},
+		xferOpts{recvWindow: 2, muteFor: 100 * time.Millisecond, dropFirst: true, ackOutside: true, wantErr: ErrStalled})
 }
 
 var testSizes = []int{5*fcopy.BlockSize + 333, 0, 777}

@@ -254,7 +254,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	}
 	o.logf("sending %d file(s), %d bytes", len(sources.Files), plan.TotalBytes())
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Progress)
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +313,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			return nil, err
 		}
 	}
-	if err := c.ctl.Send(Msg{T: "accept", Window: window}); err != nil {
+	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0}); err != nil {
 		return nil, err
 	}
 	if err := <-hs; err != nil {

@@ -48,7 +48,7 @@ func ExitCode(err error) int {
 		return ExitPlatform
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return ExitSSH
-	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback):
+	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled):
 		return ExitUDP
 	}
 	return ExitFail
@@ -151,7 +151,10 @@ func windowBlocks(rate float64, rtt time.Duration) int {
 // runSend reads the plan's files and sends them, then waits for the receiver's verdict. On a
 // loopback path it applies the loopback rules first (shareCPUs, session.FECFor).
 func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, open fcopy.Opener,
-	cfg session.SenderConfig, prog ProgressFunc) (*sideResult, error) {
+	cfg session.SenderConfig, autoWindow bool, prog ProgressFunc) (*sideResult, error) {
+	// The receiver applies the same rule to the same path: the sender must not start beyond the
+	// window the receiver has memory for (its feedback only tells it a few milliseconds in).
+	cfg.Window = receiveWindow(path, cfg.Window, autoWindow)
 	shareCPUs(path)
 	cfg.FEC = session.FECFor(path, cfg.FEC)
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -149,7 +149,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 			}
 		}
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
-			Policy: pol, Window: window, FEC: mode}, nil)
+			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
 		return err
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))

@@ -86,12 +86,21 @@ type copyRun struct {
 // copy runs `farwing copy` in namespace A with the lab's ssh config (unless args set -F).
 func (e *labEnv) copy(args ...string) copyRun {
 	e.t.Helper()
+	return e.copyIn(e.l.NSA, nil, args...)
+}
+
+// copyIn runs `farwing copy` in namespace ns with env added to the environment.
+func (e *labEnv) copyIn(ns string, env []string, args ...string) copyRun {
+	e.t.Helper()
 	full := []string{"copy", "--json"}
 	if !strings.HasPrefix(strings.Join(args, " "), "-F") {
 		full = append(full, "-F", e.srv.ConfigFile)
 	}
 	full = append(full, args...)
-	cmd := e.l.Command(e.l.NSA, e.bin, full...)
+	cmd := e.l.Command(ns, e.bin, full...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	start := time.Now()
@@ -139,6 +148,45 @@ func fileSum(t *testing.T, p string) string {
 	}
 	s := blake3.Sum256(b)
 	return hexs(s[:])
+}
+
+// TestLabLoopback copies through sshd's loopback address from namespace B itself: the handshake
+// agrees on 8 KiB chunks (wire bytes within 1 % of the file's; standard chunks cost 3.3 %), push
+// and pull arrive intact, and FARWING_JUMBO=0 keeps the standard size.
+func TestLabLoopback(t *testing.T) {
+	e := startLab(t, 100e6, 60*time.Millisecond, 0.01)
+	dir := t.TempDir()
+	src, sum := randomFile(t, dir, "loop.bin", 24<<20+12345)
+	ratio := func(r copyRun) float64 {
+		v, _ := r.res["wire_ratio"].(float64)
+		return v
+	}
+	push := e.copyIn(e.l.NSB, nil, "-F", e.srv.LoopbackConfig, src, e.srv.Host+":")
+	if push.code != 0 || push.res["blake3"] != sum {
+		t.Fatalf("loopback push: exit %d, digest %v (want %s): %s", push.code, push.res["blake3"], sum, push.stderr)
+	}
+	if r := ratio(push); r <= 1 || r > 1.01 {
+		t.Fatalf("loopback push: wire/file bytes %.4f, want large chunks (< 1.01): %v", r, push.res)
+	}
+	back := filepath.Join(dir, "back.bin")
+	pull := e.copyIn(e.l.NSB, nil, "-F", e.srv.LoopbackConfig, e.srv.Host+":loop.bin", back)
+	if pull.code != 0 {
+		t.Fatalf("loopback pull: exit %d: %s", pull.code, pull.stderr)
+	}
+	if got := fileSum(t, back); got != sum {
+		t.Fatalf("loopback pull: file digest %s, want %s", got, sum)
+	}
+	if r := ratio(pull); r <= 1 || r > 1.01 {
+		t.Fatalf("loopback pull: wire/file bytes %.4f, want large chunks (< 1.01): %v", r, pull.res)
+	}
+	std := e.copyIn(e.l.NSB, []string{"FARWING_JUMBO=0"}, "-F", e.srv.LoopbackConfig, src, e.srv.Host+":std.bin")
+	if std.code != 0 || std.res["blake3"] != sum {
+		t.Fatalf("FARWING_JUMBO=0 push: exit %d: %s", std.code, std.stderr)
+	}
+	if r := ratio(std); r < 1.02 {
+		t.Fatalf("FARWING_JUMBO=0 push: wire/file bytes %.4f, want standard chunks (> 1.02)", r)
+	}
+	t.Logf("wire/file bytes: push %.4f, pull %.4f, FARWING_JUMBO=0 %.4f", ratio(push), ratio(pull), ratio(std))
 }
 
 // TestLabPushPull pushes a random 32 MiB file through 100 Mbit/s, 60 ms RTT and 1 % loss each way,

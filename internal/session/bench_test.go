@@ -22,6 +22,12 @@ import (
 // joined by the handshake.
 func benchPair(tb testing.TB, buf int) (client, server *Path) {
 	tb.Helper()
+	return pairWith(tb, buf, false)
+}
+
+// pairWith is benchPair with the client proposing large chunks (jumbo).
+func pairWith(tb testing.TB, buf int, jumbo bool) (client, server *Path) {
+	tb.Helper()
 	key := make([]byte, wire.KeyLen)
 	rand.Read(key)
 	cc, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
@@ -35,6 +41,9 @@ func benchPair(tb testing.TB, buf int) (client, server *Path) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { client.Close(); server.Close() })
+	if jumbo {
+		client.ProposeJumbo()
+	}
 	var dst []netip.AddrPort
 	for _, p := range server.Ports() {
 		dst = append(dst, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)))

@@ -4,6 +4,7 @@ package session
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -62,6 +63,11 @@ type Path struct {
 	handler  atomic.Pointer[handlerBox]
 	helloAck [Lanes]atomic.Bool
 	helloRTT atomic.Int64
+	// chunk is the agreed file bytes per data datagram (0: wire.ChunkSize): the client proposes
+	// wire.JumboChunkSize in its hellos (ProposeJumbo), the server accepts it in its answers when
+	// it sees the client on a loopback address too.
+	chunk        atomic.Int32
+	proposeJumbo atomic.Bool
 
 	AuthFailures atomic.Uint64 // datagrams that failed to open (tampered, foreign, other session)
 	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
@@ -406,13 +412,22 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				}
 				if p.server {
 					p.SetPeer(i, from)
-					p.SendOne(i, wire.TypeHelloAck, pt) // echo the client's timestamp
+					// Echo the client's timestamp, with the chunk size agreed.
+					chunk := acceptChunk(pt, from)
+					p.chunk.Store(int32(chunk))
+					var ack [10]byte
+					copy(ack[:8], pt)
+					binary.BigEndian.PutUint16(ack[8:], uint16(chunk))
+					p.SendOne(i, wire.TypeHelloAck, ack[:])
 				}
 				return
 			case wire.TypeHelloAck:
 				if !p.server && len(pt) >= 8 {
 					sent := int64(beUint64(pt))
 					p.helloRTT.CompareAndSwap(0, now.UnixNano()-sent)
+					if len(pt) >= 10 && binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize && p.proposeJumbo.Load() {
+						p.chunk.Store(wire.JumboChunkSize)
+					}
 					p.helloAck[i].Store(true)
 				}
 				return
@@ -499,10 +514,32 @@ func (p *Path) warmEarly() {
 // the block at both ends (2 GiB copies that overflowed a socket sent 400-1,850 repair shards).
 // An explicit --fec k+m still applies.
 func FECFor(p *Path, m fec.Mode) fec.Mode {
-	if m.Kind == fec.ModeAuto && p.Loopback() {
+	if m.Kind == fec.ModeAuto && p.Loopback() || p.ChunkSize() != wire.ChunkSize { // FEC's shards are standard chunks
 		return fec.Mode{Kind: fec.ModeOff}
 	}
 	return m
+}
+
+// ProposeJumbo (client, before Handshake) asks for wire.JumboChunkSize chunks: the caller
+// knows the path is loopback and the session runs without FEC.
+func (p *Path) ProposeJumbo() { p.proposeJumbo.Store(true) }
+
+// ChunkSize is the session's file bytes per data datagram, as agreed by the handshake: the client
+// knows it when Handshake returns, the server when WaitPeers does.
+func (p *Path) ChunkSize() int {
+	if c := int(p.chunk.Load()); c != 0 {
+		return c
+	}
+	return wire.ChunkSize
+}
+
+// acceptChunk is the server's answer to a hello's chunk proposal: large chunks only from a client
+// on a loopback address (it sees the same MTU), the standard size otherwise.
+func acceptChunk(pt []byte, from netip.AddrPort) int {
+	if len(pt) >= 10 && binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize && from.Addr().Unmap().IsLoopback() {
+		return wire.JumboChunkSize
+	}
+	return wire.ChunkSize
 }
 
 // Loopback reports whether the peer is this host (a loopback address). There a lost datagram is
@@ -528,7 +565,12 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 	// lane answers, not at the next resend.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	var ts [8]byte
+	var ts [10]byte // send timestamp, chunk size proposed
+	if p.proposeJumbo.Load() {
+		binary.BigEndian.PutUint16(ts[8:], wire.JumboChunkSize)
+	} else {
+		binary.BigEndian.PutUint16(ts[8:], wire.ChunkSize)
+	}
 	var lastSend time.Time
 	for {
 		done := true
@@ -550,9 +592,7 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 				// some lane and waited 100 ms for the resend; with two copies, one in 70.
 				for range 2 {
 					n := uint64(time.Now().UnixNano())
-					for k := 0; k < 8; k++ {
-						ts[k] = byte(n >> (56 - 8*k))
-					}
+					binary.BigEndian.PutUint64(ts[:8], n)
 					p.SendOne(i, wire.TypeHello, ts[:])
 				}
 			}

@@ -14,8 +14,8 @@ import (
 	"github.com/farwing/farwing/internal/wire"
 )
 
-// chunksIn is the number of data chunks of a block of n bytes.
-func chunksIn(n int) int { return (n + wire.ChunkSize - 1) / wire.ChunkSize }
+// chunksIn is the number of data chunks of a block of n bytes, in chunks of chunk bytes.
+func chunksIn(n, chunk int) int { return (n + chunk - 1) / chunk }
 
 // rxBlock is a block being reassembled. The lane goroutines fill it without a lock: a chunk is
 // claimed by setting its bit in have (atomic OR), copied, marked in placed, and then counted in
@@ -26,6 +26,7 @@ func chunksIn(n int) int { return (n + wire.ChunkSize - 1) / wire.ChunkSize }
 type rxBlock struct {
 	id      uint32
 	data    []byte
+	chunk   int // the session's chunk size
 	nChunks int // data chunks; the hash travels as chunk index nChunks
 	have    []atomic.Uint64
 	placed  []atomic.Uint64 // chunks whose bytes are in data (set after the copy)
@@ -55,8 +56,8 @@ func (b *rxBlock) claim(c int) bool {
 // span returns where chunk c's n bytes lie in b.data, or false if c is not a chunk of b or n is
 // not its length (malformed: sealed by our peer, so a bug; ignored rather than corrupting).
 func (b *rxBlock) span(c, n int) (off int, ok bool) {
-	off = c * wire.ChunkSize
-	return off, c < b.nChunks && off+n == min(off+wire.ChunkSize, len(b.data))
+	off = c * b.chunk
+	return off, c < b.nChunks && off+n == min(off+b.chunk, len(b.data))
 }
 
 // unclaim gives up a claim whose datagram failed authentication.
@@ -89,14 +90,14 @@ func (b *rxBlock) initPieces(plan *fcopy.Plan, n int) {
 	for p := range b.pieceLeft {
 		lo := p * fcopy.PieceSize
 		hi := min(lo+fcopy.PieceSize, n) - 1
-		b.pieceLeft[p].Store(int32(hi/wire.ChunkSize - lo/wire.ChunkSize + 1))
+		b.pieceLeft[p].Store(int32(hi/b.chunk - lo/b.chunk + 1))
 	}
 }
 
 // hashPieces counts chunk c, whose bytes have just been placed, in the pieces it overlaps and
 // hashes those it completes.
 func (b *rxBlock) hashPieces(c int) {
-	off := c * wire.ChunkSize
+	off := c * b.chunk
 	end := off + b.chunkLen(c)
 	for p := off / fcopy.PieceSize; p <= (end-1)/fcopy.PieceSize; p++ {
 		if b.pieceLeft[p].Add(-1) == 0 {
@@ -108,8 +109,8 @@ func (b *rxBlock) hashPieces(c int) {
 
 // chunkLen is the length of data chunk c.
 func (b *rxBlock) chunkLen(c int) int {
-	off := c * wire.ChunkSize
-	return min(off+wire.ChunkSize, len(b.data)) - off
+	off := c * b.chunk
+	return min(off+b.chunk, len(b.data)) - off
 }
 
 // FeedbackInterval is how often the receiver reports.
@@ -147,6 +148,7 @@ type Receiver struct {
 	plan    *fcopy.Plan
 	w       *fcopy.Writer
 	window  uint32
+	chunk   int // file bytes per data datagram, agreed by the path's handshake
 	fbEvery time.Duration
 
 	base    atomic.Uint32 // blocks below base are written; memory is held for [base, base+window)
@@ -178,7 +180,7 @@ func (r *Receiver) Progress() *Progress {
 
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
-	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), fbEvery: FeedbackInterval,
+	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), chunk: p.ChunkSize(), fbEvery: FeedbackInterval,
 		ring: make([]atomic.Pointer[rxBlock], window), toWrite: make(chan *rxBlock, window+1),
 		verify: make(chan *rxBlock, window+1)}
 	return r
@@ -357,16 +359,16 @@ func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
 	} else {
 		data = fcopy.NewBlockBuffer()[:n]
 	}
-	b := newRxBlock(r.plan, id, data)
+	b := newRxBlock(r.plan, id, data, r.chunk)
 	r.ring[id%r.window].Store(b)
 	return b
 }
 
-// newRxBlock returns block id of plan, to be assembled in data (its length; every block of a
+// newRxBlock returns block id of plan, to be assembled in data in chunks of chunk bytes (its length; every block of a
 // plan has at least one byte: an empty file has no blocks).
-func newRxBlock(plan *fcopy.Plan, id uint32, data []byte) *rxBlock {
+func newRxBlock(plan *fcopy.Plan, id uint32, data []byte, chunk int) *rxBlock {
 	n := len(data)
-	b := &rxBlock{id: id, data: data, nChunks: chunksIn(n)}
+	b := &rxBlock{id: id, data: data, chunk: chunk, nChunks: chunksIn(n, chunk)}
 	b.have = make([]atomic.Uint64, (b.nChunks+1+63)/64)
 	b.placed = make([]atomic.Uint64, (b.nChunks+63)/64)
 	b.initPieces(plan, n)
@@ -544,7 +546,7 @@ func (r *Receiver) Stats() ReceiverStats {
 }
 
 func init() {
-	if wire.ChunkSize*0xFFFF < fcopy.BlockSize {
+	if min(wire.ChunkSize, wire.JumboChunkSize)*0xFFFF < fcopy.BlockSize {
 		panic(fmt.Sprint("block too large for 16-bit chunk numbers"))
 	}
 }

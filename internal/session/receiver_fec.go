@@ -78,7 +78,7 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
 		fx.open[first/64].Or(bit64(first))
 		for i := range k {
 			if c := first + i; b.isPlaced(c) {
-				off := c * wire.ChunkSize
+				off := c * b.chunk
 				id.Index = i
 				g.Add(id, b.data[off:off+b.chunkLen(c)])
 			}
@@ -144,7 +144,7 @@ func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) i
 			if b.isPlaced(c) || len(d) != b.chunkLen(c) || !b.claim(c) {
 				continue // already here, or arriving right now
 			}
-			copy(b.data[c*wire.ChunkSize:], d)
+			copy(b.data[c*b.chunk:], d)
 			fx.built[c/64].Or(bit64(c))
 			b.markPlaced(c)
 			b.hashPieces(c)

@@ -23,7 +23,7 @@ func TestSealedDataIntoBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewReceiver(&Path{crypto: server}, plan, nil, 4)
-	b := newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize))
+	b := newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize), wire.ChunkSize)
 	r.ring[0].Store(b)
 
 	file := make([]byte, 3*wire.ChunkSize)

@@ -117,7 +117,7 @@ type txBatch struct {
 	pkts [][]byte // sealed datagrams, for Send
 }
 
-// batchesPerLane bounds the sealed-but-unsent data per lane (with maxBatch 128: 4 × 184 KiB).
+// batchesPerLane bounds the sealed-but-unsent data per lane (4 × batchBytes, 4 × 181 KiB).
 const batchesPerLane = 4
 
 type txBlock struct {
@@ -172,12 +172,16 @@ type Sender struct {
 	plan  *fcopy.Plan
 	pool  *fcopy.Pool
 	cfg   SenderConfig
-	start time.Time
-	pacer *lane.Pacer
-	cc    *cc.Controller
-	lanes [Lanes]laneTx
-	rr    int // the lane being filled
-	rrN   int // datagrams framed on it in a row
+	chunk int // file bytes per data datagram, agreed by the path's handshake
+	dgram int // the largest datagram of that size (wire.DatagramFor)
+	// batchMax and laneRun are maxBatch and laneRunBytes in datagrams of that size.
+	batchMax, laneRun int
+	start             time.Time
+	pacer             *lane.Pacer
+	cc                *cc.Controller
+	lanes             [Lanes]laneTx
+	rr                int // the lane being filled
+	rrN               int // datagrams framed on it in a row
 	// sendErr is the first error of a lane sealer; kick wakes the loop when a batch is free again
 	// after transmit found none (starved).
 	sendErr atomic.Pointer[error]
@@ -239,10 +243,15 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	if cfg.Stall <= 0 {
 		cfg.Stall = 2 * time.Minute
 	}
-	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, pacer: lane.NewPacer(1e6, 2*time.Millisecond),
+	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, chunk: p.ChunkSize(), dgram: wire.DatagramFor(p.ChunkSize()), pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
 		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC}
-	switch cfg.FEC.Kind {
+	if s.chunk != wire.ChunkSize {
+		s.fec = fec.Mode{Kind: fec.ModeOff} // FEC's shards are standard chunks (FECFor)
+	}
+	s.batchMax = min(maxBatch, batchBytes/s.dgram)
+	s.laneRun = max(laneRunBytes/s.dgram, 1)
+	switch s.fec.Kind {
 	case fec.ModeAuto:
 		s.fecK = -1
 	case fec.ModeFixed:
@@ -255,8 +264,8 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 		l.work = make(chan *txBatch, batchesPerLane)
 		for range batchesPerLane {
 			bt := &txBatch{pkts: make([][]byte, 0, maxBatch)}
-			for k := range bt.bufs {
-				bt.bufs[k] = make([]byte, wire.MaxDatagramV6)
+			for k := range s.batchMax {
+				bt.bufs[k] = make([]byte, s.dgram)
 			}
 			l.free <- bt
 		}
@@ -313,7 +322,7 @@ var ErrStalled = errors.New("the transfer made no progress")
 func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.start = time.Now()
 	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
-		MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
+		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
 	if s.fec.Kind == fec.ModeFixed && s.fec.M > 0 {
@@ -435,7 +444,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 }
 
 func (s *Sender) addBlock(b *fcopy.Block) {
-	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data))}
+	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data), s.chunk)}
 	tb.refs.Store(1)
 	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
 	if k := s.fecK; k != 0 && tb.nChunks > 0 {
@@ -523,7 +532,7 @@ func (s *Sender) nextChunk() (b *txBlock, c, par, src int, ok bool) {
 			s.startChunk(b, c)
 		}
 		if c < b.nChunks {
-			s.firstSent += int64(min(wire.ChunkSize, len(b.data)-c*wire.ChunkSize))
+			s.firstSent += int64(min(s.chunk, len(b.data)-c*s.chunk))
 		}
 		return b, c, -1, srcNew, true
 	}
@@ -551,15 +560,20 @@ func (s *Sender) queued(r chunkRef) (*txBlock, int, int, bool) {
 	return b, c, -1, true
 }
 
-const maxBatch = 128
+// maxBatch is the most datagrams of a batch; batchBytes bounds its bytes (128 standard datagrams),
+// so that large datagrams make shorter batches.
+const (
+	maxBatch   = 128
+	batchBytes = maxBatch * wire.MaxDatagramV6
+)
 
 // prefetchAhead is how many datagrams ahead frame prefetches a batch buffer.
 const prefetchAhead = 4
 
-// laneRun is how many datagrams in a row go to one lane before the next: about one GSO
-// super-packet (64 KiB of full-size datagrams), so that a burst leaves as a few large sends rather
-// than as a small one on every lane, and the receiving lanes wake once per super-packet.
-const laneRun = 44
+// laneRunBytes is how much goes to one lane in a row before the next: about one GSO super-packet
+// (64 KiB; 44 standard datagrams), so that a burst leaves as a few large sends rather than as a
+// small one on every lane, and the receiving lanes wake once per super-packet.
+const laneRunBytes = 44 * wire.MaxDatagramV6
 
 // sendQuantum is the least credit, in time at the pacing rate, that transmit waits for before it
 // frames anything (or one datagram, whichever is more). The loop wakes on every feedback datagram
@@ -578,11 +592,11 @@ func (s *Sender) transmit(now time.Time) error {
 		s.planRepairs(now)
 	}
 	budget := s.pacer.Budget(now)
-	if budget < max(wire.MaxDatagramV6, int(s.pacer.Rate()/8*sendQuantum.Seconds())) {
+	if budget < max(s.dgram, int(s.pacer.Rate()/8*sendQuantum.Seconds())) {
 		return nil
 	}
 	sent := false
-	for budget >= wire.MaxDatagramV6 && s.cc.Inflight() < s.inflightCap() {
+	for budget >= s.dgram && s.cc.Inflight() < s.inflightCap() {
 		l := &s.lanes[s.rr]
 		if l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
 			break // the lane's record is full of unresolved datagrams
@@ -625,11 +639,11 @@ func (s *Sender) transmit(now time.Time) error {
 				s.stats.RepairParity++
 			}
 		}
-		if l.cur.n == maxBatch {
+		if l.cur.n == s.batchMax {
 			l.work <- l.cur // never blocks: a lane has batchesPerLane batches in all
 			l.cur = nil
 		}
-		if s.rrN++; s.rrN >= laneRun {
+		if s.rrN++; s.rrN >= s.laneRun {
 			s.rr, s.rrN = (s.rr+1)%Lanes, 0
 		}
 		sent = true
@@ -714,7 +728,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	bt := l.cur
 	k := bt.n
 	buf := bt.bufs[k]
-	if k+prefetchAhead < maxBatch {
+	if k+prefetchAhead < s.batchMax {
 		// The batch's buffers were last written a round of batches ago, out of cache by now:
 		// ask for a later one's header line, so that its frame header is not a store miss
 		// that the sequence number's atomic add below then waits for.
@@ -732,8 +746,8 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 		f.Kind = wire.KindHash
 		payload = append(buf[wire.DataAADLen:wire.DataAADLen], b.hash[:]...)
 	default:
-		off := c * wire.ChunkSize
-		payload = b.data[off:min(off+wire.ChunkSize, len(b.data))]
+		off := c * s.chunk
+		payload = b.data[off:min(off+s.chunk, len(b.data))]
 		if bt.nref == 0 || bt.refs[bt.nref-1] != b {
 			// Sealed from the block's memory by the lane's sealer: one reference per run of the
 			// block's chunks in the batch, not an atomic shared with the sealer per datagram.

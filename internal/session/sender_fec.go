@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/fec"
-	"github.com/farwing/farwing/internal/wire"
 )
 
 // txGroup is the sender's view of one FEC group: k data chunks of a block, the parity planned for
@@ -200,8 +199,8 @@ func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byt
 	}
 	data := s.shards[:k]
 	for i := range data {
-		off := (first + i) * wire.ChunkSize
-		data[i] = b.data[off:min(off+wire.ChunkSize, len(b.data))]
+		off := (first + i) * s.chunk
+		data[i] = b.data[off:min(off+s.chunk, len(b.data))]
 	}
 	defer clear(data)
 	if fec.Wide(k) {

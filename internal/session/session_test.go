@@ -3,8 +3,10 @@ package session
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	mathrand "math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,13 +19,19 @@ import (
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/wire"
 )
 
 // lossyPair opens a client and a server Path on loopback joined by the handshake, each dropping
 // the given fraction of the datagrams it sends.
 func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
 	t.Helper()
-	client, server = benchPair(t, 4<<20)
+	return lossyPairWith(t, loss, seed, false)
+}
+
+func lossyPairWith(t *testing.T, loss float64, seed uint64, jumbo bool) (client, server *Path) {
+	t.Helper()
+	client, server = pairWith(t, 4<<20, jumbo)
 	for i, p := range []*Path{client, server} {
 		var mu sync.Mutex
 		r := mathrand.New(mathrand.NewPCG(seed, uint64(i)))
@@ -49,6 +57,7 @@ type xferOpts struct {
 	dropFirst  bool          // the sender's first datagram (block 0, chunk 0) is lost
 	ackOutside bool          // the receiver acknowledges chunks beyond its window, then drops them
 	wantErr    error         // the sender must fail with this
+	jumbo      bool          // the client proposes large chunks in the handshake
 }
 
 func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderConfig, o xferOpts) (SenderStats, ReceiverStats) {
@@ -76,7 +85,10 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, server := lossyPair(t, loss, seed)
+	client, server := lossyPairWith(t, loss, seed, o.jumbo)
+	if o.jumbo && (client.ChunkSize() != wire.JumboChunkSize || server.ChunkSize() != wire.JumboChunkSize) {
+		t.Fatalf("loopback handshake agreed on chunks of %d (client) and %d (server) bytes, want %d", client.ChunkSize(), server.ChunkSize(), wire.JumboChunkSize)
+	}
 	if o.muteFor > 0 {
 		muteUntil := time.Now().Add(o.muteFor)
 		drop := func() bool { return time.Now().Before(muteUntil) }
@@ -161,6 +173,61 @@ func TestStallDetected(t *testing.T) {
 	transferWith(t, 0, 5, []int{12 * fcopy.BlockSize}, SenderConfig{Rate: 2e9, Policy: cc.Fixed, Window: 16,
 		InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeOff}, Stall: time.Second},
 		xferOpts{recvWindow: 2, muteFor: 100 * time.Millisecond, dropFirst: true, ackOutside: true, wantErr: ErrStalled})
+}
+
+// TestJumboTransfer: on a path whose handshake agreed on large chunks, files of sizes around
+// chunk, piece and block boundaries arrive intact, without loss and with 3 % each way; the
+// datagram count shows the chunk size in use.
+func TestJumboTransfer(t *testing.T) {
+	sizes := []int{3*fcopy.BlockSize + 5*wire.JumboChunkSize + 17, wire.JumboChunkSize, wire.JumboChunkSize + 1, 1, fcopy.BlockSize - 1}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	for _, loss := range []float64{0, 0.03} {
+		st, _ := transferWith(t, loss, 11, sizes, SenderConfig{Rate: 500e6, Window: 4, InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}},
+			xferOpts{jumbo: true})
+		if st.Parity != 0 {
+			t.Fatalf("loss %.0f%%: FEC ran on large chunks (%d parity datagrams)", loss*100, st.Parity)
+		}
+		// One datagram per 8 KiB chunk and one per block hash, plus re-sends.
+		if minDg := uint64(total / wire.JumboChunkSize); st.Datagrams < minDg || st.Datagrams-st.Retransmitted > 2*minDg {
+			t.Fatalf("loss %.0f%%: %d datagrams (%d re-sent) for %d bytes: not %d-byte chunks", loss*100, st.Datagrams, st.Retransmitted, total, wire.JumboChunkSize)
+		}
+	}
+}
+
+// TestChunkAgreement: the server takes large chunks only from a client it sees on a loopback
+// address, and only when proposed; the client keeps the standard size unless the answer agrees.
+func TestChunkAgreement(t *testing.T) {
+	prop := func(n int) []byte {
+		b := make([]byte, 10)
+		binary.BigEndian.PutUint16(b[8:], uint16(n))
+		return b
+	}
+	lo := netip.MustParseAddrPort("127.0.0.1:9")
+	lo6 := netip.MustParseAddrPort("[::ffff:127.0.0.1]:9")
+	far := netip.MustParseAddrPort("198.18.0.2:9")
+	for _, c := range []struct {
+		pt   []byte
+		from netip.AddrPort
+		want int
+	}{
+		{prop(wire.JumboChunkSize), lo, wire.JumboChunkSize},
+		{prop(wire.JumboChunkSize), lo6, wire.JumboChunkSize},
+		{prop(wire.JumboChunkSize), far, wire.ChunkSize},
+		{prop(wire.ChunkSize), lo, wire.ChunkSize},
+		{prop(4096), lo, wire.ChunkSize},
+		{make([]byte, 8), lo, wire.ChunkSize}, // no proposal
+	} {
+		if got := acceptChunk(c.pt, c.from); got != c.want {
+			t.Errorf("proposal %x from %s: accepted %d, want %d", c.pt[8:], c.from, got, c.want)
+		}
+	}
+	client, server := pairWith(t, 1<<20, false)
+	if client.ChunkSize() != wire.ChunkSize || server.ChunkSize() != wire.ChunkSize {
+		t.Fatalf("without a proposal: chunks of %d and %d bytes", client.ChunkSize(), server.ChunkSize())
+	}
 }
 
 var testSizes = []int{5*fcopy.BlockSize + 333, 0, 777}

@@ -12,7 +12,7 @@ import (
 
 // timeLossSender is a sender with one lane's ring filled: datagram q (1…n) sent at q ms.
 func timeLossSender(n int, srtt time.Duration) *Sender {
-	s := NewSender(nil, nil, nil, SenderConfig{InitialRTT: srtt})
+	s := NewSender(&Path{}, nil, nil, SenderConfig{InitialRTT: srtt})
 	s.start = time.Unix(1000, 0)
 	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: srtt}, s.start)
 	l := &s.lanes[0]

@@ -27,7 +27,15 @@ const (
 	// ChunkSize is the file bytes carried by one data datagram. It keeps the datagram within
 	// MaxDatagramV6 so a session never depends on the address family.
 	ChunkSize = MaxDatagramV6 - Overhead - DataFrameLen - 2 // 1406; Reed-Solomon parity of such chunks is 2 bytes longer and still fits
+	// JumboChunkSize is the chunk of a session whose lanes agreed on large datagrams in their
+	// handshake (a loopback path: MTU 65536), without FEC. Per-datagram costs (AEAD set-up and
+	// tag, framing, acknowledgement, the kernel's per-segment work) are then paid once per 8 KiB.
+	JumboChunkSize = 8192
 )
+
+// DatagramFor returns the largest datagram of a session whose chunks are chunk bytes: a data
+// datagram, or a parity datagram (2 bytes longer).
+func DatagramFor(chunk int) int { return chunk + Overhead + DataFrameLen + 2 }
 
 // Type is a datagram's kind.
 type Type uint8

@@ -184,6 +184,9 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 		return err
 	}
 	c.path = path
+	if jumboOK(addr, o.FEC) {
+		path.ProposeJumbo()
+	}
 	var dst []netip.AddrPort
 	for _, p := range ready.Ports {
 		dst = append(dst, netip.AddrPortFrom(addr, uint16(p)))
@@ -195,6 +198,14 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	c.rtt = rtt
 	o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 	return nil
+}
+
+// jumboOK says whether the client proposes large datagrams (wire.JumboChunkSize chunks) in the
+// handshake: on a loopback path, where the MTU is 64 KiB and nothing else shares the link, unless
+// FEC was asked for (its shards are standard chunks) or FARWING_JUMBO=0. Loopback copies of
+// 2 GiB: 1.19 against 1.35 CPU s/GiB, 11.2 against 10.3 Gbit/s (medians of 6, interleaved).
+func jumboOK(addr netip.Addr, m fec.Mode) bool {
+	return addr.Unmap().IsLoopback() && m.Kind != fec.ModeFixed && os.Getenv("FARWING_JUMBO") != "0"
 }
 
 // serverAddr picks the UDP destination: the address ssh connects to (name, from ssh -G), or the

@@ -36,10 +36,13 @@ var SSHD = "/usr/sbin/sshd"
 type Server struct {
 	Host       string // ssh host alias, defined in ConfigFile
 	ConfigFile string // ssh_config for `ssh -F`
-	User, Home string // the throwaway account and its home directory (writable by it)
-	UID, GID   int
-	Dir        string // temporary directory holding keys, configs and Home
-	LogFile    string // sshd's stderr
+	// LoopbackConfig is an ssh_config for the same Host through 127.0.0.1, for clients run in
+	// namespace B itself (sshd listens on its loopback too): a loopback copy.
+	LoopbackConfig string
+	User, Home     string // the throwaway account and its home directory (writable by it)
+	UID, GID       int
+	Dir            string // temporary directory holding keys, configs and Home
+	LogFile        string // sshd's stderr
 
 	lab       *lab.Lab
 	cmd       *exec.Cmd
@@ -135,6 +138,7 @@ func Start(l *lab.Lab) (_ *Server, err error) {
 	// which sshd does not treat as locked). sftp is in-process because
 	// modern scp speaks sftp.
 	conf := fmt.Sprintf(`ListenAddress %s:22
+ListenAddress 127.0.0.1:22
 HostKey %s
 PidFile %s
 AuthorizedKeysFile %s
@@ -159,6 +163,11 @@ Subsystem sftp internal-sftp
 
 	s.ConfigFile = filepath.Join(keys, "ssh_config")
 	s.badConfig = filepath.Join(keys, "ssh_config_unauthorized")
+	s.LoopbackConfig = filepath.Join(keys, "ssh_config_loopback")
+	if err := os.WriteFile(s.LoopbackConfig, []byte(strings.Replace(clientConfig(l, s.User, clientKey),
+		"HostName "+l.AddrB.String(), "HostName 127.0.0.1", 1)), 0o600); err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(s.ConfigFile, []byte(clientConfig(l, s.User, clientKey)), 0o600); err != nil {
 		return nil, err
 	}

@@ -88,6 +88,11 @@ func (p *patternFile) ReadAt(b []byte, off int64) (int, error) {
 // one transfer; MB/s is file data. FARWING_BENCH_CPUPROFILE=path writes a CPU profile of all ops.
 func BenchmarkTransfer(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeAuto}) }
 
+// BenchmarkTransferJumbo is BenchmarkTransfer with the 8 KiB chunks a loopback copy agrees on.
+func BenchmarkTransferJumbo(b *testing.B) {
+	benchTransferWith(b, fec.Mode{Kind: fec.ModeAuto}, "", true)
+}
+
 // BenchmarkTransferFEC is BenchmarkTransfer with fixed 10+2 parity on every group: the sender
 // encodes and sends 20 % more datagrams, and the receiver opens a group wherever parity overtakes
 // data (no loss, so nothing is rebuilt unless it does).
@@ -101,8 +106,11 @@ func BenchmarkTransferDisk(b *testing.B) {
 
 func benchTransfer(b *testing.B, mode fec.Mode) { benchTransferTo(b, mode, "") }
 
-// benchTransferTo sends a 1 GiB file over loopback into dir, or into a sink when dir is "".
-func benchTransferTo(b *testing.B, mode fec.Mode, dir string) {
+func benchTransferTo(b *testing.B, mode fec.Mode, dir string) { benchTransferWith(b, mode, dir, false) }
+
+// benchTransferWith sends a 1 GiB file over loopback into dir, or into a sink when dir is "",
+// in large chunks with jumbo.
+func benchTransferWith(b *testing.B, mode fec.Mode, dir string, jumbo bool) {
 	const size = 1 << 30
 	const window = 64
 	pf := &patternFile{pat: make([]byte, patternLen), size: size}
@@ -128,7 +136,7 @@ func benchTransferTo(b *testing.B, mode fec.Mode, dir string) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		client, server := benchPair(b, 16<<20)
+		client, server := pairWith(b, 16<<20, jumbo)
 		b.StartTimer()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		var sums sync.Map

@@ -186,7 +186,18 @@ func TestLabLoopback(t *testing.T) {
 	if r := ratio(std); r < 1.02 {
 		t.Fatalf("FARWING_JUMBO=0 push: wire/file bytes %.4f, want standard chunks (> 1.02)", r)
 	}
-	t.Logf("wire/file bytes: push %.4f, pull %.4f, FARWING_JUMBO=0 %.4f", ratio(push), ratio(pull), ratio(std))
+	// A loopback interface too small for them: standard chunks.
+	if out, err := e.l.Command(e.l.NSB, "ip", "link", "set", "dev", "lo", "mtu", "1500").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo mtu 1500: %v: %s", err, out)
+	}
+	small := e.copyIn(e.l.NSB, nil, "-F", e.srv.LoopbackConfig, src, e.srv.Host+":small.bin")
+	if small.code != 0 || small.res["blake3"] != sum {
+		t.Fatalf("push over lo at MTU 1500: exit %d: %s", small.code, small.stderr)
+	}
+	if r := ratio(small); r < 1.02 {
+		t.Fatalf("push over lo at MTU 1500: wire/file bytes %.4f, want standard chunks (> 1.02)", r)
+	}
+	t.Logf("wire/file bytes: push %.4f, pull %.4f, FARWING_JUMBO=0 %.4f, lo MTU 1500 %.4f", ratio(push), ratio(pull), ratio(std), ratio(small))
 }
 
 // TestLabPushPull pushes a random 32 MiB file through 100 Mbit/s, 60 ms RTT and 1 % loss each way,

@@ -181,6 +181,10 @@ func Self() (Identity, error) {
 	return Identity{Exe: exe, Hash: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
+// pruneDays is the age (days since upload) past which installing a build removes other builds
+// from the remote's cache.
+const pruneDays = 30
+
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
@@ -202,12 +206,16 @@ fi
 if mkdir -p "$d" 2>/dev/null; then echo "FARWING-PEER need $s $m $d"; else echo "FARWING-PEER nodir $s $m $d"; fi`
 }
 
-// installScript checks the uploaded file, renames it into place and starts it.
+// installScript checks the uploaded file, renames it into place and starts it. Installing a
+// build is also when the cache is tidied: other builds installed more than pruneDays ago, and
+// uploads abandoned for a day, are removed (a build still in use elsewhere is uploaded again by
+// its next copy; a running peer is not affected).
 func installScript(id Identity, tmp, final, serveArgs string) string {
 	return `h() { ` + hashCmd + `; }
 t=` + shellQuote(tmp) + `; p=` + shellQuote(final) + `
 if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
 chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
+find "${p%/*}" -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "${p##*/}" -exec rm -f {} + 2>/dev/null
 echo "FARWING-PEER ok $(uname -s) $(uname -m) $p"
 exec "$p" serve ` + serveArgs
 }

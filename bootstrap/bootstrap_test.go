@@ -2,6 +2,8 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,6 +62,36 @@ func TestScripts(t *testing.T) {
 	}
 	if _, err := exec.Command("test", "-e", tmp).Output(); err == nil {
 		t.Fatal("bad upload left behind")
+	}
+
+	// A good upload is renamed into place and started, and the cache is tidied: builds installed
+	// more than 30 days ago and uploads abandoned for a day go, the rest stays.
+	peer := []byte("#!/bin/sh\necho served \"$@\"\n")
+	sum := sha256.Sum256(peer)
+	good := Identity{Hash: hex.EncodeToString(sum[:])}
+	tmp = dir + "/.farwing-up.1.2.tmp"
+	os.WriteFile(tmp, peer, 0o600)
+	day := 24 * time.Hour
+	files := map[string]time.Duration{ // name: age
+		"farwing-old": 40 * day, "farwing-recent": 2 * day, ".farwing-gone.3.4.tmp": 3 * day,
+		".farwing-live.5.6.tmp": time.Hour,
+	}
+	for name, age := range files {
+		p := dir + "/" + name
+		os.WriteFile(p, []byte("x"), 0o700)
+		at := time.Now().Add(-age)
+		os.Chtimes(p, at, at)
+	}
+	final := dir + "/farwing-" + good.Hash[:16]
+	out = run(installScript(good, tmp, final, "--pub 'k'"))
+	if !strings.Contains(out, "FARWING-PEER ok ") || !strings.Contains(out, "served serve --pub k") {
+		t.Fatalf("install of a good upload: %q", out)
+	}
+	for name, kept := range map[string]bool{"farwing-old": false, "farwing-recent": true, ".farwing-gone.3.4.tmp": false,
+		".farwing-live.5.6.tmp": true, "farwing-" + good.Hash[:16]: true} {
+		if _, err := os.Stat(dir + "/" + name); (err == nil) != kept {
+			t.Errorf("after install: %s present %v, want %v", name, err == nil, kept)
+		}
 	}
 }
 

@@ -288,6 +288,9 @@ func progressLine(lines bool) xfer.ProgressFunc {
 		if d := (el - lastT).Seconds(); d > 0 {
 			cur = float64(p.Bytes-last) * 8 / d
 		}
+		if final && el > 0 { // the average: the last interval can be a few milliseconds
+			cur = float64(p.Bytes) * 8 / el.Seconds()
+		}
 		last, lastT = p.Bytes, el
 		s := fmt.Sprintf("%4.0f%% %s/%s  %s", pct, units.Size(p.Bytes), units.Size(total), units.Rate(cur))
 		if p.RateBps > 0 {

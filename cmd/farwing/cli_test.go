@@ -1,6 +1,13 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/farwing/farwing/internal/session"
+)
 
 func TestSplitRemote(t *testing.T) {
 	for _, c := range []struct {
@@ -40,5 +47,25 @@ func TestUsageErrors(t *testing.T) {
 		if code := run(args); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestProgressFinal: the final progress line reports everything acknowledged at the average rate,
+// not the rate of its last few milliseconds.
+func TestProgressFinal(t *testing.T) {
+	var buf bytes.Buffer
+	old := stderr
+	stderr = &buf
+	defer func() { stderr = old }()
+	fn := progressLine(true)
+	fn(session.Progress{Bytes: 500 << 20}, 1<<30, time.Second, false)
+	fn(session.Progress{Bytes: 1 << 30}, 1<<30, 1010*time.Millisecond, true)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", buf.String())
+	}
+	// 1 GiB in 1.01 s is 8.50 Gbit/s on average; the last 10 ms alone would say 419 Gbit/s.
+	if last := lines[1]; !strings.HasPrefix(strings.TrimSpace(last), "100%") || !strings.Contains(last, "8.50 Gbit/s") {
+		t.Fatalf("final line %q: want 100%% at the average rate, 8.50 Gbit/s", last)
 	}
 }

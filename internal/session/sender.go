@@ -328,7 +328,15 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	if s.fec.Kind == fec.ModeFixed && s.fec.M > 0 {
 		s.path.WarmFEC()
 	}
-	defer func() { s.stats.CC = s.cc.Stats() }()
+	defer func() {
+		st := s.cc.Stats()
+		s.stats.CC = st
+		// The last snapshot, for the progress line's final report (the loop stores one every
+		// 200 ms, up to 200 ms old by the end).
+		s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
+			RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared,
+			Retransmitted: s.stats.Retransmitted, Parity: s.stats.Parity})
+	}()
 	var sealers sync.WaitGroup
 	for i := range s.lanes {
 		sealers.Go(func() { s.sealLoop(i) })

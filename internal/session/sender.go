@@ -28,7 +28,8 @@ type SenderConfig struct {
 	// Idle is how long the sender waits without any feedback before it gives up.
 	Idle time.Duration
 	// Stall is how long it waits without progress (a datagram newly acknowledged, the receiver's
-	// cursor moving) although feedback arrives, before it gives up (0: 2 minutes).
+	// cursor moving) although feedback arrives and blocks are outstanding, before it gives up
+	// (0: 2 minutes).
 	Stall time.Duration
 	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
 	FEC fec.Mode
@@ -417,7 +418,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			return fmt.Errorf("%w for %s (%d feedback datagrams before that, %d datagrams received in all, %d failed authentication, %d replays)",
 				ErrNoFeedback, s.cfg.Idle.Round(time.Second), s.stats.Feedback, rx, s.path.AuthFailures.Load(), s.path.Replays.Load())
 		}
-		if s.acks != lastAcks || s.cursor != lastCursor {
+		if s.acks != lastAcks || s.cursor != lastCursor || len(s.blocks) == 0 { // (nothing owed: waiting for the reader)
 			progressAt, lastAcks, lastCursor = now, s.acks, s.cursor
 		} else if now.Sub(progressAt) > s.cfg.Stall {
 			return fmt.Errorf("%w for %s: the receiver is at block %d of %d and acknowledged nothing new (%d datagrams sent, %d lost)",

@@ -46,18 +46,20 @@ func pieceNode(data []byte, counter uint64) guts.Node {
 	return guts.CompressBuffer(&tail, len(data), &guts.IV, counter, 0)
 }
 
-// mergeCVs returns the root node of the left-complete tree over the chaining values of a
-// block's pieces (at least two), merging them in place: pairwise with carry, bottom up, as
-// BLAKE3 prescribes (every group but the last is a full power-of-two subtree).
-func mergeCVs(cvs [][8]uint32) guts.Node {
-	n := len(cvs)
+// mergeCVs returns the root node of the left-complete tree over the chaining values cvs[:n]
+// (n >= 2) of a block's pieces or chunks, merging them in place: pairwise with carry, bottom up,
+// as BLAKE3 prescribes (every group but the last is a full power-of-two subtree), 16 parents per
+// b3.Parents16 call. len(cvs) must be a multiple of 32, at least n: a call reads 32 values and
+// the kernel writes 16, past n reading values left from before and writing values never read.
+func mergeCVs(cvs [][8]uint32, n int) guts.Node {
 	for n > 2 {
 		h := n / 2
-		for i := range h {
-			cvs[i] = guts.ChainingValue(guts.ParentNode(cvs[2*i], cvs[2*i+1], &guts.IV, 0))
+		carry := cvs[n-1]
+		for c := 0; c < h; c += 16 {
+			b3.Parents16((*[16][8]uint32)(cvs[c:]), (*[32][8]uint32)(cvs[2*c:]), min(16, h-c))
 		}
 		if n%2 == 1 {
-			cvs[h] = cvs[n-1]
+			cvs[h] = carry
 			h++
 		}
 		n = h
@@ -140,31 +142,12 @@ func (h *BlockHasher) Sum() BlockSum {
 	case h.n == 1:
 		return BlockSum{node: h.single}
 	case !b3.Available:
-		return BlockSum{node: mergeCVs(h.cvs[:h.n])}
+		return BlockSum{node: mergeCVs(h.cvs[:], h.n)}
 	}
-	nd := mergeChunkCVs(h.ccv, h.chunks)
+	nd := mergeCVs(h.ccv[:], h.chunks)
 	ccvPool.Put(h.ccv)
 	h.ccv = nil
 	return BlockSum{node: nd}
-}
-
-// mergeChunkCVs is mergeCVs over cvs[:n] (n >= 2) with the AVX-512 kernel, 16 parents a call.
-// A call reads 32 values and writes 16: past n it reads values left from before and writes
-// values never read, all within the array (a layer of n values takes ceil(n/32) calls).
-func mergeChunkCVs(cvs *[chunksPerBlock][8]uint32, n int) guts.Node {
-	for n > 2 {
-		h := n / 2
-		carry := cvs[n-1]
-		for c := 0; c < h; c += 16 {
-			b3.Parents16((*[16][8]uint32)(cvs[c:]), (*[32][8]uint32)(cvs[2*c:]))
-		}
-		if n%2 == 1 {
-			cvs[h] = carry
-			h++
-		}
-		n = h
-	}
-	return guts.ParentNode(cvs[0], cvs[1], &guts.IV, 0)
 }
 
 // cvBytes encodes a chaining value as BLAKE3 does its output.

@@ -30,11 +30,12 @@ func Chunks16(cvs *[16][8]uint32, buf *[16 * ChunkSize]byte, counter uint64) {
 	chunks16(cvs, buf, &ctr)
 }
 
-// Parents16 sets out[i] to the chaining value of the parent of in[2i] and in[2i+1]. out may be
-// in's first half.
-func Parents16(out *[16][8]uint32, in *[32][8]uint32) {
+// Parents16 sets out[i] to the chaining value of the parent of in[2i] and in[2i+1] for i < n
+// (n <= 16); out may be in's first half. The kernel computes all 16 at the cost of one (and
+// writes out[n:] too); the portable code computes and writes only n.
+func Parents16(out *[16][8]uint32, in *[32][8]uint32, n int) {
 	if !Available {
-		parentsGeneric(out, in)
+		parentsGeneric(out, in, n)
 		return
 	}
 	parents16(out, in)
@@ -46,10 +47,10 @@ func chunksGeneric(cvs *[16][8]uint32, buf *[16 * ChunkSize]byte, counter uint64
 	}
 }
 
-func parentsGeneric(out *[16][8]uint32, in *[32][8]uint32) {
+func parentsGeneric(out *[16][8]uint32, in *[32][8]uint32, n int) {
 	var r [16][8]uint32
-	for i := range r {
+	for i := range n {
 		r[i] = guts.ChainingValue(guts.ParentNode(in[2*i], in[2*i+1], &guts.IV, 0))
 	}
-	*out = r
+	copy(out[:n], r[:n])
 }

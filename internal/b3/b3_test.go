@@ -46,14 +46,14 @@ func TestParents16(t *testing.T) {
 			}
 		}
 		var got, want [16][8]uint32
-		Parents16(&got, &in)
-		parentsGeneric(&want, &in)
+		Parents16(&got, &in, 16)
+		parentsGeneric(&want, &in, 16)
 		if got != want {
 			t.Fatalf("kernel %x, portable %x", got, want)
 		}
 		// In place, as the tree merge uses it.
 		inPlace := in
-		Parents16((*[16][8]uint32)(inPlace[:16]), &inPlace)
+		Parents16((*[16][8]uint32)(inPlace[:16]), &inPlace, 16)
 		if [16][8]uint32(inPlace[:16]) != want {
 			t.Fatalf("in place: %x, want %x", inPlace[:16], want)
 		}
@@ -76,7 +76,7 @@ func BenchmarkParents16(b *testing.B) {
 	b.SetBytes(int64(len(in) * 32))
 	b.ReportAllocs()
 	for b.Loop() {
-		Parents16(&out, &in)
+		Parents16(&out, &in, 16)
 	}
 }
 

@@ -1328,6 +1328,10 @@ func (c *Controller) LaneWeight(i int) float64 {
 	return c.w[i]
 }
 
+// Acked is the number of datagrams acknowledged so far (Stats().AckedPkts, without building the
+// rest of Stats).
+func (c *Controller) Acked() uint64 { return c.st.AckedPkts }
+
 // Stats returns a snapshot of the model.
 func (c *Controller) Stats() Stats {
 	s := c.st

@@ -229,7 +229,6 @@ type Sender struct {
 	progress       atomic.Pointer[Progress]
 	lastProgress   time.Time
 	fb             wire.Feedback
-	acks           uint64 // datagrams acknowledged
 	stats          SenderStats
 }
 
@@ -330,13 +329,10 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		s.path.WarmFEC()
 	}
 	defer func() {
-		st := s.cc.Stats()
-		s.stats.CC = st
+		s.stats.CC = s.cc.Stats()
 		// The last snapshot, for the progress line's final report (the loop stores one every
 		// 200 ms, up to 200 ms old by the end).
-		s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
-			RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared,
-			Retransmitted: s.stats.Retransmitted, Parity: s.stats.Parity})
+		s.storeProgress(s.stats.CC)
 	}()
 	var sealers sync.WaitGroup
 	for i := range s.lanes {
@@ -418,8 +414,8 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			return fmt.Errorf("%w for %s (%d feedback datagrams before that, %d datagrams received in all, %d failed authentication, %d replays)",
 				ErrNoFeedback, s.cfg.Idle.Round(time.Second), s.stats.Feedback, rx, s.path.AuthFailures.Load(), s.path.Replays.Load())
 		}
-		if s.acks != lastAcks || s.cursor != lastCursor || len(s.blocks) == 0 { // (nothing owed: waiting for the reader)
-			progressAt, lastAcks, lastCursor = now, s.acks, s.cursor
+		if acks := s.cc.Acked(); acks != lastAcks || s.cursor != lastCursor || len(s.blocks) == 0 { // (nothing owed: waiting for the reader)
+			progressAt, lastAcks, lastCursor = now, acks, s.cursor
 		} else if now.Sub(progressAt) > s.cfg.Stall {
 			return fmt.Errorf("%w for %s: the receiver is at block %d of %d and acknowledged nothing new (%d datagrams sent, %d lost)",
 				ErrStalled, s.cfg.Stall.Round(time.Second), s.cursor, s.plan.NumBlocks(), s.stats.Datagrams, s.stats.Lost)
@@ -441,15 +437,20 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 				fmt.Fprintf(os.Stderr, "cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d\n", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
 					st.PacingRate/1e9, st.BtlBw/1e9, st.BwLo/1e9, st.SRTT, st.QueueDelay, st.Inflight, s.inflightCap(), s.ackedBytes.Load()>>20, st.CongestionEvents)
 			}
-			s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
-				RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared, Retransmitted: s.stats.Retransmitted,
-				Parity: s.stats.Parity})
+			s.storeProgress(st)
 		}
 		s.pacer.SetRate(s.cc.PacingRate())
 		if err := s.transmit(now); err != nil {
 			return err
 		}
 	}
+}
+
+// storeProgress publishes a snapshot for Progress, with the rate controller's view st.
+func (s *Sender) storeProgress(st cc.Stats) {
+	s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
+		RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared,
+		Retransmitted: s.stats.Retransmitted, Parity: s.stats.Parity})
 }
 
 func (s *Sender) addBlock(b *fcopy.Block) {
@@ -869,7 +870,6 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 		return
 	}
 	p.state = stAcked
-	s.acks++
 	s.cc.OnAck(now, lane, q, int(p.size), rtt)
 	b := s.blocks[p.block]
 	if b == nil {

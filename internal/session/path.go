@@ -514,7 +514,7 @@ func (p *Path) warmEarly() {
 // the block at both ends (2 GiB copies that overflowed a socket sent 400-1,850 repair shards).
 // An explicit --fec k+m still applies.
 func FECFor(p *Path, m fec.Mode) fec.Mode {
-	if m.Kind == fec.ModeAuto && p.Loopback() || p.ChunkSize() != wire.ChunkSize { // FEC's shards are standard chunks
+	if m.Kind == fec.ModeAuto && p.Loopback() {
 		return fec.Mode{Kind: fec.ModeOff}
 	}
 	return m

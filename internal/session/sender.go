@@ -247,7 +247,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
 		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC}
 	if s.chunk != wire.ChunkSize {
-		s.fec = fec.Mode{Kind: fec.ModeOff} // FEC's shards are standard chunks (FECFor)
+		s.fec = fec.Mode{Kind: fec.ModeOff} // FEC's shards are standard chunks
 	}
 	s.batchMax = min(maxBatch, batchBytes/s.dgram)
 	s.laneRun = max(laneRunBytes/s.dgram, 1)

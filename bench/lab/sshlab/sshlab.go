@@ -164,14 +164,13 @@ Subsystem sftp internal-sftp
 	s.ConfigFile = filepath.Join(keys, "ssh_config")
 	s.badConfig = filepath.Join(keys, "ssh_config_unauthorized")
 	s.LoopbackConfig = filepath.Join(keys, "ssh_config_loopback")
-	if err := os.WriteFile(s.LoopbackConfig, []byte(strings.Replace(clientConfig(l, s.User, clientKey),
-		"HostName "+l.AddrB.String(), "HostName 127.0.0.1", 1)), 0o600); err != nil {
+	if err := os.WriteFile(s.LoopbackConfig, []byte(clientConfig("127.0.0.1", s.User, clientKey)), 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(s.ConfigFile, []byte(clientConfig(l, s.User, clientKey)), 0o600); err != nil {
+	if err := os.WriteFile(s.ConfigFile, []byte(clientConfig(l.AddrB.String(), s.User, clientKey)), 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(s.badConfig, []byte(clientConfig(l, s.User, badKey)), 0o600); err != nil {
+	if err := os.WriteFile(s.badConfig, []byte(clientConfig(l.AddrB.String(), s.User, badKey)), 0o600); err != nil {
 		return nil, err
 	}
 
@@ -212,7 +211,7 @@ Subsystem sftp internal-sftp
 	}
 }
 
-func clientConfig(l *lab.Lab, userName, key string) string {
+func clientConfig(hostName, userName, key string) string {
 	return fmt.Sprintf(`Host %s
   HostName %s
   Port 22
@@ -226,7 +225,7 @@ func clientConfig(l *lab.Lab, userName, key string) string {
   BatchMode yes
   LogLevel ERROR
   ConnectTimeout 10
-`, Alias, l.AddrB, userName, key)
+`, Alias, hostName, userName, key)
 }
 
 // AuthFailConfig returns an ssh_config for the same host and user whose

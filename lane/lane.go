@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 )
 
 // MaxDatagram is the largest UDP payload Farwing sends: it fits a 1500-byte MTU over IPv4 and IPv6
@@ -65,6 +67,31 @@ type Stats struct {
 	TxSyscalls   uint64 // sendmmsg (or sendmsg) calls
 	RxSyscalls   uint64 // successful recvmmsg (or recvmsg) calls
 }
+
+// PacketConn is what the session layer needs of a lane: the contract above. *Conn (a real UDP
+// socket) implements it, and so does lanetest's in-memory lane, which lets the whole engine run
+// over an emulated network in tests, without sockets or root.
+type PacketConn interface {
+	// Send writes each packet in pkts as one datagram to dst (see the package contract).
+	Send(dst netip.AddrPort, pkts [][]byte) error
+	// Recv waits until deadline for datagrams and hands each to fn; ErrTimeout when the deadline
+	// passes with nothing received, net.ErrClosed after Close.
+	Recv(deadline time.Time, fn func(b []byte, from netip.AddrPort)) (int, error)
+	// LocalAddr is the lane's own address.
+	LocalAddr() netip.AddrPort
+	// SetRxTimestamps turns receive timestamps on or off; RxTime is the receive time of the
+	// datagram being handed to Recv's fn (zero when off or unknown).
+	SetRxTimestamps(on bool) error
+	RxTime() time.Time
+	// Pending reports whether a datagram waits unread (false when it cannot tell).
+	Pending() bool
+	// Stats returns the lane's counters.
+	Stats() Stats
+	// Close closes the lane; a blocked Recv returns net.ErrClosed.
+	Close() error
+}
+
+var _ PacketConn = (*Conn)(nil)
 
 // ErrTimeout is returned by Recv when its deadline passes with nothing received.
 var ErrTimeout = errors.New("lane: receive timeout")

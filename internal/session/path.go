@@ -53,7 +53,7 @@ type Admitter interface {
 // Path is one side's four lanes with the session key: it seals, sends, receives, authenticates and
 // filters replays, and runs the lane-opening handshake.
 type Path struct {
-	conns  [Lanes]*lane.Conn
+	conns  [Lanes]lane.PacketConn
 	crypto *wire.Crypto
 	peers  [Lanes]atomic.Pointer[netip.AddrPort]
 	txSeq  [Lanes]atomic.Uint64
@@ -84,9 +84,6 @@ type Path struct {
 	trainSent    atomic.Bool
 	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off
 	fecWarm      atomic.Bool
-
-	// dropSend, when set (tests only), is asked before each datagram is sent; true drops it.
-	dropSend atomic.Pointer[func() bool]
 }
 
 type handlerBox struct {
@@ -123,20 +120,39 @@ type earlyDatagram struct {
 // dropped unacknowledged (the sender re-sends them).
 const maxEarlyBytes = 8 << 20
 
-// Open binds four lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") and starts their receive loops.
+// Open binds four UDP lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") with socket buffers of buf
+// bytes (0: lane.DefaultBuffer) and starts the path on them.
 func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
-	p := &Path{crypto: c, server: server}
+	conns, err := ListenUDP(bind, buf)
+	if err != nil {
+		return nil, err
+	}
+	return NewPath(conns, c, server), nil
+}
+
+// ListenUDP opens the four UDP sockets of a path on bind.
+func ListenUDP(bind string, buf int) ([Lanes]lane.PacketConn, error) {
+	var conns [Lanes]lane.PacketConn
+	for i := range conns {
+		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close()
+			}
+			return conns, fmt.Errorf("open UDP lane on %s: %w", bind, err)
+		}
+		conns[i] = lc
+	}
+	return conns, nil
+}
+
+// NewPath starts a path on four lanes (real UDP sockets, or lanetest's in-memory ones), which it
+// owns from now on: Close closes them.
+func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
+	p := &Path{crypto: c, server: server, conns: conns}
 	// A second after the lanes open (or once the packet train is through, whose timing must not
 	// compete with it), build the FEC tables (see warmEarly).
 	time.AfterFunc(time.Second, p.warmEarly)
-	for i := range p.conns {
-		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})
-		if err != nil {
-			p.closeConns()
-			return nil, fmt.Errorf("open UDP lane on %s: %w", bind, err)
-		}
-		p.conns[i] = lc
-	}
 	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
 	// read it (late wake-ups made trains look several times faster than the path). The kernel
 	// switches stamping on from a work queue, so ask now, well before the train comes.
@@ -150,7 +166,7 @@ func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
 		p.wg.Add(1)
 		go p.recvLoop(ctx, i)
 	}
-	return p, nil
+	return p
 }
 
 func (p *Path) closeConns() {
@@ -274,15 +290,6 @@ func (p *Path) Send(i int, pkts [][]byte) error {
 	dst, ok := p.Peer(i)
 	if !ok {
 		return fmt.Errorf("lane %d has no peer address yet", i)
-	}
-	if drop := p.dropSend.Load(); drop != nil {
-		kept := pkts[:0:0]
-		for _, b := range pkts {
-			if !(*drop)() {
-				kept = append(kept, b)
-			}
-		}
-		pkts = kept
 	}
 	return p.sendTo(i, dst, pkts)
 }

@@ -20,24 +20,60 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
+	"github.com/farwing/farwing/lane/lanetest"
 )
 
-// lossyPair opens a client and a server Path on loopback joined by the handshake, each dropping
-// the given fraction of the datagrams it sends.
-func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
-	t.Helper()
-	return lossyPairWith(t, loss, seed, false)
+// memPair opens a client and a server Path on lanetest's in-memory network, on two loopback
+// addresses (127.0.0.1 and 127.0.0.2, as a copy between two ends of one host), joined by the
+// handshake; every link of the network is def.
+func memPair(tb testing.TB, def lanetest.Link, seed uint64, jumbo bool) (client, server *Path, n *lanetest.Network) {
+	tb.Helper()
+	n = lanetest.New(def, seed)
+	client, server = memPairOn(tb, n, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), jumbo)
+	return client, server, n
 }
 
-func lossyPairWith(t *testing.T, loss float64, seed uint64, jumbo bool) (client, server *Path) {
-	t.Helper()
-	client, server = pairWith(t, 4<<20, jumbo)
-	for i, p := range []*Path{client, server} {
-		var mu sync.Mutex
-		r := mathrand.New(mathrand.NewPCG(seed, uint64(i)))
-		drop := func() bool { mu.Lock(); defer mu.Unlock(); return r.Float64() < loss }
-		p.dropSend.Store(&drop)
+// memPairOn is memPair on the network n, with the client at ca and the server at sa.
+func memPairOn(tb testing.TB, n *lanetest.Network, ca, sa netip.Addr, jumbo bool) (client, server *Path) {
+	tb.Helper()
+	key := make([]byte, wire.KeyLen)
+	rand.Read(key)
+	cc, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
+	sc, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
+	open := func(a netip.Addr) (conns [Lanes]lane.PacketConn) {
+		for i := range conns {
+			c, err := n.Listen(a)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			conns[i] = c
+		}
+		return conns
 	}
+	server = NewPath(open(sa), sc, true)
+	client = NewPath(open(ca), cc, false)
+	tb.Cleanup(func() { client.Close(); server.Close() })
+	if jumbo {
+		client.ProposeJumbo()
+	}
+	var dst []netip.AddrPort
+	for _, p := range server.Ports() {
+		dst = append(dst, netip.AddrPortFrom(sa, uint16(p)))
+	}
+	if _, err := client.Handshake(context.Background(), dst, 5*time.Second, false); err != nil {
+		tb.Fatal(err)
+	}
+	if err := server.WaitPeers(context.Background(), 5*time.Second); err != nil {
+		tb.Fatal(err)
+	}
+	return client, server
+}
+
+// lossyPair is memPair with random loss of the given fraction in both directions.
+func lossyPair(t *testing.T, loss float64, seed uint64) (client, server *Path) {
+	t.Helper()
+	client, server, _ = memPair(t, lanetest.Link{Loss: loss}, seed, false)
 	return client, server
 }
 
@@ -85,19 +121,18 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, server := lossyPairWith(t, loss, seed, o.jumbo)
+	client, server, n := memPair(t, lanetest.Link{Loss: loss}, seed, o.jumbo)
+	ca, sa := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	if o.jumbo && (client.ChunkSize() != wire.JumboChunkSize || server.ChunkSize() != wire.JumboChunkSize) {
 		t.Fatalf("loopback handshake agreed on chunks of %d (client) and %d (server) bytes, want %d", client.ChunkSize(), server.ChunkSize(), wire.JumboChunkSize)
 	}
 	if o.muteFor > 0 {
 		muteUntil := time.Now().Add(o.muteFor)
-		drop := func() bool { return time.Now().Before(muteUntil) }
-		server.dropSend.Store(&drop)
+		n.SetLink(sa, ca, lanetest.Link{Loss: loss, Drop: func(_, _ netip.AddrPort, _ []byte) bool { return time.Now().Before(muteUntil) }})
 	}
 	if o.dropFirst {
 		var dropped atomic.Bool
-		drop := func() bool { return dropped.CompareAndSwap(false, true) }
-		client.dropSend.Store(&drop)
+		n.SetLink(ca, sa, lanetest.Link{Loss: loss, Drop: func(_, _ netip.AddrPort, _ []byte) bool { return dropped.CompareAndSwap(false, true) }})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -18,7 +18,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // ErrSSH marks failures of ssh or scp themselves: unknown host, refused connection, failed
@@ -27,6 +30,10 @@ var ErrSSH = errors.New("ssh")
 
 // ErrPlatform marks a remote whose OS or architecture this binary cannot run on.
 var ErrPlatform = errors.New("unsupported remote platform")
+
+// ErrInstall marks a remote where the peer cannot be installed: its cache directory cannot be
+// created or written.
+var ErrInstall = errors.New("cannot install the peer")
 
 // SSH holds the options passed through to the system ssh and scp.
 type SSH struct {
@@ -203,7 +210,7 @@ if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
   echo "FARWING-PEER ok $s $m $p"
   exec "$p" serve ` + serveArgs + `
 fi
-if mkdir -p "$d" 2>/dev/null; then echo "FARWING-PEER need $s $m $d"; else echo "FARWING-PEER nodir $s $m $d"; fi`
+if mkdir -p "$d" 2>/dev/null && [ -w "$d" ]; then echo "FARWING-PEER need $s $m $d"; else echo "FARWING-PEER nodir $s $m $d"; fi`
 }
 
 // installScript checks the uploaded file, renames it into place and starts it. Installing a
@@ -253,7 +260,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	}
 	p.Close(3 * time.Second)
 	if len(f) < 4 || (f[0] != "need" && f[0] != "nodir") {
-		return nil, fmt.Errorf("%w: unexpected answer from %s: %q", ErrSSH, host, status)
+		return nil, fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(status))
 	}
 	osName, arch, dir := f[1], f[2], f[3]
 	if !Compatible(osName, arch) {
@@ -261,7 +268,8 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 			ErrPlatform, host, osName, arch, runtime.GOOS, runtime.GOARCH, host)
 	}
 	if f[0] == "nodir" {
-		return nil, fmt.Errorf("%w: cannot create %s on %s", ErrSSH, dir, host)
+		return nil, fmt.Errorf("%w on %s: its cache directory %s cannot be created or written; fix its permissions, or set XDG_CACHE_HOME for that account",
+			ErrInstall, host, escape.Text(dir))
 	}
 	final := dir + "/farwing-" + id.Hash[:16]
 	tmp := fmt.Sprintf("%s/.farwing-%s.%d.%d.tmp", dir, id.Hash[:16], os.Getpid(), time.Now().UnixNano()%1e6)
@@ -275,7 +283,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	f = strings.Fields(status)
 	if len(f) < 4 || f[0] != "ok" {
 		p.Close(3 * time.Second)
-		return nil, fmt.Errorf("%w: installing the peer on %s failed (%s)", ErrSSH, host, status)
+		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s)", ErrInstall, host, escape.Text(status))
 	}
 	p.Uploaded = true
 	p.RemoteOS, p.Path = f[1]+" "+f[2], f[3]
@@ -298,7 +306,9 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Pee
 	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}}
 	cmd.Stderr = p.stderr
 	if s.Verbose {
-		cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
+		// ssh's own messages and the remote's standard error, escaped: the remote's text never
+		// reaches the terminal raw.
+		cmd.Stderr = io.MultiWriter(escape.NewWriter(os.Stderr), p.stderr)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
@@ -345,11 +355,13 @@ func (s SSH) upload(ctx context.Context, host, local, remote string) error {
 
 // sshError turns ssh's exit and stderr into one line that says what went wrong.
 func sshError(host, stderr string, err error, got string) error {
-	msg := lastMeaningful(stderr)
+	msg := escape.Text(lastMeaningful(stderr))
 	switch {
 	case strings.Contains(stderr, "Could not resolve hostname"):
 		return fmt.Errorf("%w: cannot resolve host %s (%s)", ErrSSH, host, msg)
-	case strings.Contains(stderr, "Permission denied"):
+	case strings.Contains(stderr, "Permission denied ("):
+		// ssh's own refusal, "user@host: Permission denied (publickey,password)."; scp's
+		// "scp: PATH: Permission denied" is about a file, and falls through.
 		return fmt.Errorf("%w: authentication to %s failed (%s); check your key, ssh-agent or -i", ErrSSH, host, msg)
 	case strings.Contains(stderr, "Connection refused"), strings.Contains(stderr, "timed out"),
 		strings.Contains(stderr, "No route to host"), strings.Contains(stderr, "Network is unreachable"):
@@ -357,7 +369,7 @@ func sshError(host, stderr string, err error, got string) error {
 	case msg != "":
 		return fmt.Errorf("%w: %s: %s", ErrSSH, host, msg)
 	case got != "":
-		return fmt.Errorf("%w: %s answered %q instead of starting the peer (is the login shell printing text?)", ErrSSH, host, strings.TrimSpace(got))
+		return fmt.Errorf("%w: %s answered %q instead of starting the peer (is the login shell printing text?)", ErrSSH, host, escape.Text(strings.TrimSpace(got)))
 	default:
 		return fmt.Errorf("%w: ssh to %s ended: %v", ErrSSH, host, err)
 	}
@@ -384,6 +396,40 @@ func Compatible(osName, arch string) bool {
 
 // Stderr is what the remote side (ssh and the peer) wrote to standard error, last 8 KiB.
 func (p *Peer) Stderr() string { return p.stderr.String() }
+
+// Ended explains why the control channel to the peer closed (err: what the reader saw), waiting
+// up to wait for ssh to exit: the local ssh killed, the connection lost, the peer gone with its
+// last words (escaped). While ssh is still running after wait it returns err.
+func (p *Peer) Ended(err error, wait time.Duration) error {
+	exited := make(chan struct{})
+	go func() { p.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(wait):
+		return err
+	}
+	last := escape.Text(lastMeaningful(p.stderr.String()))
+	var ee *exec.ExitError
+	if !errors.As(p.waitErr, &ee) {
+		if last != "" {
+			return fmt.Errorf("%w: %s", err, last)
+		}
+		return err
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		return fmt.Errorf("%w: the local ssh process (pid %d) was killed by signal %d (%s)", ErrSSH, ee.Pid(), ws.Signal(), ws.Signal())
+	case ee.ExitCode() == 255:
+		if last == "" {
+			last = "no message"
+		}
+		return fmt.Errorf("%w: the ssh connection ended (ssh exit status 255: %s)", ErrSSH, last)
+	case last != "":
+		return fmt.Errorf("%w: the remote peer exited with status %d: %s", err, ee.ExitCode(), last)
+	}
+	return fmt.Errorf("%w: the remote peer exited with status %d", err, ee.ExitCode())
+}
 
 // Wait waits for the ssh process to end.
 func (p *Peer) Wait() error {

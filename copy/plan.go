@@ -6,8 +6,6 @@ package copy
 import (
 	"fmt"
 	"io/fs"
-	"path"
-	"strings"
 )
 
 // BlockSize is the unit of hashing, windowing and verification.
@@ -34,14 +32,14 @@ type Plan struct {
 
 // NewPlan checks the file list and numbers its blocks.
 func NewPlan(files []File) (*Plan, error) {
+	if err := checkTree(files); err != nil {
+		return nil, err
+	}
 	p := &Plan{Files: files, first: make([]uint32, len(files))}
 	var n uint64
 	for i, f := range files {
-		if err := validName(f.Name); err != nil {
-			return nil, err
-		}
-		if f.Size < 0 {
-			return nil, fmt.Errorf("file %q: negative size", f.Name)
+		if f.Size < 0 || f.Dir && f.Size != 0 {
+			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
 		}
 		p.first[i] = uint32(n)
 		n += uint64(blocksOf(f.Size))
@@ -51,19 +49,6 @@ func NewPlan(files []File) (*Plan, error) {
 	}
 	p.numBlocks = uint32(n)
 	return p, nil
-}
-
-// validName rejects names that could escape the destination: absolute, "..", empty elements.
-func validName(name string) error {
-	if name == "" || strings.HasPrefix(name, "/") || path.Clean(name) != name {
-		return fmt.Errorf("unsafe file name %q in transfer", name)
-	}
-	for _, e := range strings.Split(name, "/") {
-		if e == ".." || e == "." || e == "" {
-			return fmt.Errorf("unsafe file name %q in transfer", name)
-		}
-	}
-	return nil
 }
 
 func blocksOf(size int64) uint32 { return uint32((size + BlockSize - 1) / BlockSize) }

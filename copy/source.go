@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // ErrSource marks problems with the source files (missing, unreadable, a directory without -r).
@@ -43,7 +45,9 @@ func Collect(args []string, recursive bool) (*Sources, error) {
 			if err := readable(a); err != nil {
 				return nil, err
 			}
-			s.add(base, a, st)
+			if err := s.add(base, a, st); err != nil {
+				return nil, err
+			}
 		case st.IsDir():
 			if !recursive {
 				return nil, fmt.Errorf("%w: %s is a directory (use -r to copy directories)", ErrSource, a)
@@ -58,7 +62,12 @@ func Collect(args []string, recursive bool) (*Sources, error) {
 	return s, nil
 }
 
-func (s *Sources) add(name, p string, st fs.FileInfo) {
+// add lists the file p under name, which must pass ValidName: a name the receiver would refuse is
+// refused here, before anything is sent.
+func (s *Sources) add(name, p string, st fs.FileInfo) error {
+	if err := ValidName(name); err != nil {
+		return fmt.Errorf("%w: %s: cannot be sent (%v); rename it or leave it out", ErrSource, escape.Text(p), err)
+	}
 	f := File{Name: name, Mode: st.Mode().Perm(), MTime: st.ModTime().UnixNano()}
 	if st.IsDir() {
 		f.Dir = true
@@ -67,6 +76,7 @@ func (s *Sources) add(name, p string, st fs.FileInfo) {
 	}
 	s.Files = append(s.Files, f)
 	s.Paths = append(s.Paths, p)
+	return nil
 }
 
 func (s *Sources) walk(root, base string) error {
@@ -85,12 +95,12 @@ func (s *Sources) walk(root, base string) error {
 		}
 		switch {
 		case d.IsDir():
-			s.add(name, p, st) // directories are created even when empty
+			return s.add(name, p, st) // directories are created even when empty
 		case st.Mode().IsRegular():
 			if err := readable(p); err != nil {
 				return err
 			}
-			s.add(name, p, st)
+			return s.add(name, p, st)
 		default:
 			// Symlinks, devices, sockets: skipped like scp -r skips special files.
 		}

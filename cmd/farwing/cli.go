@@ -18,6 +18,7 @@ import (
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/cc"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
@@ -44,7 +45,7 @@ Exit status:
   0 success; 1 other failure; 2 bad command line; 3 source missing or unreadable;
   4 destination not writable; 5 ssh failed (host, connection, authentication);
   6 no UDP path or it died; 7 verification failed; 8 remote platform unsupported;
-  130 interrupted.
+  9 the peer could not be installed on the remote host; 130 interrupted.
 `
 
 func run(args []string) int {
@@ -117,7 +118,8 @@ func cmdCopy(ctx context.Context, args []string) int {
 		return xfer.ExitUsage
 	}
 	fail := func(code int, err error) int {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		// One line, and nothing in it that a terminal would act on: errors carry remote text.
+		msg := escape.Text(strings.ReplaceAll(err.Error(), "\n", " "))
 		fmt.Fprintf(stderr, "farwing: %s\n", msg)
 		if *jsonOut {
 			json.NewEncoder(stdout).Encode(map[string]any{"error": msg, "exit_code": code})
@@ -228,8 +230,8 @@ func summary(r *xfer.Result) {
 		what = "sent to sink"
 	}
 	digest := ""
-	if r.BLAKE3 != "" {
-		digest = ", BLAKE3 " + r.BLAKE3[:16] + "…"
+	if len(r.BLAKE3) >= 16 {
+		digest = ", BLAKE3 " + escape.Text(r.BLAKE3[:16]) + "…"
 	}
 	retx := ""
 	if r.DatagramsSent > 0 && r.Retransmitted > 0 {
@@ -322,7 +324,7 @@ func cmdServe(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return xfer.ExitUsage
 	}
-	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub); err != nil {
+	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION")}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return xfer.ExitCode(err)
 	}

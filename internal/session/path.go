@@ -69,6 +69,8 @@ type Path struct {
 	chunk        atomic.Int32
 	proposeJumbo atomic.Bool
 
+	heard atomic.Int64 // when the last authenticated datagram arrived (UnixNano; 0: none yet)
+
 	AuthFailures atomic.Uint64 // datagrams that failed to open (tampered, foreign, other session)
 	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
 	EarlyHeld    atomic.Uint64 // data/feedback datagrams held until the engine was attached
@@ -150,6 +152,7 @@ func ListenUDP(bind string, buf int) ([Lanes]lane.PacketConn, error) {
 // owns from now on: Close closes them.
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
 	p := &Path{crypto: c, server: server, conns: conns}
+	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
 	// A second after the lanes open (or once the packet train is through, whose timing must not
 	// compete with it), build the FEC tables (see warmEarly).
 	time.AfterFunc(time.Second, p.warmEarly)
@@ -309,6 +312,10 @@ func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
 	return p.Send(i, [][]byte{pkt})
 }
 
+// Heard is when the last fresh authenticated datagram arrived from the peer (the path's opening
+// before any did): a replay or a forgery does not count.
+func (p *Path) Heard() time.Time { return time.Unix(0, p.heard.Load()) }
+
 // Stalled reports whether some lane's goroutine has not come back from a receive call for longer
 // than after although it has datagrams to handle, in the middle of a batch or waiting unread in
 // its socket: it is runnable but not running, or held up in a handler. The receiver's feedback
@@ -353,6 +360,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		// loopback): a batch is read in one system call and handled within a fraction of a
 		// millisecond.
 		var now time.Time
+		authentic := false
 		handle := func(b []byte, from netip.AddrPort) {
 			h, err := p.crypto.Check(b)
 			if err != nil || int(h.Lane) != i {
@@ -371,8 +379,8 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				if taken, ok := hb.sealed.SealedData(i, h, b, now); taken {
 					if !ok {
 						p.AuthFailures.Add(1)
-					} else {
-						p.mark(rx, h.Seq, now)
+					} else if p.mark(rx, h.Seq, now) {
+						authentic = true
 					}
 					return
 				}
@@ -393,6 +401,10 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			}
 			if !p.mark(rx, h.Seq, now) {
 				return
+			}
+			authentic = true
+			if h.Type == wire.TypePing {
+				return // a keepalive: its arrival is all it says
 			}
 			if h.Flags&trainFlag != 0 {
 				switch h.Type {
@@ -460,6 +472,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		})
 		if held != nil {
 			handle(held, heldFrom)
+		}
+		if authentic {
+			p.heard.Store(now.UnixNano())
 		}
 		if len(rx.early) > 0 {
 			if hb := p.handler.Load(); hb != nil {

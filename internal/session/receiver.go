@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -170,8 +171,17 @@ type Receiver struct {
 	fecRepaired atomic.Uint64
 	fecChunks   atomic.Uint64
 
+	// Idle is how long the receiver waits for blocks with nothing fresh heard from the sender
+	// (the sender pings while it has nothing to send: PingEvery) before it gives up with
+	// ErrSilent; 0: 20 s. Set it before Run.
+	Idle time.Duration
+
 	ackOutside bool // tests: admit (acknowledge, then drop) chunks beyond the window, as before Admit
 }
+
+// ErrSilent is returned when the peer has sent nothing fresh and authentic for longer than the
+// receiver's Idle while blocks are still due: it has gone, or the path has.
+var ErrSilent = errors.New("the sender went silent")
 
 // Progress returns the bytes verified and written so far.
 func (r *Receiver) Progress() *Progress {
@@ -411,14 +421,17 @@ func (r *Receiver) verifyLoop(ctx context.Context) {
 // Run writes blocks as they complete and sends feedback until every file is written and
 // verified, ctx ends, or a write/verification error occurs.
 func (r *Receiver) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if r.Idle <= 0 {
+		r.Idle = 20 * time.Second
+	}
 	r.path.SetHandler(r)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.feedbackLoop(ctx)
+		r.feedbackLoop(ctx, cancel)
 	}()
 	for range max(runtime.GOMAXPROCS(0), 2) {
 		wg.Add(1)
@@ -436,7 +449,7 @@ func (r *Receiver) Run(ctx context.Context) error {
 			time.Sleep(r.fbEvery)
 		}
 	}
-	cancel()
+	cancel(nil)
 	wg.Wait()
 	return err
 }
@@ -448,7 +461,7 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 		select {
 		case b = <-r.toWrite:
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 		b.checked.Lock() // waits for the verify worker
 		if err := r.w.WriteChecked(ctx, b.id, b.data, &b.sum, b.ok); err != nil {
@@ -477,7 +490,7 @@ const (
 	maxHold    = 200 * time.Millisecond
 )
 
-func (r *Receiver) feedbackLoop(ctx context.Context) {
+func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFunc) {
 	t := time.NewTicker(r.fbEvery)
 	defer t.Stop()
 	var holdSince time.Time
@@ -486,6 +499,10 @@ func (r *Receiver) feedbackLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			if silent := now.Sub(r.path.Heard()); silent > r.Idle && r.deliver.Load() < r.plan.NumBlocks() {
+				fail(fmt.Errorf("%w: nothing from it for %s with block %d of %d due", ErrSilent, silent.Round(time.Second), r.deliver.Load(), r.plan.NumBlocks()))
+				return
+			}
 			if r.path.Stalled(now, stallAfter) {
 				if holdSince.IsZero() {
 					holdSince = now

@@ -230,7 +230,13 @@ type Sender struct {
 	lastProgress   time.Time
 	fb             wire.Feedback
 	stats          SenderStats
+	lastTx         time.Time // when the loop last framed a datagram or pinged
 }
+
+// PingEvery is how long a sender with nothing to send (its window full, its reader slow, every
+// datagram acknowledged) stays silent before it pings the receiver, which gives up on a sender
+// it has not heard from for its Idle.
+const PingEvery = time.Second
 
 // NewSender prepares a sender; blocks come from copy.Read through in.
 func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *Sender {
@@ -321,6 +327,7 @@ var ErrStalled = errors.New("the transfer made no progress")
 // Run sends every block read from in until all are acknowledged or ctx ends.
 func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.start = time.Now()
+	s.lastTx = s.start
 	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
 		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	s.pacer.SetRate(s.cc.PacingRate())
@@ -443,6 +450,33 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		if err := s.transmit(now); err != nil {
 			return err
 		}
+		if now.Sub(s.lastTx) >= PingEvery {
+			s.ping(now)
+		}
+	}
+}
+
+// ping sends a keepalive (wire.TypePing) on a lane whose framed datagrams have all gone to the
+// kernel, so that its sequence number leaves in order. The receiver acknowledges it like any
+// datagram; it is recorded as resolved at once, never lost or re-sent.
+func (s *Sender) ping(now time.Time) {
+	for i := range s.lanes {
+		l := &s.lanes[i]
+		if l.cur != nil && l.cur.n > 0 || l.sent.Load() != l.next || l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
+			continue
+		}
+		seq := s.path.NextSeq(i)
+		l.ring[seq%sentRing] = sentPkt{state: stAcked}
+		l.next = seq
+		if l.lowest == 0 {
+			l.lowest = seq
+		}
+		l.sent.Store(seq)
+		var buf [wire.Overhead]byte
+		s.path.Send(i, [][]byte{s.path.Seal(buf[:0], wire.TypePing, i, seq, nil)})
+		s.advance(l)
+		s.lastTx = now
+		return
 	}
 }
 
@@ -658,8 +692,11 @@ func (s *Sender) transmit(now time.Time) error {
 		}
 		sent = true
 	}
-	if sent && s.stats.FirstDataAt.IsZero() {
-		s.stats.FirstDataAt = now
+	if sent {
+		s.lastTx = now
+		if s.stats.FirstDataAt.IsZero() {
+			s.stats.FirstDataAt = now
+		}
 	}
 	s.dispatch()
 	return nil

@@ -46,9 +46,10 @@ const (
 	TypeHello    Type = 3 // lane opening, client → server
 	TypeHelloAck Type = 4 // lane opening answer, server → client
 	TypeClose    Type = 5 // orderly end of a session's UDP path
+	TypePing     Type = 6 // sender → receiver keepalive while it has nothing to send (no payload)
 )
 
-func (t Type) valid() bool { return t >= TypeData && t <= TypeClose }
+func (t Type) valid() bool { return t >= TypeData && t <= TypePing }
 
 // Header is the clear part of every datagram.
 type Header struct {

@@ -3,20 +3,21 @@ package xfer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
 )
 
 // Version is the build's version string, set by cmd/farwing.
@@ -35,49 +36,112 @@ type Options struct {
 	Sink      bool // the receiving side verifies but does not write
 	Log       func(format string, args ...any)
 	Progress  ProgressFunc
+
+	// Start starts the remote peer as `farwing serve ARGS` with preface on its standard input
+	// (nil: over ssh, installing it first where needed: SSHStart).
+	Start Starter
+	// Lanes opens this end's four lanes on bind (nil: UDP sockets, session.ListenUDP).
+	Lanes LaneOpener
 }
+
+// Starter starts the remote peer for a copy to or from host: `farwing serve` with serveArgs, the
+// control channel on its standard input and output, preface written to its input at once.
+type Starter func(ctx context.Context, host string, serveArgs []string, preface []byte) (Remote, error)
+
+// LaneOpener opens the four lanes of one end of a path on bind ("0.0.0.0:0" or "[::]:0").
+type LaneOpener func(bind string) ([session.Lanes]lane.PacketConn, error)
+
+func udpLanes(bind string) ([session.Lanes]lane.PacketConn, error) { return session.ListenUDP(bind, 0) }
+
+// Remote is a started remote peer: the ssh session that runs `farwing serve` (or, in tests, an
+// in-process Serve over pipes).
+type Remote interface {
+	// Control returns the peer's standard output and input: the control channel.
+	Control() (io.Reader, io.WriteCloser)
+	// Info says what is known about the peer.
+	Info() PeerInfo
+	// Ended explains why the control channel closed: how ssh or the peer ended, with the peer's
+	// last words (escaped), waiting briefly for it to exit; err is returned when nothing better
+	// is known.
+	Ended(err error) error
+	// Close ends the session, giving it grace to leave on its own.
+	Close(grace time.Duration)
+}
+
+// PeerInfo is what the start of a remote peer tells about it.
+type PeerInfo struct {
+	Uploaded bool   // this start installed the peer
+	Path     string // the peer's executable on the remote host
+	RemoteOS string // uname -s and -m
+	HostName string // the address ssh connects to ("" if unknown): where UDP goes
+}
+
+// SSHStart starts the peer over the system's ssh with the options in s (bootstrap.Start).
+func SSHStart(s bootstrap.SSH) Starter {
+	return func(ctx context.Context, host string, serveArgs []string, preface []byte) (Remote, error) {
+		id, err := bootstrap.Self()
+		if err != nil {
+			return nil, fmt.Errorf("cannot read this program's own executable: %w", err)
+		}
+		p, err := bootstrap.Start(ctx, s, host, id, serveArgs, preface)
+		if err != nil {
+			return nil, err
+		}
+		return sshRemote{p}, nil
+	}
+}
+
+type sshRemote struct{ p *bootstrap.Peer }
+
+func (r sshRemote) Control() (io.Reader, io.WriteCloser) { return r.p.Stdout, r.p.Stdin }
+func (r sshRemote) Info() PeerInfo {
+	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName}
+}
+func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
+func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
 
 // Result is the outcome of a copy, as printed by --json.
 type Result struct {
-	Direction     string             `json:"direction"` // push or pull
-	Host          string             `json:"host"`
-	Files         []fcopy.FileResult `json:"files"`
-	Bytes         int64              `json:"bytes"`
-	Seconds       float64            `json:"seconds"`      // whole command: start to verified files
-	DataSeconds   float64            `json:"data_seconds"` // first data datagram to verified end
-	GoodputBps    float64            `json:"goodput_bps"`  // file bits / data seconds
-	DatagramsSent uint64             `json:"datagrams_sent"`
-	DatagramsRecv uint64             `json:"datagrams_received"`
-	Retransmitted uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
-	Lost          uint64             `json:"lost,omitempty"`
-	LostByTime    uint64             `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
-	WireBytes     uint64             `json:"wire_bytes,omitempty"`
-	WireRatio     float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
-	FEC           string             `json:"fec"`                  // the mode: off, auto or K+M
-	ParitySent    uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
-	RepairParity  uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
-	FECGroups     uint64             `json:"fec_groups"`           // FEC groups sent (auto: one per block)
-	RepairGroups  uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
-	FECRebuilt    uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
-	FECRepaired   uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
-	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
-	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
-	AuthFailures  uint64             `json:"auth_failures"`
-	Duplicates    uint64             `json:"duplicates"`    // data datagrams the receiver already had (a loss declared too early)
-	FeedbackHeld  uint64             `json:"feedback_held"` // times the receiver held its feedback back for a stalled lane
-	RxDropped     uint64             `json:"rx_dropped"`    // receive-buffer overflows at either end (SO_RXQ_OVFL: with GRO one may be a super-packet of many datagrams)
-	Lanes         []LaneReport       `json:"lanes"`         // this end's lanes
-	PeerLanes     []LaneReport       `json:"peer_lanes"`    // the remote end's lanes (empty if it did not report them)
-	RTTms         float64            `json:"rtt_ms"`
-	RateBps       float64            `json:"rate_bps"`
-	CC            *RateStats         `json:"cc,omitempty"`
-	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
-	PeerUploaded  bool               `json:"peer_uploaded"`
-	PeerPath      string             `json:"peer_path"`
-	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
-	Sink          bool               `json:"sink,omitempty"`
-	Local, Remote map[string]any     `json:"-"`
-	started       time.Time
+	Direction        string             `json:"direction"` // push or pull
+	Host             string             `json:"host"`
+	Files            []fcopy.FileResult `json:"files"`
+	Bytes            int64              `json:"bytes"`
+	Seconds          float64            `json:"seconds"`      // whole command: start to verified files
+	DataSeconds      float64            `json:"data_seconds"` // first data datagram to verified end
+	GoodputBps       float64            `json:"goodput_bps"`  // file bits / data seconds
+	DatagramsSent    uint64             `json:"datagrams_sent"`
+	DatagramsRecv    uint64             `json:"datagrams_received"`
+	Retransmitted    uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
+	Lost             uint64             `json:"lost,omitempty"`
+	LostByTime       uint64             `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
+	WireBytes        uint64             `json:"wire_bytes,omitempty"`
+	WireRatio        float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
+	FEC              string             `json:"fec"`                  // the mode: off, auto or K+M
+	ParitySent       uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
+	RepairParity     uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
+	FECGroups        uint64             `json:"fec_groups"`           // FEC groups sent (auto: one per block)
+	RepairGroups     uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
+	FECRebuilt       uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
+	FECRepaired      uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
+	FECChunks        uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
+	TailSeconds      float64            `json:"tail_seconds"`         // last new data datagram to the verified end
+	AuthFailures     uint64             `json:"auth_failures"`        // datagrams this end dropped because they failed authentication
+	PeerAuthFailures uint64             `json:"peer_auth_failures"`   // the same at the remote end
+	Duplicates       uint64             `json:"duplicates"`           // data datagrams the receiver already had (a loss declared too early)
+	FeedbackHeld     uint64             `json:"feedback_held"`        // times the receiver held its feedback back for a stalled lane
+	RxDropped        uint64             `json:"rx_dropped"`           // receive-buffer overflows at either end (SO_RXQ_OVFL: with GRO one may be a super-packet of many datagrams)
+	Lanes            []LaneReport       `json:"lanes"`                // this end's lanes
+	PeerLanes        []LaneReport       `json:"peer_lanes"`           // the remote end's lanes (empty if it did not report them)
+	RTTms            float64            `json:"rtt_ms"`
+	RateBps          float64            `json:"rate_bps"`
+	CC               *RateStats         `json:"cc,omitempty"`
+	ProbeBps         float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
+	PeerUploaded     bool               `json:"peer_uploaded"`
+	PeerPath         string             `json:"peer_path"`
+	BLAKE3           string             `json:"blake3,omitempty"` // the digest when one file was copied
+	Sink             bool               `json:"sink,omitempty"`
+	Local, Remote    map[string]any     `json:"-"`
+	started          time.Time
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -92,14 +156,17 @@ func (o *Options) logf(format string, args ...any) {
 // remote side has closed, a round trip later.
 const closeGrace = 0
 
-// connect starts the peer and opens the UDP path to it.
+// conn is the client's side of a session: the remote peer, its control channel and the UDP path.
 type conn struct {
 	crypto *wire.Crypto
-	peer   *bootstrap.Peer
+	peer   Remote
+	info   PeerInfo
 	ctl    *Control
 	path   *session.Path
 	rtt    time.Duration
 	res    *Result
+	ctx    context.Context // ends with the control channel
+	cancel context.CancelCauseFunc
 }
 
 func (c *conn) close(grace time.Duration) {
@@ -109,13 +176,10 @@ func (c *conn) close(grace time.Duration) {
 	if c.peer != nil {
 		c.peer.Close(grace)
 	}
+	c.cancel(nil)
 }
 
 func start(ctx context.Context, o *Options, host string, hello Msg, res *Result) (*conn, Msg, error) {
-	id, err := bootstrap.Self()
-	if err != nil {
-		return nil, Msg{}, fmt.Errorf("cannot read this program's own executable: %w", err)
-	}
 	kex, err := newKex()
 	if err != nil {
 		return nil, Msg{}, err
@@ -128,27 +192,35 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if err != nil {
 		return nil, Msg{}, err
 	}
-	peer, err := bootstrap.Start(ctx, o.SSH, host, id, []string{"--pub", encodePub(clientPub)}, append(preface, '\n'))
+	startPeer := o.Start
+	if startPeer == nil {
+		startPeer = SSHStart(o.SSH)
+	}
+	peer, err := startPeer(ctx, host, []string{"--pub", encodePub(clientPub)}, append(preface, '\n'))
 	if err != nil {
 		return nil, Msg{}, err
 	}
-	res.PeerUploaded, res.PeerPath = peer.Uploaded, peer.Path
-	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[peer.Uploaded], host, peer.RemoteOS)
-	c := &conn{peer: peer, ctl: NewControl(peer.Stdout, peer.Stdin), res: res}
-	ready, err := c.ctl.Expect("ready")
-	o.logf("remote peer ready")
+	info := peer.Info()
+	res.PeerUploaded, res.PeerPath = info.Uploaded, escape.Text(info.Path)
+	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[info.Uploaded], host, escape.Text(info.RemoteOS))
+	r, w := peer.Control()
+	c := &conn{peer: peer, info: info, ctl: NewControl(r, w, peer.Ended), res: res}
+	// The session ends with its control channel: ssh gone, the peer gone.
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	c.ctl.Start(c.cancel)
+	ready, err := c.ctl.Expect(c.ctx, "ready", 0)
 	if err != nil {
 		c.close(time.Second)
-		if errors.Is(err, ErrPeerGone) {
-			if s := peer.Stderr(); s != "" {
-				err = fmt.Errorf("%w: %s", err, lastLine(s))
-			}
-		}
 		return nil, Msg{}, err
 	}
+	o.logf("remote peer ready")
 	if ready.Proto != Proto {
 		c.close(time.Second)
-		return nil, Msg{}, fmt.Errorf("the remote peer speaks control protocol %d, this farwing %d", ready.Proto, Proto)
+		return nil, Msg{}, fmt.Errorf("the remote peer speaks control protocol %d, this farwing %d; the remote cache holds a different build", ready.Proto, Proto)
+	}
+	if err := checkReady(ready); err != nil {
+		c.close(time.Second)
+		return nil, Msg{}, err
 	}
 	spub, err := decodePub(ready.Pub)
 	if err == nil {
@@ -165,24 +237,44 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	return c, ready, nil
 }
 
+// checkReady checks the server's first message: four UDP ports, an address if any.
+func checkReady(m Msg) error {
+	if len(m.Ports) != session.Lanes {
+		return fmt.Errorf("the remote peer offered %d UDP ports, want %d", len(m.Ports), session.Lanes)
+	}
+	for _, p := range m.Ports {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("the remote peer offered UDP port %d", p)
+		}
+	}
+	if m.Addr != "" {
+		if _, err := netip.ParseAddr(m.Addr); err != nil {
+			return fmt.Errorf("the remote peer reported a malformed address %q", escape.Text(m.Addr))
+		}
+	}
+	return nil
+}
+
 // openPath opens the local lanes and performs the UDP handshake with the server's ports.
 func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
-	addr, err := serverAddr(ctx, host, c.peer.HostName, ready.Addr)
+	addr, err := serverAddr(ctx, host, c.info.HostName, ready.Addr)
 	if err != nil {
 		return err
-	}
-	if len(ready.Ports) != session.Lanes {
-		return fmt.Errorf("the remote peer offered %d UDP ports, want %d", len(ready.Ports), session.Lanes)
 	}
 	bind := "0.0.0.0:0"
 	if addr.Is6() {
 		bind = "[::]:0"
 	}
 	o.logf("UDP destination %s", addr)
-	path, err := session.Open(bind, crypto, false, 0)
+	open := o.Lanes
+	if open == nil {
+		open = udpLanes
+	}
+	conns, err := open(bind)
 	if err != nil {
 		return err
 	}
+	path := session.NewPath(conns, crypto, false)
 	c.path = path
 	if jumboOK(addr, o.FEC) {
 		path.ProposeJumbo()
@@ -246,12 +338,6 @@ func serverAddr(ctx context.Context, host, name, seen string) (netip.Addr, error
 	return netip.Addr{}, fmt.Errorf("%w: cannot find an address for %s", session.ErrNoUDP, host)
 }
 
-// lastLine is the last non-empty line of s: what the remote peer said before it went away.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
 	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
@@ -275,6 +361,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	defer func() { c.close(closeGrace) }()
+	ctx = c.ctx
 	if err := c.openPath(ctx, &o, host, ready, c.crypto, true); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
@@ -315,6 +402,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if err != nil {
 		return nil, err
 	}
+	ctx = c.ctx
 	// The UDP handshake runs while the file list is on its way.
 	hsCtx, hsCancel := context.WithCancel(ctx)
 	hs := make(chan error, 1)
@@ -324,12 +412,17 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		<-hs // c.path is set by then, so close sees it
 		c.close(closeGrace)
 	}()
-	files, err := c.ctl.Expect("files")
+	files, err := c.ctl.Expect(ctx, "files", 0)
 	if err != nil {
 		return nil, err
 	}
+	// The remote chooses the names of what this end writes: take only what was asked for.
 	plan, err := fcopy.NewPlan(files.Files)
+	if err == nil {
+		err = fcopy.MatchRequest(srcs, o.Recursive, files.Files)
+	}
 	if err != nil {
+		err = fmt.Errorf("refusing the remote's file list: %w", err)
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail})
 		return nil, err
 	}
@@ -372,6 +465,9 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 }
 
 func (r *Result) setPeerLanes(ls []LaneReport) {
+	if len(ls) > session.Lanes { // the peer's word: at most its four lanes
+		ls = ls[:session.Lanes]
+	}
 	r.PeerLanes = ls
 	for _, l := range ls {
 		r.RxDropped += l.RxDropped
@@ -399,6 +495,9 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 		r.RxDropped += l.RxDropped
 	}
 	r.AuthFailures = c.path.AuthFailures.Load()
+	if side.peerStats != nil {
+		r.PeerAuthFailures = side.peerStats.AuthFailures
+	}
 	r.RTTms = float64(c.rtt) / 1e6
 	if side.sender.SRTT > 0 {
 		r.RTTms = float64(side.sender.SRTT) / 1e6

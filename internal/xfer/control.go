@@ -4,13 +4,17 @@ package xfer
 
 import (
 	"bufio"
+	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
@@ -111,17 +115,78 @@ type RateStats struct {
 	Mode             string  `json:"mode"`
 }
 
-// Control is one end of the control channel.
+// Control is one end of the control channel. Messages are JSON objects, one per line (Send never
+// writes a newline inside one); a line longer than maxMessage ends the channel, so that a peer
+// cannot make this end hold an unbounded message in memory.
 type Control struct {
 	mu  sync.Mutex
 	enc *json.Encoder
 	w   io.Writer
-	dec *json.Decoder
+	r   *bufio.Reader
+
+	in   chan Msg
+	err  error // why the channel ended; read after in is closed
+	gone func(error) error
 }
 
-// NewControl wraps a reader and writer (the ssh pipes, or stdin/stdout in serve).
-func NewControl(r io.Reader, w io.Writer) *Control {
-	return &Control{enc: json.NewEncoder(w), w: w, dec: json.NewDecoder(bufio.NewReader(r))}
+// maxMessage bounds one control message: a file list of 100,000 entries of long names fits.
+const maxMessage = 64 << 20
+
+// NewControl wraps a reader and writer (the ssh pipes, or stdin/stdout in serve). gone, if not
+// nil, turns the error that ended the channel into the one reported (the client asks ssh how it
+// ended).
+func NewControl(r io.Reader, w io.Writer, gone func(error) error) *Control {
+	return &Control{enc: json.NewEncoder(w), w: w, r: bufio.NewReaderSize(r, 64<<10), in: make(chan Msg, 1024), gone: gone}
+}
+
+// Start reads messages in the background until the channel ends, and then calls ended at once
+// with the reason (the session ends with its control channel, even while no one waits on a
+// message). Call it once, before Next.
+func (c *Control) Start(ended func(error)) {
+	go func() {
+		for {
+			m, err := c.read()
+			if err != nil {
+				if c.gone != nil {
+					err = c.gone(err)
+				}
+				c.err = err
+				close(c.in)
+				if ended != nil {
+					ended(err)
+				}
+				return
+			}
+			c.in <- m
+		}
+	}()
+}
+
+// read reads one message.
+func (c *Control) read() (Msg, error) {
+	var line []byte
+	for {
+		frag, err := c.r.ReadSlice('\n')
+		if len(line)+len(frag) > maxMessage {
+			return Msg{}, fmt.Errorf("control channel: a message of more than %d MiB", maxMessage>>20)
+		}
+		line = append(line, frag...)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) {
+			return Msg{}, ErrPeerGone
+		}
+		return Msg{}, fmt.Errorf("control channel: %w", err)
+	}
+	var m Msg
+	if err := json.Unmarshal(line, &m); err != nil {
+		return Msg{}, fmt.Errorf("control channel: malformed message: %v", err)
+	}
+	return m, nil
 }
 
 // Send writes one message; safe for concurrent use.
@@ -140,40 +205,68 @@ func (c *Control) Send(m Msg) error {
 // ErrPeerGone is returned when the control channel closes unexpectedly.
 var ErrPeerGone = errors.New("the remote peer closed the control channel")
 
-// Recv reads the next message. A remote "error" message is returned as a *RemoteError.
-func (c *Control) Recv() (Msg, error) {
-	var m Msg
-	if err := c.dec.Decode(&m); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return m, ErrPeerGone
+// ErrPeerSilent is returned when the other end says nothing for longer than the protocol allows.
+var ErrPeerSilent = errors.New("the other end went silent")
+
+// Next returns the next message, waiting at most within (0: until ctx ends). A remote "error"
+// message is returned as a *RemoteError.
+func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
+	var timeout <-chan time.Time
+	if within > 0 {
+		t := time.NewTimer(within)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case m, ok := <-c.in:
+		if !ok {
+			return Msg{}, c.err
 		}
-		return m, fmt.Errorf("control channel: %w", err)
+		if m.T == "error" {
+			return m, remoteError(m)
+		}
+		return m, nil
+	case <-ctx.Done():
+		return Msg{}, context.Cause(ctx)
+	case <-timeout:
+		return Msg{}, fmt.Errorf("%w: no control message for %s", ErrPeerSilent, within)
 	}
-	if m.T == "error" {
-		return m, &RemoteError{Msg: m.Err, Code: m.Code}
-	}
-	return m, nil
 }
 
-// Expect reads the next message and checks its type.
-func (c *Control) Expect(t string) (Msg, error) {
-	m, err := c.Recv()
+// Expect is Next that also checks the message's type.
+func (c *Control) Expect(ctx context.Context, t string, within time.Duration) (Msg, error) {
+	m, err := c.Next(ctx, within)
 	if err != nil {
 		return m, err
 	}
 	if m.T != t {
-		return m, fmt.Errorf("control channel: got %q, expected %q", m.T, t)
+		return m, fmt.Errorf("control channel: got %q, expected %q", escape.Text(m.T), t)
 	}
 	return m, nil
 }
 
-// RemoteError is an error reported by the other end.
+// RemoteError is an error reported by the other end. Its text is escaped (it may come from a
+// hostile peer and is printed on a terminal), and its exit code is one this program documents.
 type RemoteError struct {
 	Msg  string
 	Code int // the exit code the other end would use (see cmd/farwing)
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
+
+// remoteError makes the error message m reports safe to print and to exit with.
+func remoteError(m Msg) *RemoteError {
+	msg := m.Err
+	if len(msg) > 1000 {
+		msg = msg[:1000] + "…"
+	}
+	code := ExitFail
+	switch m.Code {
+	case ExitSource, ExitDest, ExitSSH, ExitUDP, ExitVerify, ExitPlatform, ExitInstall:
+		code = m.Code
+	}
+	return &RemoteError{Msg: "remote: " + escape.Text(msg), Code: code}
+}
 
 // digests collects the sender's whole-file digests as they arrive over the control channel.
 type digests struct {
@@ -194,6 +287,23 @@ func (d *digests) put(i int, sum [32]byte) {
 	d.got[i] = sum
 	d.mu.Unlock()
 	d.cond.Broadcast()
+}
+
+// take records the digest message m, checked against the plan: a file of the plan, a regular one,
+// 32 bytes in hex, and only once.
+func (d *digests) take(plan *fcopy.Plan, m Msg) error {
+	b, err := hex.DecodeString(m.Sum)
+	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || plan.Files[m.File].Dir {
+		return fmt.Errorf("control channel: a malformed digest (file %d, %q)", m.File, escape.Text(m.Sum))
+	}
+	d.mu.Lock()
+	_, dup := d.got[m.File]
+	d.mu.Unlock()
+	if dup {
+		return fmt.Errorf("control channel: a second digest for file %d", m.File)
+	}
+	d.put(m.File, [32]byte(b))
+	return nil
 }
 
 func (d *digests) fail(err error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/farwing/farwing/bootstrap"
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 )
 
@@ -25,8 +26,18 @@ const (
 	ExitUDP         = 6 // no UDP path, or the path died mid-transfer
 	ExitVerify      = 7 // a block or file failed verification
 	ExitPlatform    = 8 // the remote OS/architecture cannot run this build
+	ExitInstall     = 9 // the peer could not be installed on the remote host (its cache is not writable)
 	ExitInterrupted = 130
 )
+
+// PeerIdle is how long either end of a transfer goes on without hearing from the other (no
+// authenticated datagram while data is due, no control message where one is due) before it gives
+// up and removes its partial files. The sender pings a receiver it has nothing to send to once a
+// second (session.PingEvery), so only a peer that is gone, or a path that has been dead for that
+// long, is silent this long. 20 s rides out a route change or a roaming laptop and a receiver's
+// stalled disk, and ends well inside the 30 s after which a vanished client must leave nothing
+// behind; sshd's TCP keepalive would take about two hours.
+const PeerIdle = 20 * time.Second
 
 // ExitCode maps an error to the process exit code.
 func ExitCode(err error) int {
@@ -46,9 +57,12 @@ func ExitCode(err error) int {
 		return ExitVerify
 	case errors.Is(err, bootstrap.ErrPlatform):
 		return ExitPlatform
+	case errors.Is(err, bootstrap.ErrInstall):
+		return ExitInstall
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return ExitSSH
-	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled):
+	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled),
+		errors.Is(err, session.ErrSilent), errors.Is(err, ErrPeerSilent):
 		return ExitUDP
 	}
 	return ExitFail
@@ -164,8 +178,10 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	pool := fcopy.NewPool(cfg.Window + 4)
 	blocks := make(chan *fcopy.Block, 4)
 	readErr := make(chan error, 1)
+	sums := make([][32]byte, len(plan.Files)) // written by the reader, read after it is done
 	go func() {
 		err := fcopy.Read(ctx, plan, open, pool, blocks, func(i int, sum [32]byte) {
+			sums[i] = sum
 			ctl.Send(Msg{T: "digest", File: i, Sum: hex.EncodeToString(sum[:])})
 		})
 		close(blocks)
@@ -174,13 +190,13 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		readErr <- err
 	}()
+	if cfg.Idle == 0 {
+		cfg.Idle = PeerIdle
+	}
 	s := session.NewSender(path, plan, pool, cfg)
 	done := make(chan Msg, 1)
 	go func() {
-		m, err := ctl.Recv()
-		if err == nil && m.T != "done" {
-			err = fmt.Errorf("control channel: got %q, expected \"done\"", m.T)
-		}
+		m, err := ctl.Expect(ctx, "done", 0)
 		if err != nil {
 			cancel(err)
 			return
@@ -194,13 +210,9 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	stop()
 	res.sender = s.Stats()
 	if err == nil {
-		select {
-		case m := <-done:
+		var m Msg
+		if m, err = awaitDone(ctx, path, done); err == nil {
 			res.results, res.peerStats = m.Results, m.Stats
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		case <-time.After(2 * time.Minute):
-			err = errors.New("the receiver did not confirm the transfer within 2 minutes")
 		}
 	} else if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 		err = c
@@ -210,6 +222,9 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		case err = <-readErr:
 		default:
 		}
+	}
+	if err == nil {
+		err = checkResults(plan, sums, res.results)
 	}
 	res.end = time.Now()
 	if !res.sender.FirstDataAt.IsZero() {
@@ -231,6 +246,53 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	return res, nil
 }
 
+// awaitDone waits for the receiver's verdict once every block is acknowledged: the receiver may
+// still be writing the last window to its disk, and its feedback goes on while it does. It gives
+// up when the receiver has been silent for PeerIdle.
+func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, error) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-done:
+			return m, nil
+		case <-ctx.Done():
+			return Msg{}, context.Cause(ctx)
+		case now := <-t.C:
+			if since := now.Sub(path.Heard()); since > PeerIdle {
+				return Msg{}, fmt.Errorf("%w: the receiver acknowledged every block but has said nothing for %s, and never confirmed the files",
+					ErrPeerSilent, since.Round(time.Second))
+			}
+		}
+	}
+}
+
+// checkResults checks the receiver's verdict against what this end sent: one result per file, in
+// order, each with the file's name, size and the whole-file digest this end read. The receiver
+// checked the same digest before it renamed each file into place; a verdict that differs is a
+// receiver that is broken or lying, and the copy is not verified.
+func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult) error {
+	k := 0
+	for i, f := range plan.Files {
+		if f.Dir {
+			continue
+		}
+		if k >= len(results) {
+			return fmt.Errorf("%w: the receiver confirmed %d files of %d", fcopy.ErrVerify, len(results), k+1)
+		}
+		r := results[k]
+		k++
+		if r.Name != f.Name || r.Size != f.Size || r.Sum != hex.EncodeToString(sums[i][:]) {
+			return fmt.Errorf("%w: the receiver confirmed %q (%d bytes, BLAKE3 %.16s) for %q (%d bytes, BLAKE3 %x)", fcopy.ErrVerify,
+				escape.Text(r.Name), r.Size, escape.Text(r.Sum), escape.Text(f.Name), f.Size, sums[i][:8])
+		}
+	}
+	if k != len(results) {
+		return fmt.Errorf("%w: the receiver confirmed %d files, %d were sent", fcopy.ErrVerify, len(results), k)
+	}
+	return nil
+}
+
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
@@ -250,21 +312,21 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	bye := make(chan Msg, 1)
 	go func() {
 		for {
-			m, err := ctl.Recv()
+			m, err := ctl.Next(ctx, 0)
+			if err == nil {
+				switch m.T {
+				case "digest":
+					err = dg.take(plan, m)
+				case "bye":
+					bye <- m
+					return
+				default:
+					err = fmt.Errorf("control channel: got %q during the transfer", escape.Text(m.T))
+				}
+			}
 			if err != nil {
 				dg.fail(err)
 				cancel(err)
-				return
-			}
-			switch m.T {
-			case "digest":
-				var sum [32]byte
-				if b, err := hex.DecodeString(m.Sum); err == nil && len(b) == 32 && m.File >= 0 && m.File < len(plan.Files) {
-					copy(sum[:], b)
-					dg.put(m.File, sum)
-				}
-			case "bye":
-				bye <- m
 				return
 			}
 		}
@@ -273,6 +335,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	o.Digest = func(ctx context.Context, i int) ([32]byte, error) { return dg.wait(i) }
 	w := fcopy.NewWriter(plan, target, o)
 	r := session.NewReceiver(path, plan, w, window)
+	r.Idle = PeerIdle
 	stop := reportProgress(prog, plan.TotalBytes(), r.Progress)
 	err := r.Run(ctx)
 	stop()

@@ -17,10 +17,23 @@ import (
 	"github.com/farwing/farwing/internal/wire"
 )
 
+// ServeOptions are the remote peer's surroundings.
+type ServeOptions struct {
+	// SSHConnection is the SSH_CONNECTION the peer was started with ("client-ip client-port
+	// server-ip server-port"): the address family to bind, and the address the client reached.
+	SSHConnection string
+	// Lanes opens the peer's four lanes on bind (nil: UDP sockets).
+	Lanes LaneOpener
+}
+
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
-// receiving (push) or sending (pull) end.
-func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) error {
-	ctl := NewControl(r, w)
+// receiving (push) or sending (pull) end. It ends as soon as the control channel does, and when
+// the client has been silent for PeerIdle where it owes a message or data.
+func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so ServeOptions) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ctl := NewControl(r, w, nil)
+	ctl.Start(cancel)
 	fail := func(err error) error {
 		ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return err
@@ -43,16 +56,21 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 	}
 	// Bind the address family the client reached us with, and report the address it used.
 	bind, addr := "0.0.0.0:0", ""
-	if f := strings.Fields(os.Getenv("SSH_CONNECTION")); len(f) == 4 {
+	if f := strings.Fields(so.SSHConnection); len(f) == 4 {
 		if a, err := netip.ParseAddr(f[0]); err == nil && !a.Unmap().Is4() {
 			bind = "[::]:0"
 		}
 		addr = f[2]
 	}
-	path, err := session.Open(bind, crypto, true, 0)
+	open := so.Lanes
+	if open == nil {
+		open = udpLanes
+	}
+	conns, err := open(bind)
 	if err != nil {
 		return fail(err)
 	}
+	path := session.NewPath(conns, crypto, true)
 	defer path.Close()
 	// Announce the lanes at once: the client starts its UDP handshake while its hello is still on
 	// the way.
@@ -60,7 +78,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 		Pub: encodePub(priv.PublicKey())}); err != nil {
 		return err
 	}
-	hello, err := ctl.Expect("hello")
+	// The hello travels with the ssh session's start (the client's preface).
+	hello, err := ctl.Expect(ctx, "hello", PeerIdle)
 	if err != nil {
 		return err
 	}
@@ -75,24 +94,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 	// in the middle of its UDP handshake sees this error rather than a silent port.
 	failLinger := func(err error) error {
 		fail(err)
-		done := make(chan struct{})
-		go func() {
-			for {
-				if _, err := ctl.Recv(); err != nil {
-					var re *RemoteError
-					if !errors.As(err, &re) {
-						break
-					}
-				}
+		for {
+			_, rerr := ctl.Next(ctx, 30*time.Second)
+			var re *RemoteError
+			if rerr != nil && !errors.As(rerr, &re) {
+				return err
 			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		case <-time.After(30 * time.Second):
 		}
-		return err
 	}
 
 	switch hello.Role {
@@ -130,7 +138,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string) erro
 		if err := ctl.Send(Msg{T: "files", Files: sources.Files}); err != nil {
 			return err
 		}
-		acc, err := ctl.Expect("accept")
+		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,109 @@
+// Package escape makes text that came from the other side safe to print on a terminal: a remote
+// error message, a file name, what the remote shell wrote to ssh's standard error. Control
+// characters (C0, DEL, C1), other non-printing runes (bidirectional overrides, format characters)
+// and bytes that are not UTF-8 are written as Go escapes (\x1b, \u202e), so that no byte from the
+// peer can move the cursor, retitle the window or hide text (the lesson of OpenSSH's
+// CVE-2019-6109). Printable text, backslashes included, passes unchanged.
+package escape
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Text escapes every non-printing character of s, newlines and tabs included.
+func Text(s string) string { return text(s, false) }
+
+// Lines is Text that keeps newlines (for multi-line output such as ssh's diagnostics).
+func Lines(s string) string { return text(s, true) }
+
+func text(s string, keepNL bool) string {
+	clean := true
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !printable(r, n, keepNL) {
+			clean = false
+			break
+		}
+		i += n
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case printable(r, n, keepNL):
+			b.WriteString(s[i : i+n])
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func printable(r rune, n int, keepNL bool) bool {
+	if r == utf8.RuneError && n <= 1 {
+		return false
+	}
+	if r == '\n' {
+		return keepNL
+	}
+	return r >= 0x20 && r < 0x7f || r >= 0xa0 && unicode.IsPrint(r)
+}
+
+// Writer escapes everything written to it (keeping newlines) before passing it on to w. It holds
+// back an incomplete UTF-8 sequence at the end of a write until the next one. Safe for concurrent
+// use.
+type Writer struct {
+	mu   sync.Mutex
+	w    io.Writer
+	part []byte
+}
+
+// NewWriter returns a Writer onto w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+func (e *Writer) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	buf := append(e.part, p...)
+	// Keep an incomplete rune at the end for the next write (at most 3 bytes).
+	cut := len(buf)
+	for k := 1; k <= 3 && k <= len(buf); k++ {
+		c := buf[len(buf)-k]
+		if c < 0x80 {
+			break
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(buf[len(buf)-k:]) {
+				cut = len(buf) - k
+			}
+			break
+		}
+	}
+	e.part = append(e.part[:0:0], buf[cut:]...)
+	if _, err := io.WriteString(e.w, Lines(string(buf[:cut]))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

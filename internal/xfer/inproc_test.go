@@ -1,0 +1,285 @@
+package xfer
+
+// The in-process harness: a whole copy, client and Serve, over pipes (the ssh session) and
+// lanetest's in-memory network (the UDP path), as any user, on every go test.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/lane"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+var (
+	clientHost = netip.MustParseAddr("198.18.0.1")
+	serverHost = netip.MustParseAddr("198.18.0.2")
+)
+
+// bufPipe is a pipe whose writes never block (an ssh session's pipes buffer too): what the
+// client writes before the peer reads, its preface, waits in the buffer.
+type bufPipe struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    bytes.Buffer
+	closed bool
+}
+
+func newBufPipe() *bufPipe {
+	p := &bufPipe{}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+func (p *bufPipe) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, io.ErrClosedPipe
+	}
+	p.buf.Write(b)
+	p.cond.Broadcast()
+	return len(b), nil
+}
+
+func (p *bufPipe) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.buf.Len() == 0 && !p.closed {
+		p.cond.Wait()
+	}
+	if p.buf.Len() == 0 {
+		return 0, io.EOF
+	}
+	return p.buf.Read(b)
+}
+
+func (p *bufPipe) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cond.Broadcast()
+	return nil
+}
+
+// env is one in-memory network with a client host and a server host.
+type env struct {
+	t   *testing.T
+	net *lanetest.Network
+	// serve runs the remote end (Serve, or a hostile double).
+	serve func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error
+
+	mu     sync.Mutex
+	serves []*pipeRemote
+}
+
+func newEnv(t *testing.T, link lanetest.Link, seed uint64) *env {
+	e := &env{t: t, net: lanetest.New(link, seed), serve: Serve}
+	t.Cleanup(e.wait)
+	return e
+}
+
+// wait waits for every remote end to finish: a test ends with no peer left running.
+func (e *env) wait() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.serves {
+		select {
+		case <-r.done:
+		case <-time.After(40 * time.Second):
+			e.t.Errorf("the remote peer is still running 40 s after the test")
+		}
+	}
+}
+
+// lanes opens four lanes on host a of the network.
+func (e *env) lanes(a netip.Addr) LaneOpener {
+	return func(string) (conns [session.Lanes]lane.PacketConn, err error) {
+		for i := range conns {
+			c, err := e.net.Listen(a)
+			if err != nil {
+				return conns, err
+			}
+			conns[i] = c
+		}
+		return conns, nil
+	}
+}
+
+// options are client options for a copy through the environment.
+func (e *env) options() Options {
+	return Options{Start: e.start, Lanes: e.lanes(clientHost)}
+}
+
+// start is the Starter: Serve in a goroutine on pipes.
+func (e *env) start(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
+	if len(args) != 2 || args[0] != "--pub" {
+		return nil, fmt.Errorf("serve args %q", args)
+	}
+	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{})}
+	r.in.Write(preface)
+	so := ServeOptions{SSHConnection: fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost), Lanes: e.lanes(serverHost)}
+	e.mu.Lock()
+	e.serves = append(e.serves, r)
+	e.mu.Unlock()
+	go func() {
+		r.err = e.serve(context.Background(), r.in, r.out, args[1], so)
+		r.out.Close()
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// pipeRemote is a Remote whose peer runs in this process.
+type pipeRemote struct {
+	in, out *bufPipe
+	done    chan struct{}
+	err     error // Serve's, once done is closed
+}
+
+func (r *pipeRemote) Control() (io.Reader, io.WriteCloser) { return r.out, r.in }
+func (r *pipeRemote) Info() PeerInfo                       { return PeerInfo{Path: "in-process", RemoteOS: "test"} }
+func (r *pipeRemote) Close(time.Duration)                  { r.in.Close() }
+func (r *pipeRemote) Ended(err error) error {
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return fmt.Errorf("%w: the remote peer ended: %v", err, r.err)
+		}
+	case <-time.After(time.Second):
+	}
+	return err
+}
+
+// tree writes files (name → size; a size below 0 makes a directory) under root with random
+// contents, and returns their BLAKE3 digests.
+func tree(t *testing.T, root string, files map[string]int) map[string][32]byte {
+	t.Helper()
+	sums := map[string][32]byte{}
+	for name, size := range files {
+		p := filepath.Join(root, name)
+		if size < 0 {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		b := make([]byte, size)
+		rand.Read(b)
+		if err := os.WriteFile(p, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		sums[name] = blake3.Sum256(b)
+	}
+	return sums
+}
+
+// sameTree checks that every file of want is under root with its digest, and that root holds
+// nothing else but the directories leading to them (no partial file, nothing unrequested).
+func sameTree(t *testing.T, root string, want map[string][32]byte, dirs ...string) {
+	t.Helper()
+	seen := 0
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			return nil
+		}
+		sum, ok := want[filepath.ToSlash(rel)]
+		if !ok {
+			t.Errorf("unexpected file %s in the destination", rel)
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || blake3.Sum256(b) != sum {
+			t.Errorf("%s differs (%v)", rel, err)
+		}
+		seen++
+		return nil
+	})
+	if seen != len(want) {
+		t.Errorf("%d of %d files in the destination", seen, len(want))
+	}
+	for _, d := range dirs {
+		if st, err := os.Stat(filepath.Join(root, d)); err != nil || !st.IsDir() {
+			t.Errorf("directory %s missing (%v)", d, err)
+		}
+	}
+}
+
+// TestInProcessPushPull: a tree (nested directories, an empty one, an empty file, files of a few
+// blocks and of a few bytes) pushed and pulled back through 2 % loss each way and 10 ms of delay,
+// all in process: every byte verified, the results' digests match, nothing left behind.
+func TestInProcessPushPull(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Loss: 0.02, Delay: 5 * time.Millisecond, Jitter: time.Millisecond}, 1)
+	src, remote, back := t.TempDir(), t.TempDir(), t.TempDir()
+	files := map[string]int{"t/a.bin": 3<<20 + 12345, "t/sub/b.bin": 777, "t/sub/deep/c.bin": 1 << 20, "t/empty.bin": 0, "t/nothing": -1}
+	sums := tree(t, src, files)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive = true
+	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if len(res.Files) != len(sums) || res.Bytes != 3<<20+12345+777+1<<20 {
+		t.Fatalf("push result: %d files, %d bytes", len(res.Files), res.Bytes)
+	}
+	if res.Retransmitted == 0 && res.ParitySent == 0 {
+		t.Fatalf("2 %% loss, yet nothing re-sent and no parity: %+v", res)
+	}
+	sameTree(t, filepath.Join(remote, "t"), stripTop(sums), "nothing")
+
+	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if len(res.Files) != len(sums) {
+		t.Fatalf("pull result: %d files", len(res.Files))
+	}
+	sameTree(t, filepath.Join(back, "t"), stripTop(sums), "nothing")
+	t.Logf("push and pull: %d bytes each way, last: %d datagrams re-sent, %d parity, %d auth failures", res.Bytes, res.Retransmitted, res.ParitySent, res.AuthFailures)
+}
+
+// stripTop drops the first element of every name ("t/a" → "a").
+func stripTop(m map[string][32]byte) map[string][32]byte {
+	out := map[string][32]byte{}
+	for k, v := range m {
+		_, rest, _ := strings.Cut(k, "/")
+		out[rest] = v
+	}
+	return out
+}
+
+// TestInProcessNoUDP: a network that drops every datagram fails the copy with the no-UDP error
+// (exit code 6) naming the ports, and the remote peer ends too.
+func TestInProcessNoUDP(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
+	src := t.TempDir()
+	tree(t, src, map[string]int{"f": 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := Push(ctx, e.options(), []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP || !strings.Contains(err.Error(), "port") {
+		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
+	}
+}

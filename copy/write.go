@@ -2,7 +2,6 @@ package copy
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +10,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // ErrDest marks problems with the destination (missing directory, not writable, not a directory).
@@ -20,10 +22,13 @@ var ErrDest = errors.New("destination")
 // ErrVerify marks data that failed verification: a block or whole-file digest mismatch.
 var ErrVerify = errors.New("verification failed")
 
-// Target is where a transfer's files land, resolved with scp's rules.
+// Target is where a transfer's files land, resolved with scp's rules. Every file lands below
+// root, which the user named (directly, or as the parent of the destination); nothing below root
+// is reached through a symbolic link.
 type Target struct {
-	dst  string
-	into bool // dst is an existing directory: files go inside it under their names
+	root string
+	into bool   // the destination is an existing directory: files go inside it under their names
+	base string // !into: the name that replaces the transfer's top-level name
 }
 
 // ResolveTarget applies scp's rules for DST: an existing directory (or a path ending in "/")
@@ -47,7 +52,8 @@ func ResolveTarget(dst string, files []File) (*Target, error) {
 		if err := probeWritable(dst); err != nil {
 			return nil, err
 		}
-		return &Target{dst: dst, into: true}, nil
+		t := &Target{root: dst, into: true}
+		return t, t.check(files)
 	case err == nil:
 		if len(tops) > 1 {
 			return nil, fmt.Errorf("%w: %s is not a directory (several sources need a directory)", ErrDest, dst)
@@ -73,16 +79,75 @@ func ResolveTarget(dst string, files []File) (*Target, error) {
 	if err := probeWritable(parent); err != nil {
 		return nil, err
 	}
-	return &Target{dst: filepath.Clean(dst)}, nil
+	t := &Target{root: parent, base: filepath.Base(filepath.Clean(dst))}
+	return t, t.check(files)
+}
+
+// rel is where the file called name (a plan name) is written, relative to root, slash-separated.
+func (t *Target) rel(name string) string {
+	if t.into {
+		return name
+	}
+	if _, rest, ok := strings.Cut(name, "/"); ok {
+		return t.base + "/" + rest
+	}
+	return t.base
 }
 
 // Path is where the file called name (a plan name) is written.
 func (t *Target) Path(name string) string {
-	if t.into {
-		return filepath.Join(t.dst, filepath.FromSlash(name))
+	return filepath.Join(t.root, filepath.FromSlash(t.rel(name)))
+}
+
+// check refuses, before anything is sent, a destination that the writer would refuse: a
+// directory of a name that is a symbolic link or not a directory, a directory where a file goes
+// or the other way round, a read-only file to replace. The writer checks again as it writes.
+func (t *Target) check(files []File) error {
+	okDir := map[string]bool{"": true}
+	var checkDir func(rel string) error
+	checkDir = func(rel string) error {
+		if okDir[rel] {
+			return nil
+		}
+		if dir, _, ok := cutLast(rel); ok {
+			if err := checkDir(dir); err != nil {
+				return err
+			}
+		} else if err := checkDir(""); err != nil {
+			return err
+		}
+		st, err := os.Lstat(filepath.Join(t.root, filepath.FromSlash(rel)))
+		if err == nil && !st.IsDir() {
+			return fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory", ErrDest,
+				escape.Text(filepath.Join(t.root, rel)))
+		}
+		okDir[rel] = true
+		return nil
 	}
-	_, rest, _ := strings.Cut(name, "/")
-	return filepath.Join(t.dst, filepath.FromSlash(rest))
+	for _, f := range files {
+		rel := t.rel(f.Name)
+		if dir, _, ok := cutLast(rel); ok {
+			if err := checkDir(dir); err != nil {
+				return err
+			}
+		}
+		p := filepath.Join(t.root, filepath.FromSlash(rel))
+		st, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case st.Mode()&os.ModeSymlink != 0 && f.Dir:
+			return fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory", ErrDest, escape.Text(p))
+		case f.Dir && !st.IsDir():
+			return fmt.Errorf("%w: cannot replace %s with a directory", ErrDest, escape.Text(p))
+		case f.Dir:
+			okDir[rel] = true
+		case st.IsDir():
+			return fmt.Errorf("%w: cannot replace directory %s with a file", ErrDest, escape.Text(p))
+		case st.Mode().IsRegular() && unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS) != nil:
+			return fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first", ErrDest, escape.Text(p), st.Mode().Perm())
+		}
+	}
+	return nil
 }
 
 func probeWritable(dir string) error {
@@ -117,9 +182,11 @@ type Writer struct {
 	next     uint32 // next block expected
 	nextFile int    // next file to finalize
 	cur      *wfile
-	temps    map[string]bool
+	temps    map[*wfile]bool // temporary files not yet renamed into place
 	results  []FileResult
 	tree     fileTree
+	dirs     *dirs     // the destination's directories, opened without following links
+	reg      *registry // this writer's entry in the partial-file registry
 }
 
 // writebackEvery is how much written data the writer lets accumulate before it starts the
@@ -131,8 +198,10 @@ type wfile struct {
 	direct  bool  // f has O_DIRECT on
 	idx     int
 	f       *os.File
-	tmp     string
-	final   string
+	dir     string // the file's directory, relative to the target's root
+	tmp     string // the temporary file's name in dir
+	base    string // the file's name in dir
+	final   string // its path
 }
 
 // WriterOptions configure a Writer.
@@ -145,8 +214,14 @@ type WriterOptions struct {
 
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
-	return &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest,
-		temps: map[string]bool{}}
+	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest,
+		temps: map[*wfile]bool{}}
+	if !w.sink {
+		SweepPartials()
+		w.dirs = newDirs(target.root)
+		w.reg = newRegistry()
+	}
+	return w
 }
 
 // Results lists the files finished so far.
@@ -185,7 +260,7 @@ func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *B
 	}
 	if wf := w.cur; wf.f != nil {
 		if err := wf.write(data, off); err != nil {
-			return fmt.Errorf("%w: write %s: %v", ErrDest, wf.tmp, unwrapPath(err))
+			return fmt.Errorf("%w: write %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
 		}
 	}
 	w.tree.add(sum)
@@ -214,9 +289,8 @@ func (w *Writer) finishUpTo(ctx context.Context, file int) error {
 		}
 		if f.Dir {
 			if !w.sink {
-				p := w.target.Path(f.Name)
-				if err := os.MkdirAll(p, f.Mode.Perm()|0o700); err != nil {
-					return fmt.Errorf("%w: %v", ErrDest, err)
+				if _, err := w.dirs.open(w.target.rel(f.Name), f.Mode.Perm()|0o700); err != nil {
+					return err
 				}
 			}
 			w.nextFile++
@@ -239,20 +313,24 @@ func (w *Writer) open(i int) error {
 	if w.sink {
 		return nil
 	}
+	rel := w.target.rel(w.plan.Files[i].Name)
+	wf.dir, wf.base, _ = cutLast(rel)
 	wf.final = w.target.Path(w.plan.Files[i].Name)
 	dir := filepath.Dir(wf.final)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrDest, err)
-	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	wf.tmp = filepath.Join(dir, "."+filepath.Base(wf.final)+".farwing-"+hex.EncodeToString(rnd[:])+".part")
-	f, err := os.OpenFile(wf.tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, w.plan.Files[i].Mode.Perm()|0o200)
+	fd, err := w.dirs.open(wf.dir, 0o755)
 	if err != nil {
-		return fmt.Errorf("%w: cannot create a file in %s: %v", ErrDest, dir, unwrapPath(err))
+		return err
 	}
-	w.temps[wf.tmp] = true
-	wf.f = f
+	if err := checkReplace(fd, dir, wf.base); err != nil {
+		return err
+	}
+	f, tmp, err := createPart(fd, dir, wf.base)
+	if err != nil {
+		return err
+	}
+	wf.f, wf.tmp = f, tmp
+	w.temps[wf] = true
+	w.reg.add(f.Name())
 	if sz := w.plan.Files[i].Size; sz > 0 {
 		_ = f.Truncate(sz) // reserve the length; blocks fill it in
 		// Direct I/O for files of a block or more: the page cache costs more CPU than the disk
@@ -316,24 +394,9 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 	}
 	res := FileResult{Name: f.Name, Size: f.Size, Sum: hex.EncodeToString(got[:])}
 	if !w.sink {
-		if err := wf.f.Sync(); err != nil {
-			return fmt.Errorf("%w: fsync %s: %v", ErrDest, wf.tmp, err)
+		if err := w.place(wf, f); err != nil {
+			return err
 		}
-		if err := wf.f.Close(); err != nil {
-			return fmt.Errorf("%w: close %s: %v", ErrDest, wf.tmp, err)
-		}
-		if f.Mode.Perm()&0o200 == 0 {
-			_ = os.Chmod(wf.tmp, f.Mode.Perm()) // the temp file was created writable
-		}
-		if w.preserve {
-			mt := time.Unix(0, f.MTime)
-			_ = os.Chtimes(wf.tmp, mt, mt)
-		}
-		if err := os.Rename(wf.tmp, wf.final); err != nil {
-			return fmt.Errorf("%w: rename into %s: %v", ErrDest, wf.final, unwrapLink(err))
-		}
-		delete(w.temps, wf.tmp)
-		syncDir(filepath.Dir(wf.final))
 		res.Path = wf.final
 	}
 	w.results = append(w.results, res)
@@ -342,28 +405,64 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 	return nil
 }
 
-func unwrapLink(err error) error {
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
+// place syncs the verified temporary file of f, gives it its mode (and, with preserve, its
+// times) and renames it into place, then syncs its directory. The file stays open, and locked,
+// until it has its final name.
+func (w *Writer) place(wf *wfile, f File) error {
+	if err := wf.f.Sync(); err != nil {
+		return fmt.Errorf("%w: fsync %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
 	}
-	return err
+	if err := wf.f.Chmod(f.Mode.Perm() &^ umask); err != nil {
+		return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
+	}
+	fd, err := w.dirs.open(wf.dir, 0o755)
+	if err != nil {
+		return err
+	}
+	if w.preserve {
+		ts := unix.NsecToTimespec(f.MTime)
+		_ = unix.UtimesNanoAt(fd, wf.tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err := checkReplace(fd, filepath.Dir(wf.final), wf.base); err != nil {
+		return err
+	}
+	if err := unix.Renameat(fd, wf.tmp, fd, wf.base); err != nil {
+		return fmt.Errorf("%w: rename into %s: %v", ErrDest, escape.Text(wf.final), err)
+	}
+	delete(w.temps, wf)
+	wf.f.Close()
+	_ = unix.Fsync(fd)
+	return nil
 }
 
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-}
+// umask is the process's file mode creation mask, read once at start: files get their source's
+// permissions less it, as a new file would (the temporary file is 0600 until it is complete).
+var umask = func() os.FileMode {
+	m := unix.Umask(0o022)
+	unix.Umask(m)
+	return os.FileMode(m)
+}()
 
-// Abort removes every temporary file not yet renamed into place.
+// Abort removes every temporary file not yet renamed into place, and closes the writer.
 func (w *Writer) Abort() {
-	if w.cur != nil && w.cur.f != nil {
-		w.cur.f.Close()
+	for wf := range w.temps {
+		wf.f.Close()
+		if fd, err := w.dirs.open(wf.dir, 0o755); err == nil {
+			unix.Unlinkat(fd, wf.tmp, 0)
+		}
 	}
-	for t := range w.temps {
-		os.Remove(t)
+	w.temps = map[*wfile]bool{}
+	w.Close()
+}
+
+// Close releases the writer's directories and its registry entry; temporary files still there
+// (a transfer that did not finish) are left to Abort or to a later sweep.
+func (w *Writer) Close() {
+	if w.dirs != nil {
+		w.dirs.close()
 	}
-	w.temps = map[string]bool{}
+	if len(w.temps) == 0 {
+		w.reg.close()
+		w.reg = nil
+	}
 }

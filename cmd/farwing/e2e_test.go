@@ -326,6 +326,9 @@ func TestLabErrors(t *testing.T) {
 	ro := filepath.Join(e.srv.Home, "ro")
 	os.Mkdir(ro, 0o555)
 	os.WriteFile(filepath.Join(e.srv.Home, "have.bin"), []byte("remote data"), 0o644)
+	readOnly := filepath.Join(e.srv.Home, "ro.bin")
+	os.WriteFile(readOnly, []byte("keep me"), 0o444)
+	os.Chown(readOnly, e.srv.UID, e.srv.GID)
 
 	cases := []struct {
 		name string
@@ -338,6 +341,7 @@ func TestLabErrors(t *testing.T) {
 		{"missing remote source", []string{e.srv.Host + ":nope.bin", filepath.Join(dir, "got.bin")}, 3, "no such file", filepath.Join(dir, "got.bin")},
 		{"trailing slash, no such dir", []string{src, e.srv.Host + ":nodir/"}, 4, "does not exist", filepath.Join(e.srv.Home, "nodir")},
 		{"unwritable destination", []string{src, e.srv.Host + ":ro/x.bin"}, 4, "cannot write", filepath.Join(ro, "x.bin")},
+		{"read-only destination file", []string{src, e.srv.Host + ":ro.bin"}, 4, "read-only", ""},
 		{"unwritable local destination", []string{e.srv.Host + ":have.bin", "/proc/x.bin"}, 4, "cannot write", "/proc/x.bin"},
 		{"directory without -r", []string{dir, e.srv.Host + ":"}, 3, "-r", ""},
 		{"unknown host", []string{src, "nosuchhost.invalid:"}, 5, "resolve", ""},
@@ -368,6 +372,9 @@ func TestLabErrors(t *testing.T) {
 			noPartials(t, e.srv.Home)
 			noPartials(t, dir)
 		})
+	}
+	if b, _ := os.ReadFile(readOnly); string(b) != "keep me" {
+		t.Fatalf("the read-only destination was replaced: %q", b)
 	}
 }
 

@@ -334,6 +334,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	go func() { <-ctx.Done(); dg.fail(context.Cause(ctx)) }()
 	o.Digest = func(ctx context.Context, i int) ([32]byte, error) { return dg.wait(i) }
 	w := fcopy.NewWriter(plan, target, o)
+	defer w.Close()
 	r := session.NewReceiver(path, plan, w, window)
 	r.Idle = PeerIdle
 	stop := reportProgress(prog, plan.TotalBytes(), r.Progress)

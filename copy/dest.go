@@ -1,0 +1,321 @@
+package copy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/farwing/farwing/internal/escape"
+)
+
+// The destination side of a transfer writes every byte below one directory, its root, and never
+// through a symbolic link: each directory of a name is opened relative to its parent with
+// O_NOFOLLOW (openat), whether the link stood there before the copy or the copy made it, as
+// OpenSSH's scp and rsync do after their CVEs. Files are written to a temporary name in their
+// directory, mode 0600 and locked (flock) while they are being written, and renamed into place
+// only once verified and synced. A temporary file whose writer died (SIGKILL, a crash) is unlocked,
+// and removed by the next copy into that directory and by the housekeeping at the start of every
+// copy (SweepPartials).
+
+// partMarker is in the name of every temporary file: ".NAME.farwing-RANDOM.part".
+const partMarker = ".farwing-"
+
+func isPart(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, partMarker) && strings.HasSuffix(name, ".part")
+}
+
+func partName(base string) string {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	return "." + base + partMarker + hex.EncodeToString(rnd[:]) + ".part"
+}
+
+// staleAfter is how old an unlocked temporary file must be before a sweep removes it: its writer
+// locks it microseconds after creating it, so one this old and unlocked has no writer.
+var staleAfter = 10 * time.Second
+
+// dirs opens a destination's directories below its root, each once per Writer.
+type dirs struct {
+	root   string // the root's path (the user's destination or its parent)
+	rootFD int    // -1 until opened
+	cur    string // relative path of curFD ("" is the root)
+	curFD  int
+	swept  map[string]bool
+}
+
+func newDirs(root string) *dirs {
+	return &dirs{root: root, rootFD: -1, curFD: -1, swept: map[string]bool{}}
+}
+
+// open returns a descriptor of the directory rel (slash-separated, relative to the root; "" for
+// the root), creating missing directories with mode perm. Every element is opened with
+// O_NOFOLLOW: a symbolic link, or anything but a directory, stops it with ErrDest.
+func (d *dirs) open(rel string, perm os.FileMode) (int, error) {
+	if d.rootFD < 0 {
+		fd, err := unix.Open(d.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, fmt.Errorf("%w: %s: %v", ErrDest, d.root, err)
+		}
+		d.rootFD, d.cur, d.curFD = fd, "", fd
+		d.swept[""] = true
+		sweepDir(fd)
+	}
+	if rel == d.cur {
+		return d.curFD, nil
+	}
+	if d.curFD != d.rootFD {
+		unix.Close(d.curFD)
+	}
+	d.cur, d.curFD = "", d.rootFD
+	fd := d.rootFD
+	if rel != "" {
+		done := ""
+		for _, e := range strings.Split(rel, "/") {
+			next, err := openDirAt(fd, e, perm)
+			if fd != d.rootFD {
+				unix.Close(fd)
+			}
+			if done != "" {
+				done += "/"
+			}
+			done += e
+			if err != nil {
+				if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+					return -1, fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory",
+						ErrDest, escape.Text(filepath.Join(d.root, done)))
+				}
+				return -1, fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(filepath.Join(d.root, done)), err)
+			}
+			fd = next
+		}
+	}
+	d.cur, d.curFD = rel, fd
+	if !d.swept[rel] {
+		d.swept[rel] = true
+		sweepDir(fd)
+	}
+	return fd, nil
+}
+
+// openDirAt opens directory name in dirfd without following a link, creating it if missing.
+func openDirAt(dirfd int, name string, perm os.FileMode) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	if errors.Is(err, unix.ENOENT) {
+		if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, err
+		}
+		fd, err = unix.Openat(dirfd, name, flags, 0)
+	}
+	return fd, err
+}
+
+func (d *dirs) close() {
+	if d.curFD >= 0 && d.curFD != d.rootFD {
+		unix.Close(d.curFD)
+	}
+	if d.rootFD >= 0 {
+		unix.Close(d.rootFD)
+	}
+	d.rootFD, d.curFD, d.cur = -1, -1, ""
+}
+
+// sweepDir removes the temporary files in the directory dirfd that no writer holds any more.
+func sweepDir(dirfd int) {
+	dup, err := unix.Dup(dirfd)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	for {
+		names, err := f.Readdirnames(1024)
+		for _, n := range names {
+			if isPart(n) {
+				removeIfStale(dirfd, n)
+			}
+		}
+		if err != nil || len(names) == 0 {
+			return
+		}
+	}
+}
+
+// removeIfStale removes the temporary file name in dirfd if it is a regular file, older than
+// staleAfter and not locked by a writer. It reports whether it removed it.
+func removeIfStale(dirfd int, name string) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	if time.Since(time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))) < staleAfter {
+		return false
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false // a writer holds it
+	}
+	return unix.Unlinkat(dirfd, name, 0) == nil
+}
+
+// createPart creates a temporary file for base in dirfd: mode 0600, locked for as long as it is
+// open.
+func createPart(dirfd int, dir, base string) (*os.File, string, error) {
+	for range 8 {
+		tmp := partName(base)
+		fd, err := unix.Openat(dirfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: cannot create a file in %s: %v", ErrDest, escape.Text(dir), err)
+		}
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			unix.Close(fd)
+			unix.Unlinkat(dirfd, tmp, 0)
+			return nil, "", fmt.Errorf("%w: cannot lock a file in %s: %v", ErrDest, escape.Text(dir), err)
+		}
+		return os.NewFile(uintptr(fd), filepath.Join(dir, tmp)), tmp, nil
+	}
+	return nil, "", fmt.Errorf("%w: cannot create a temporary file in %s", ErrDest, escape.Text(dir))
+}
+
+// checkReplace refuses to put a file where base stands in dirfd if that is a directory, or a
+// file this user may not write (scp refuses a read-only destination too).
+func checkReplace(dirfd int, dir, base string) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(filepath.Join(dir, base)), err)
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		return fmt.Errorf("%w: cannot replace directory %s with a file", ErrDest, escape.Text(filepath.Join(dir, base)))
+	case st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Faccessat(dirfd, base, unix.W_OK, unix.AT_EACCESS) != nil:
+		return fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first",
+			ErrDest, escape.Text(filepath.Join(dir, base)), st.Mode&0o7777)
+	}
+	return nil
+}
+
+// The partial-file registry: every Writer that writes files keeps an entry in the user's cache
+// directory (farwing/partial/), locked for its lifetime, listing its temporary files. An entry
+// nobody holds belongs to a writer that died; SweepPartials removes the files it lists (if they
+// are still unlocked temporary files) and the entry.
+
+func registryDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "farwing", "partial"), nil
+}
+
+// registry is one Writer's entry.
+type registry struct{ f *os.File }
+
+// newRegistry creates and locks an entry; nil (no registry, only the sweep of directories) when
+// the cache directory cannot be written.
+func newRegistry() *registry {
+	dir, err := registryDir()
+	if err != nil || os.MkdirAll(dir, 0o700) != nil {
+		return nil
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	p := filepath.Join(dir, hex.EncodeToString(rnd[:])+".list")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil
+	}
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		f.Close()
+		os.Remove(p)
+		return nil
+	}
+	return &registry{f: f}
+}
+
+// add records the absolute path of a temporary file.
+func (r *registry) add(p string) {
+	if r != nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			r.f.WriteString(abs + "\n")
+		}
+	}
+}
+
+// close removes the entry: every file it listed is renamed into place or removed.
+func (r *registry) close() {
+	if r != nil {
+		os.Remove(r.f.Name())
+		r.f.Close()
+	}
+}
+
+// SweepPartials is the housekeeping of temporary files: for every registry entry whose writer
+// died, it removes the temporary files that entry lists (only unlocked files whose names are
+// temporary files' names, never through a symbolic link) and the entry. It returns how many files
+// it removed.
+func SweepPartials() int {
+	dir, err := registryDir()
+	if err != nil {
+		return 0
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	removed := 0
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".list") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		st, err := f.Stat()
+		if err != nil || time.Since(st.ModTime()) < staleAfter && st.Size() == 0 ||
+			unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			f.Close()
+			continue // its writer is alive (or has only just begun)
+		}
+		b, _ := os.ReadFile(p)
+		for _, line := range strings.Split(string(b), "\n") {
+			if !filepath.IsAbs(line) || !isPart(filepath.Base(line)) {
+				continue
+			}
+			if removePartPath(line) {
+				removed++
+			}
+		}
+		os.Remove(p)
+		f.Close()
+	}
+	return removed
+}
+
+// removePartPath removes the temporary file at the absolute path p if it is stale, opening its
+// directory without following a link at its last element.
+func removePartPath(p string) bool {
+	fd, err := unix.Open(filepath.Dir(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return removeIfStale(fd, filepath.Base(p))
+}

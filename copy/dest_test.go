@@ -1,0 +1,199 @@
+package copy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// planFor is a plan of files with the given names (a trailing "/" makes a directory) and sizes.
+func planFor(t *testing.T, names ...string) []File {
+	t.Helper()
+	var fs []File
+	for _, n := range names {
+		if d, ok := strings.CutSuffix(n, "/"); ok {
+			fs = append(fs, File{Name: d, Dir: true, Mode: 0o755})
+		} else {
+			fs = append(fs, File{Name: n, Size: 10, Mode: 0o644})
+		}
+	}
+	return fs
+}
+
+// writeAll writes every file of files into target with 10 bytes each, like a receiver would.
+func writeAll(t *testing.T, files []File, target *Target) error {
+	t.Helper()
+	plan, err := NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("0123456789")
+	sums := map[int][32]byte{}
+	for i := range files {
+		if !files[i].Dir {
+			var tr fileTree
+			s := plan.Sum(plan.first[i], data)
+			tr.add(&s)
+			sums[i] = tr.sum()
+		}
+	}
+	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
+	for b := uint32(0); b < plan.NumBlocks(); b++ {
+		s := plan.Sum(b, data)
+		if err := w.WriteBlock(context.Background(), b, data, s.Digest()); err != nil {
+			w.Abort()
+			return err
+		}
+	}
+	if err := w.Finish(context.Background()); err != nil {
+		w.Abort()
+		return err
+	}
+	w.Close()
+	return nil
+}
+
+// TestNoWriteThroughSymlinks: a symbolic link standing in the destination where a directory of a
+// name goes is refused, before anything is written (ResolveTarget) and again by the writer when
+// it appears afterwards; nothing lands outside the destination.
+func TestNoWriteThroughSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	out, outside := filepath.Join(dir, "out"), filepath.Join(dir, "outside")
+	os.Mkdir(out, 0o755)
+	os.Mkdir(outside, 0o755)
+	files := planFor(t, "t/", "t/sub/", "t/sub/x")
+	if err := os.Symlink(outside, filepath.Join(out, "t")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ResolveTarget(out, files); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("a symlink in the destination: %v", err)
+	}
+	// The link appears after the check (or the copy makes one): the writer refuses it too.
+	os.Remove(filepath.Join(out, "t"))
+	target, err := ResolveTarget(out, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(out, "t"), 0o755)
+	os.Symlink(outside, filepath.Join(out, "t", "sub"))
+	if err := writeAll(t, files, target); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("writer through a symlink: %v", err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("written outside the destination: %s", ents[0].Name())
+	}
+	// A file of the same name as a directory to create, and the other way round.
+	os.Remove(filepath.Join(out, "t", "sub"))
+	os.WriteFile(filepath.Join(out, "t", "sub"), nil, 0o644)
+	if _, err := ResolveTarget(out, files); !errors.Is(err, ErrDest) {
+		t.Fatalf("a file where a directory goes: %v", err)
+	}
+	os.Remove(filepath.Join(out, "t", "sub"))
+	os.MkdirAll(filepath.Join(out, "t", "sub", "x"), 0o755)
+	if _, err := ResolveTarget(out, files); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("a directory where a file goes: %v", err)
+	}
+	// A symlink where the file itself goes is replaced, not followed.
+	os.RemoveAll(filepath.Join(out, "t"))
+	os.MkdirAll(filepath.Join(out, "t", "sub"), 0o755)
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	os.Symlink(victim, filepath.Join(out, "t", "sub", "x"))
+	target, err = ResolveTarget(out, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeAll(t, files, target); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Fatalf("the file behind a symlink was written: %q", b)
+	}
+	if st, err := os.Lstat(filepath.Join(out, "t", "sub", "x")); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("the symlink was not replaced by the file: %v %v", st, err)
+	}
+}
+
+// TestReadOnlyDestination: a destination file its user may not write is refused, as scp does.
+func TestReadOnlyDestination(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may write a read-only file (as scp does as root); the lab test covers an ordinary user")
+	}
+	out := t.TempDir()
+	os.WriteFile(filepath.Join(out, "x"), []byte("old"), 0o444)
+	if _, err := ResolveTarget(out, planFor(t, "x")); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("read-only destination: %v", err)
+	}
+}
+
+// TestPartialFiles: a temporary file is mode 0600 and locked while it is written; one left by a
+// writer that died (unlocked, old enough) is removed by the next copy into its directory, and by
+// the housekeeping sweep through the registry; one still locked is left alone.
+func TestPartialFiles(t *testing.T) {
+	old := staleAfter
+	staleAfter = 0
+	defer func() { staleAfter = old }()
+	out := t.TempDir()
+	fd, err := unix.Open(out, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	live, liveName, err := createPart(fd, out, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if st, _ := live.Stat(); st.Mode().Perm() != 0o600 {
+		t.Fatalf("temporary file mode %v, want 0600", st.Mode().Perm())
+	}
+	// A dead writer's file: created, then its descriptor (and lock) gone.
+	dead, deadName, _ := createPart(fd, out, "dead")
+	dead.Close()
+	time.Sleep(10 * time.Millisecond)
+	if err := writeAll(t, planFor(t, "new"), &Target{root: out, into: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, deadName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dead writer's partial file survived the next copy into its directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, liveName)); err != nil {
+		t.Fatalf("a live writer's partial file was removed: %v", err)
+	}
+
+	// The registry: an entry whose writer died lists a partial in a directory nobody copies to.
+	other := t.TempDir()
+	ofd, _ := unix.Open(other, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	defer unix.Close(ofd)
+	orphan, orphanName, _ := createPart(ofd, other, "orphan")
+	orphan.Close()
+	reg := newRegistry()
+	if reg == nil {
+		t.Fatal("no registry")
+	}
+	reg.add(filepath.Join(other, orphanName))
+	reg.add("/etc/passwd") // not a temporary file's name: never touched
+	held := newRegistry()
+	held.add(filepath.Join(out, liveName))
+	reg.f.Close() // the writer dies: its lock goes, the entry stays
+	time.Sleep(10 * time.Millisecond)
+	if n := SweepPartials(); n != 1 {
+		t.Fatalf("sweep removed %d files, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(other, orphanName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("orphan partial survived the sweep: %v", err)
+	}
+	if _, err := os.Stat(reg.f.Name()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dead writer's registry entry survived the sweep")
+	}
+	if _, err := os.Stat(held.f.Name()); err != nil {
+		t.Fatalf("live writer's registry entry removed: %v", err)
+	}
+	held.close()
+}

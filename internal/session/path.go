@@ -63,6 +63,13 @@ type Path struct {
 	handler  atomic.Pointer[handlerBox]
 	helloAck [Lanes]atomic.Bool
 	helloRTT atomic.Int64
+	// The address proof (hello.go): the server's secret and which lanes' client addresses are
+	// proven; the client's cookies and which lanes the server has confirmed.
+	secret     [32]byte
+	proven     [Lanes]atomic.Bool
+	cookie     [Lanes]atomic.Uint64
+	haveCookie [Lanes]atomic.Bool
+	provenAck  [Lanes]atomic.Bool
 	// chunk is the agreed file bytes per data datagram (0: wire.ChunkSize): the client proposes
 	// wire.JumboChunkSize in its hellos (ProposeJumbo), the server accepts it in its answers when
 	// it sees the client on a loopback address too.
@@ -71,13 +78,15 @@ type Path struct {
 
 	heard atomic.Int64 // when the last authenticated datagram arrived (UnixNano; 0: none yet)
 
-	AuthFailures atomic.Uint64 // datagrams that failed to open (tampered, foreign, other session)
+	Foreign      atomic.Uint64 // datagrams that are not this session's: too short, not Farwing's, another connection id or lane
+	AuthFailures atomic.Uint64 // datagrams of this session by their header that failed to open (forged, altered, truncated)
 	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
 	EarlyHeld    atomic.Uint64 // data/feedback datagrams held until the engine was attached
 	EarlyDropped atomic.Uint64 // ... and dropped because too many were waiting
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
+	closed atomic.Bool
 
 	sendMu       [Lanes]sync.Mutex
 	train        trainRx
@@ -151,7 +160,7 @@ func ListenUDP(bind string, buf int) ([Lanes]lane.PacketConn, error) {
 // NewPath starts a path on four lanes (real UDP sockets, or lanetest's in-memory ones), which it
 // owns from now on: Close closes them.
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
-	p := &Path{crypto: c, server: server, conns: conns}
+	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret()}
 	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
 	// A second after the lanes open (or once the packet train is through, whose timing must not
 	// compete with it), build the FEC tables (see warmEarly).
@@ -182,6 +191,7 @@ func (p *Path) closeConns() {
 
 // Close stops the lanes.
 func (p *Path) Close() {
+	p.closed.Store(true)
 	p.cancel()
 	p.closeConns()
 	p.wg.Wait()
@@ -288,11 +298,12 @@ func (p *Path) SealData(buf []byte, i int, seq uint64, payload []byte) []byte {
 	return p.crypto.SealData(buf, wire.Header{Lane: uint8(i), Seq: seq}, payload)
 }
 
-// Send writes already sealed datagrams on lane i to its peer.
+// Send writes already sealed datagrams on lane i to its peer: for a server, only once the
+// client's address on the lane is proven.
 func (p *Path) Send(i int, pkts [][]byte) error {
 	dst, ok := p.Peer(i)
-	if !ok {
-		return fmt.Errorf("lane %d has no peer address yet", i)
+	if !ok || p.server && !p.proven[i].Load() {
+		return fmt.Errorf("lane %d has no proven peer address yet", i)
 	}
 	return p.sendTo(i, dst, pkts)
 }
@@ -364,7 +375,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		handle := func(b []byte, from netip.AddrPort) {
 			h, err := p.crypto.Check(b)
 			if err != nil || int(h.Lane) != i {
-				p.AuthFailures.Add(1)
+				p.Foreign.Add(1)
 				return
 			}
 			if now.IsZero() {
@@ -426,28 +437,13 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			}
 			switch h.Type {
 			case wire.TypeHello:
-				if p.server && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true) {
-					go p.sendTrain(i, from)
-				}
 				if p.server {
-					p.SetPeer(i, from)
-					// Echo the client's timestamp, with the chunk size agreed.
-					chunk := acceptChunk(pt, from)
-					p.chunk.Store(int32(chunk))
-					var ack [10]byte
-					copy(ack[:8], pt)
-					binary.BigEndian.PutUint16(ack[8:], uint16(chunk))
-					p.SendOne(i, wire.TypeHelloAck, ack[:])
+					p.onHello(i, pt, from)
 				}
 				return
 			case wire.TypeHelloAck:
-				if !p.server && len(pt) >= 8 {
-					sent := int64(beUint64(pt))
-					p.helloRTT.CompareAndSwap(0, now.UnixNano()-sent)
-					if len(pt) >= 10 && binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize && p.proposeJumbo.Load() {
-						p.chunk.Store(wire.JumboChunkSize)
-					}
-					p.helloAck[i].Store(true)
+				if !p.server {
+					p.onHelloAck(i, h, pt, now)
 				}
 				return
 			}
@@ -587,12 +583,6 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 	// lane answers, not at the next resend.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	var ts [10]byte // send timestamp, chunk size proposed
-	if p.proposeJumbo.Load() {
-		binary.BigEndian.PutUint16(ts[8:], wire.JumboChunkSize)
-	} else {
-		binary.BigEndian.PutUint16(ts[8:], wire.ChunkSize)
-	}
 	var lastSend time.Time
 	for {
 		done := true
@@ -602,20 +592,16 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			}
 		}
 		if done {
+			// The server has answered every lane; those whose address it has not confirmed yet
+			// keep sending their cookie in the background (confirm) while data starts.
+			go p.confirm(deadline)
 			return time.Duration(p.helloRTT.Load()), nil
 		}
 		if now := time.Now(); now.Sub(lastSend) >= 100*time.Millisecond {
 			lastSend = now
 			for i := range p.conns {
-				if p.helloAck[i].Load() {
-					continue
-				}
-				// Twice: at 3 % loss each way one handshake in five lost a hello or its answer on
-				// some lane and waited 100 ms for the resend; with two copies, one in 70.
-				for range 2 {
-					n := uint64(time.Now().UnixNano())
-					binary.BigEndian.PutUint64(ts[:8], n)
-					p.SendOne(i, wire.TypeHello, ts[:])
+				if !p.helloAck[i].Load() {
+					p.sendHellos(i)
 				}
 			}
 			if probe && p.trainSent.CompareAndSwap(false, true) {
@@ -640,13 +626,35 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 	}
 }
 
-// WaitPeers (server side) waits until every lane has heard a client hello.
+// confirm (client) resends hellos with their cookies every 100 ms on the lanes whose address the
+// server has not confirmed, until all are or deadline passes (or the path closes).
+func (p *Path) confirm(deadline time.Time) {
+	for {
+		left := false
+		for i := range p.conns {
+			if !p.provenAck[i].Load() {
+				left = true
+			}
+		}
+		if !left || time.Now().After(deadline) || p.closed.Load() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		for i := range p.conns {
+			if !p.provenAck[i].Load() {
+				p.sendHellos(i)
+			}
+		}
+	}
+}
+
+// WaitPeers (server side) waits until the client's address is proven on every lane (hello.go).
 func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n := 0
 		for i := range p.conns {
-			if _, ok := p.Peer(i); ok {
+			if p.proven[i].Load() {
 				n++
 			}
 		}

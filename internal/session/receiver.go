@@ -122,6 +122,7 @@ type ReceiverStats struct {
 	Datagrams   uint64 // authenticated data datagrams
 	Duplicates  uint64 // chunks that had already arrived
 	Outside     uint64 // chunks for blocks outside the window
+	Invalid     uint64 // data datagrams that cannot belong to the transfer: no such block, chunk or length, malformed FEC fields
 	Feedback    uint64 // feedback datagrams sent
 	Parity      uint64 // parity datagrams received
 	FECRebuilt  uint64 // groups whose missing chunks were rebuilt from the parity sent with them
@@ -136,8 +137,8 @@ type ReceiverStats struct {
 // next lane's and from base and deliver, which every datagram reads. (The stall perf showed on
 // the increment after a decrypt was the store buffer draining, not sharing: see Prefetch.)
 type laneCounters struct {
-	datagrams, duplicates, outside, parity, late atomic.Uint64
-	_                                            [128 - 5*8]byte
+	datagrams, duplicates, outside, parity, late, invalid atomic.Uint64
+	_                                                     [128 - 6*8]byte
 }
 
 // Receiver reassembles blocks from data datagrams, hands them in order to a copy.Writer and
@@ -282,13 +283,14 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 	if h.Type != wire.TypeData {
 		return
 	}
+	cnt := &r.counts[laneIdx%Lanes]
 	f, payload, err := wire.ParseDataFrame(pt)
-	if err != nil {
+	if err != nil || f.Block >= r.plan.NumBlocks() {
+		cnt.invalid.Add(1)
 		return
 	}
-	cnt := &r.counts[laneIdx%Lanes]
 	cnt.datagrams.Add(1)
-	if f.Block < r.deliver.Load() || f.Block >= r.plan.NumBlocks() {
+	if f.Block < r.deliver.Load() {
 		cnt.duplicates.Add(1)
 		return
 	}
@@ -303,6 +305,7 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 	case wire.KindChunk:
 		off, ok := b.span(c, len(payload))
 		if !ok {
+			cnt.invalid.Add(1)
 			return
 		}
 		if !b.claim(c) {
@@ -317,6 +320,7 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 		return
 	case wire.KindHash:
 		if c != b.nChunks || len(payload) != 32 {
+			cnt.invalid.Add(1)
 			return
 		}
 		if !b.claim(c) {
@@ -327,9 +331,12 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 	case wire.KindParity:
 		cnt.parity.Add(1)
 		r.path.WarmFEC()
-		r.addParity(b, f, payload)
+		if !r.addParity(b, f, payload) {
+			cnt.invalid.Add(1)
+		}
 		return
 	default:
+		cnt.invalid.Add(1)
 		return
 	}
 	r.count(b, 1)
@@ -558,6 +565,7 @@ func (r *Receiver) Stats() ReceiverStats {
 		st.Datagrams += c.datagrams.Load()
 		st.Duplicates += c.duplicates.Load()
 		st.Outside += c.outside.Load()
+		st.Invalid += c.invalid.Load()
 	}
 	return st
 }

@@ -48,20 +48,21 @@ func (b *rxBlock) fecState() *rxFEC {
 	return b.fec.Load()
 }
 
-// addParity takes a parity shard of the group of f.FecK chunks starting at chunk f.Chunk.
-func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
+// addParity takes a parity shard of the group of f.FecK chunks starting at chunk f.Chunk. It
+// reports false for a shard that cannot belong to the block (its group's shape, index or length).
+func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) bool {
 	k, first, idx := int(f.FecK), int(f.Chunk), int(f.FecIdx)
-	if k < 1 || k > fec.MaxK || first+k > b.nChunks || idx < k || idx >= k+fec.MaxParity {
-		return
+	if k < 1 || k > fec.MaxK || first+k > b.nChunks || idx < k || idx >= k+fec.MaxParity || int(f.FecM) > fec.MaxParity {
+		return false
 	}
 	if b.allPlaced(first, first+k) {
-		return // groups that never miss a chunk cost nothing
+		return true // groups that never miss a chunk cost nothing
 	}
 	fx := b.fecState()
 	fx.mu.Lock()
 	if fx.closed || fx.done[first/64]&bit64(first) != 0 {
 		fx.mu.Unlock()
-		return
+		return true
 	}
 	id := fec.ShardID{K: k, M: int(f.FecM)}
 	g := fx.groups[first]
@@ -70,7 +71,7 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
 		if g.Reset(k, id.M) != nil {
 			groupPool.Put(g)
 			fx.mu.Unlock()
-			return
+			return false
 		}
 		fx.groups[first] = g
 		// Open before reading placed: a chunk placed concurrently is either seen here or adds
@@ -85,7 +86,7 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
 		}
 	}
 	id.Index = idx
-	g.Add(id, payload) // a malformed shard is rejected and changes nothing
+	_, err := g.Add(id, payload) // a malformed shard is rejected and changes nothing
 	n := 0
 	if g.Done() {
 		n = r.finishGroup(b, fx, first, g)
@@ -94,6 +95,7 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) {
 	if n > 0 {
 		r.count(b, n)
 	}
+	return err == nil
 }
 
 // addData offers data chunk c, just placed, to its group if one is open.

@@ -49,7 +49,8 @@ type SenderStats struct {
 	Groups        uint64    // FEC groups whose first chunk was sent
 	RepairGroups  uint64    // FEC groups that needed a repair round trip
 	LastNewDataAt time.Time // when the last chunk was sent for the first time
-	Feedback      uint64    // feedback datagrams received
+	Feedback      uint64    // feedback datagrams received and taken
+	BadFeedback   uint64    // feedback datagrams ignored: malformed, or out of bounds (a cursor past what was sent, four lanes)
 	SRTT, MinRTT  time.Duration
 	FirstDataAt   time.Time
 	LastAckAt     time.Time
@@ -200,6 +201,7 @@ type Sender struct {
 	parq     refQueue   // proactive parity of groups whose data was just sent
 	evalq    []chunkRef // FEC groups (chunk = group index) that lost a shard: repair candidates
 	lowID    uint32     // every block below lowID has been released
+	nextID   uint32     // one past the highest block taken from the reader: no receiver can be past it
 	// stallID/stallSince: the block at the cursor that FEC should have completed, and since when.
 	stallID    uint32
 	stallSince time.Time
@@ -503,6 +505,7 @@ func (s *Sender) addBlock(b *fcopy.Block) {
 	}
 	s.blocks[b.ID] = tb
 	s.sendable = append(s.sendable, tb)
+	s.nextID = max(s.nextID, b.ID+1)
 }
 
 func (s *Sender) release(b *txBlock) {
@@ -827,7 +830,10 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 }
 
 func (s *Sender) onFeedback(pt []byte, now time.Time) {
-	if err := wire.ParseFeedback(pt, &s.fb); err != nil || len(s.fb.Lanes) != Lanes {
+	// The receiver's word is bounded by what this end sent: its cursor cannot pass a block not yet
+	// read (a cursor near 2^32 made the release loop below spin for seconds), its lanes are four.
+	if err := wire.ParseFeedback(pt, &s.fb); err != nil || len(s.fb.Lanes) != Lanes || s.fb.Cursor > s.nextID {
+		s.stats.BadFeedback++
 		return
 	}
 	s.stats.Feedback++
@@ -845,7 +851,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		}
 	}
 	if s.fb.Window > 0 {
-		s.window = s.fb.Window
+		s.window = min(s.fb.Window, uint32(s.cfg.Window)) // it may shrink the agreed window, never widen it
 	}
 	tnow := int64(now.Sub(s.start))
 	for i := range s.fb.Lanes {

@@ -94,6 +94,18 @@ type xferOpts struct {
 	ackOutside bool          // the receiver acknowledges chunks beyond its window, then drops them
 	wantErr    error         // the sender must fail with this
 	jumbo      bool          // the client proposes large chunks in the handshake
+	// before runs once the receiver runs, before the sender starts; during runs alongside the
+	// sender until stop is closed (hostile peers and floods).
+	before func(t *testing.T, h *harness)
+	during func(t *testing.T, h *harness, stop <-chan struct{})
+}
+
+// harness is what before and during hooks act on.
+type harness struct {
+	client, server *Path
+	net            *lanetest.Network
+	plan           *fcopy.Plan
+	recv           *Receiver
 }
 
 func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderConfig, o xferOpts) (SenderStats, ReceiverStats) {
@@ -154,8 +166,21 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	recv.ackOutside = o.ackOutside
 	errc := make(chan error, 1)
 	go func() { errc <- recv.Run(ctx) }()
+	h := &harness{client: client, server: server, net: n, plan: plan, recv: recv}
+	if o.before != nil {
+		o.before(t, h)
+	}
+	stop, hooked := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hooked)
+		if o.during != nil {
+			o.during(t, h, stop)
+		}
+	}()
 	snd := NewSender(client, plan, pool, cfg)
 	err = snd.Run(ctx, blocks)
+	close(stop)
+	<-hooked
 	if o.wantErr != nil {
 		if !errors.Is(err, o.wantErr) {
 			t.Fatalf("sender: %v, want %v", err, o.wantErr)

@@ -160,12 +160,12 @@ func (p *Path) TrainEstimate() (float64, bool) {
 	return float64(v - 1), true
 }
 
-// SendTrainOnHello makes a server send the probe to the client as soon as the first client hello
-// arrives (the server sends the data in a pull), or now if one already has.
+// SendTrainOnHello makes a server send the probe to the client as soon as a lane's client address
+// is proven (the server sends the data in a pull), or now if one already is.
 func (p *Path) SendTrainOnHello() {
 	p.trainOnHello.Store(true)
 	for i := range p.conns {
-		if dst, ok := p.Peer(i); ok && p.trainSent.CompareAndSwap(false, true) {
+		if dst, ok := p.Peer(i); ok && p.proven[i].Load() && p.trainSent.CompareAndSwap(false, true) {
 			go p.sendTrain(i, dst)
 			return
 		}

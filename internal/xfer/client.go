@@ -102,46 +102,47 @@ func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
 
 // Result is the outcome of a copy, as printed by --json.
 type Result struct {
-	Direction        string             `json:"direction"` // push or pull
-	Host             string             `json:"host"`
-	Files            []fcopy.FileResult `json:"files"`
-	Bytes            int64              `json:"bytes"`
-	Seconds          float64            `json:"seconds"`      // whole command: start to verified files
-	DataSeconds      float64            `json:"data_seconds"` // first data datagram to verified end
-	GoodputBps       float64            `json:"goodput_bps"`  // file bits / data seconds
-	DatagramsSent    uint64             `json:"datagrams_sent"`
-	DatagramsRecv    uint64             `json:"datagrams_received"`
-	Retransmitted    uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
-	Lost             uint64             `json:"lost,omitempty"`
-	LostByTime       uint64             `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
-	WireBytes        uint64             `json:"wire_bytes,omitempty"`
-	WireRatio        float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
-	FEC              string             `json:"fec"`                  // the mode: off, auto or K+M
-	ParitySent       uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
-	RepairParity     uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
-	FECGroups        uint64             `json:"fec_groups"`           // FEC groups sent (auto: one per block)
-	RepairGroups     uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
-	FECRebuilt       uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
-	FECRepaired      uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
-	FECChunks        uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
-	TailSeconds      float64            `json:"tail_seconds"`         // last new data datagram to the verified end
-	AuthFailures     uint64             `json:"auth_failures"`        // datagrams this end dropped because they failed authentication
-	PeerAuthFailures uint64             `json:"peer_auth_failures"`   // the same at the remote end
-	Duplicates       uint64             `json:"duplicates"`           // data datagrams the receiver already had (a loss declared too early)
-	FeedbackHeld     uint64             `json:"feedback_held"`        // times the receiver held its feedback back for a stalled lane
-	RxDropped        uint64             `json:"rx_dropped"`           // receive-buffer overflows at either end (SO_RXQ_OVFL: with GRO one may be a super-packet of many datagrams)
-	Lanes            []LaneReport       `json:"lanes"`                // this end's lanes
-	PeerLanes        []LaneReport       `json:"peer_lanes"`           // the remote end's lanes (empty if it did not report them)
-	RTTms            float64            `json:"rtt_ms"`
-	RateBps          float64            `json:"rate_bps"`
-	CC               *RateStats         `json:"cc,omitempty"`
-	ProbeBps         float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
-	PeerUploaded     bool               `json:"peer_uploaded"`
-	PeerPath         string             `json:"peer_path"`
-	BLAKE3           string             `json:"blake3,omitempty"` // the digest when one file was copied
-	Sink             bool               `json:"sink,omitempty"`
-	Local, Remote    map[string]any     `json:"-"`
-	started          time.Time
+	Direction     string             `json:"direction"` // push or pull
+	Host          string             `json:"host"`
+	Files         []fcopy.FileResult `json:"files"`
+	Bytes         int64              `json:"bytes"`
+	Seconds       float64            `json:"seconds"`      // whole command: start to verified files
+	DataSeconds   float64            `json:"data_seconds"` // first data datagram to verified end
+	GoodputBps    float64            `json:"goodput_bps"`  // file bits / data seconds
+	DatagramsSent uint64             `json:"datagrams_sent"`
+	DatagramsRecv uint64             `json:"datagrams_received"`
+	Retransmitted uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
+	Lost          uint64             `json:"lost,omitempty"`
+	LostByTime    uint64             `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
+	WireBytes     uint64             `json:"wire_bytes,omitempty"`
+	WireRatio     float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
+	FEC           string             `json:"fec"`                  // the mode: off, auto or K+M
+	ParitySent    uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
+	RepairParity  uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
+	FECGroups     uint64             `json:"fec_groups"`           // FEC groups sent (auto: one per block)
+	RepairGroups  uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
+	FECRebuilt    uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
+	FECRepaired   uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
+	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
+	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
+	AuthFailures  uint64             `json:"auth_failures"`        // datagrams that failed authentication, at both ends
+	Drops         Drops              `json:"drops"`                // datagrams this end refused, by reason
+	PeerDrops     *Drops             `json:"peer_drops"`           // the same at the remote end (as it reported them)
+	Duplicates    uint64             `json:"duplicates"`           // data datagrams the receiver already had (a loss declared too early)
+	FeedbackHeld  uint64             `json:"feedback_held"`        // times the receiver held its feedback back for a stalled lane
+	RxDropped     uint64             `json:"rx_dropped"`           // receive-buffer overflows at either end (SO_RXQ_OVFL: with GRO one may be a super-packet of many datagrams)
+	Lanes         []LaneReport       `json:"lanes"`                // this end's lanes
+	PeerLanes     []LaneReport       `json:"peer_lanes"`           // the remote end's lanes (empty if it did not report them)
+	RTTms         float64            `json:"rtt_ms"`
+	RateBps       float64            `json:"rate_bps"`
+	CC            *RateStats         `json:"cc,omitempty"`
+	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
+	PeerUploaded  bool               `json:"peer_uploaded"`
+	PeerPath      string             `json:"peer_path"`
+	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
+	Sink          bool               `json:"sink,omitempty"`
+	Local, Remote map[string]any     `json:"-"`
+	started       time.Time
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -494,9 +495,12 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 		r.DatagramsRecv += l.Received
 		r.RxDropped += l.RxDropped
 	}
-	r.AuthFailures = c.path.AuthFailures.Load()
-	if side.peerStats != nil {
-		r.PeerAuthFailures = side.peerStats.AuthFailures
+	invalid := side.sender.BadFeedback + side.receiver.Invalid // one of them is zero: this end's role
+	r.Drops = pathDrops(c.path, invalid)
+	r.AuthFailures = r.Drops.AuthFailures
+	if ps := side.peerStats; ps != nil {
+		r.PeerDrops = ps.Drops
+		r.AuthFailures += ps.AuthFailures
 	}
 	r.RTTms = float64(c.rtt) / 1e6
 	if side.sender.SRTT > 0 {

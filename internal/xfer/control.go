@@ -15,10 +15,11 @@ import (
 
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/session"
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 5
+const Proto = 6
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -73,6 +74,7 @@ type PeerStats struct {
 	LostByTime    uint64     `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
 	WireBytes     uint64     `json:"wire_bytes,omitempty"`
 	AuthFailures  uint64     `json:"auth_failures"`
+	Drops         *Drops     `json:"drops,omitempty"` // every datagram this end refused, by reason
 	Seconds       float64    `json:"seconds"`
 	CC            *RateStats `json:"cc,omitempty"`
 
@@ -91,6 +93,23 @@ type PeerStats struct {
 	Held        uint64 `json:"feedback_held,omitempty"` // times feedback waited for a stalled lane (receiver)
 
 	Lanes []LaneReport `json:"lanes,omitempty"` // this end's lane counters, lane by lane
+}
+
+// Drops counts the datagrams one end refused, by reason: a flood of forged or replayed datagrams
+// shows here, at the end it hit.
+type Drops struct {
+	Foreign      uint64 `json:"foreign"`       // not this session's: too short, not Farwing's, another connection id or lane
+	AuthFailures uint64 `json:"auth_failures"` // this session's by their header, but failed authentication
+	Replays      uint64 `json:"replays"`       // authentic, but seen before
+	Invalid      uint64 `json:"invalid"`       // authentic, but out of bounds: a block, chunk, length or FEC field no honest peer sends, malformed feedback
+	Early        uint64 `json:"early"`         // authentic, arrived before the engine and beyond what is held for it
+}
+
+// Total is the number of datagrams refused.
+func (d Drops) Total() uint64 { return d.Foreign + d.AuthFailures + d.Replays + d.Invalid + d.Early }
+
+func pathDrops(p *session.Path, invalid uint64) Drops {
+	return Drops{Foreign: p.Foreign.Load(), AuthFailures: p.AuthFailures.Load(), Replays: p.Replays.Load(), Invalid: invalid, Early: p.EarlyDropped.Load()}
 }
 
 // LaneReport is one lane's socket counters at one end, as printed in --json.

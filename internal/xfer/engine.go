@@ -238,7 +238,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		return res, err
 	}
 	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost, LostByTime: res.sender.LostByTime,
-		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
+		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.sender.BadFeedback)), Seconds: res.end.Sub(res.start).Seconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
 		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
 		ProbeBps: res.sender.ProbeBps, Lanes: laneReports(path)}
@@ -292,6 +292,8 @@ func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult)
 	}
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
@@ -354,7 +356,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		return res, err
 	}
-	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Seconds: res.end.Sub(res.start).Seconds(),
+	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {

@@ -115,7 +115,7 @@ func (n *Network) Inject(from, to netip.AddrPort, b []byte) bool {
 		return false
 	}
 	n.Injected.Add(1)
-	return c.enqueue(&packet{at: time.Now(), seq: seq, from: from, b: append([]byte(nil), b...)})
+	return c.enqueue(&packet{at: time.Now(), seq: seq, from: from, b: append(make([]byte, 0, len(b)), b...)})
 }
 
 // route decides the fate of a datagram from from to to: its arrival time, or false if it is lost.
@@ -241,7 +241,7 @@ func (c *Conn) Send(dst netip.AddrPort, pkts [][]byte) error {
 			c.net.Dropped.Add(1)
 			continue
 		}
-		to.enqueue(&packet{at: at, seq: seq, from: c.addr, b: append([]byte(nil), b...)})
+		to.enqueue(&packet{at: at, seq: seq, from: c.addr, b: append(make([]byte, 0, len(b)), b...)})
 	}
 	c.calls.Add(1)
 	return nil

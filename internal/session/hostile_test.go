@@ -1,0 +1,288 @@
+package session
+
+// Hostile peers and floods against the real engine over the in-memory network: an authenticated
+// peer that sends out-of-range fields, and anyone else who sends forged, truncated or replayed
+// datagrams from anywhere.
+
+import (
+	mathrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+var hostileCfg = SenderConfig{Rate: 300e6, Window: 4, InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}}
+
+// TestHostileFeedback: a receiver whose feedback claims a cursor near 2^32, a window of 2^32-1,
+// acknowledgements of sequence numbers never sent, three lanes, or is not a feedback frame at
+// all: every such frame is ignored and counted, the sender never sends beyond the agreed window
+// (the receiver refuses nothing as outside it), and the transfer completes intact.
+func TestHostileFeedback(t *testing.T) {
+	lies := [][]byte{
+		wire.AppendFeedback(nil, &wire.Feedback{Cursor: 1<<32 - 16, Window: 1<<32 - 1, Lanes: make([]wire.LaneAck, Lanes)}, 1400),
+		wire.AppendFeedback(nil, &wire.Feedback{Cursor: 0, Window: 1<<32 - 1, Lanes: make([]wire.LaneAck, Lanes)}, 1400),
+		wire.AppendFeedback(nil, &wire.Feedback{Cursor: 0, Window: 4, Lanes: make([]wire.LaneAck, 3)}, 1400),
+		wire.AppendFeedback(nil, &wire.Feedback{Window: 4, Lanes: []wire.LaneAck{
+			{Largest: 1 << 62, Ranges: []wire.SeqRange{{Lo: 0, Hi: 1 << 62}}}, {}, {}, {}}}, 1400),
+		{0x10, 0, 4, 0, 1, 2, 3},                      // truncated
+		{0x99, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 2}, // not a feedback frame
+	}
+	var sent int
+	st, rs := transferWith(t, 0, 3, []int{12*fcopy.BlockSize + 5}, hostileCfg, xferOpts{
+		during: func(t *testing.T, h *harness, stop <-chan struct{}) {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if h.server.SendOne(k%Lanes, wire.TypeFeedback, lies[k%len(lies)]) == nil {
+					sent++
+				}
+			}
+		},
+	})
+	if st.BadFeedback == 0 || sent == 0 {
+		t.Fatalf("%d lies sent, %d feedback frames ignored: the test did not test", sent, st.BadFeedback)
+	}
+	if rs.Outside != 0 {
+		t.Fatalf("the sender sent %d chunks beyond the agreed window", rs.Outside)
+	}
+	t.Logf("%d lying feedback frames sent; the sender ignored %d frames and took %d", sent, st.BadFeedback, st.Feedback)
+}
+
+// TestHostileData: an authenticated sender's data datagrams with a block past the transfer, an
+// unknown kind, chunk indices and lengths that cannot be, a short digest, and parity whose group
+// cannot exist: each is refused and counted once, and the honest transfer that follows is intact.
+func TestHostileData(t *testing.T) {
+	chunk := func(f wire.DataFrame, n int) ([]byte, wire.DataFrame) { return make([]byte, n), f }
+	var bad [][2]any
+	add := func(b []byte, f wire.DataFrame) { bad = append(bad, [2]any{f, b}) }
+	const blocks = 3
+	n := chunksIn(fcopy.BlockSize, wire.ChunkSize)
+	add(chunk(wire.DataFrame{Kind: wire.KindChunk, Block: blocks}, wire.ChunkSize))          // no such block
+	add(chunk(wire.DataFrame{Kind: 7, Block: 0}, 100))                                       // no such kind
+	add(chunk(wire.DataFrame{Kind: wire.KindChunk, Block: 0, Chunk: 60000}, wire.ChunkSize)) // no such chunk
+	add(chunk(wire.DataFrame{Kind: wire.KindChunk, Block: 1, Chunk: 3}, 10))                 // wrong length
+	add(chunk(wire.DataFrame{Kind: wire.KindChunk, Block: 1, Chunk: uint16(n - 1)}, 1406))   // the last chunk is shorter
+	add(chunk(wire.DataFrame{Kind: wire.KindHash, Block: 0, Chunk: uint16(n)}, 31))          // short digest
+	add(chunk(wire.DataFrame{Kind: wire.KindHash, Block: 0, Chunk: 5}, 32))                  // digest not at the end
+	add(chunk(wire.DataFrame{Kind: wire.KindParity, Block: 0, FecK: 0, FecIdx: 0}, 100))     // k = 0
+	add(chunk(wire.DataFrame{Kind: wire.KindParity, Block: 0, FecK: fec.MaxK + 1, FecIdx: 2000}, 100))
+	add(chunk(wire.DataFrame{Kind: wire.KindParity, Block: 0, Chunk: 700, FecK: 100, FecIdx: 100}, 100)) // past the block
+	add(chunk(wire.DataFrame{Kind: wire.KindParity, Block: 0, FecK: 10, FecIdx: 3}, 100))                // a data index
+	add(chunk(wire.DataFrame{Kind: wire.KindParity, Block: 0, FecK: 10, FecIdx: 10 + fec.MaxParity}, 100))
+	add(chunk(wire.DataFrame{Kind: wire.KindParity, Block: 0, FecK: 10, FecM: 200, FecIdx: 10}, 100)) // 200 parity planned
+	_, rs := transferWith(t, 0, 4, []int{blocks * fcopy.BlockSize}, hostileCfg, xferOpts{
+		before: func(t *testing.T, h *harness) {
+			for _, b := range bad {
+				f, payload := b[0].(wire.DataFrame), b[1].([]byte)
+				pt := make([]byte, wire.DataFrameLen, wire.DataFrameLen+len(payload))
+				f.Put(pt)
+				pt = append(pt, payload...)
+				if err := h.client.Send(0, [][]byte{h.client.Seal(make([]byte, 0, len(pt)+wire.Overhead), wire.TypeData, 0, h.client.NextSeq(0), pt)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for h.recv.Stats().Invalid < uint64(len(bad)) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		},
+	})
+	if rs.Invalid != uint64(len(bad)) {
+		t.Fatalf("the receiver counted %d invalid datagrams, %d were sent", rs.Invalid, len(bad))
+	}
+}
+
+// TestHelloReplayNoAmplification: a hello captured on the way and replayed from a victim's address
+// ahead of the original does not make the server send the victim anything but hello-acks of the
+// hello's size, the lane still opens to the real client, and after that the lane's address is
+// fixed: a captured hello that never arrived, replayed from the victim, gets no answer at all.
+func TestHelloReplayNoAmplification(t *testing.T) {
+	n := lanetest.New(lanetest.Link{Delay: 20 * time.Millisecond}, 1)
+	ca, sa, va := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.66")
+	victim, _ := n.Listen(va)
+	defer victim.Close()
+	var gotN, gotBytes atomic.Int64 // what reaches the victim
+	go func() {
+		for {
+			_, err := victim.Recv(time.Time{}, func(b []byte, _ netip.AddrPort) { gotN.Add(1); gotBytes.Add(int64(len(b))) })
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var mu sync.Mutex
+	var held [][]byte // hellos captured and kept from the server
+	var injected, heldBack int
+	n.Tap(func(from, to netip.AddrPort, b []byte) {
+		if from.Addr() != ca || len(b) < 2 || wire.Type(b[1]) != wire.TypeHello {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if injected < 4 { // the first hellos: replayed from the victim before they arrive
+			injected++
+			n.Inject(victim.LocalAddr(), to, b)
+		}
+	})
+	// One hello on lane 1 never arrives; the attacker keeps it for later.
+	n.SetLink(ca, sa, lanetest.Link{Delay: 20 * time.Millisecond, Drop: func(from, to netip.AddrPort, b []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if heldBack == 0 && len(b) > 2 && wire.Type(b[1]) == wire.TypeHello && b[2] == 1 {
+			heldBack++
+			held = append(held, append([]byte(nil), b...))
+			return true
+		}
+		return false
+	}})
+	client, server := memPairOn(t, n, ca, sa, false)
+	for i := range Lanes {
+		if p, ok := server.Peer(i); !ok || p.Addr() != ca || !server.proven[i].Load() {
+			t.Fatalf("lane %d: server's peer %v (proven %v), want the client at %s", i, p, server.proven[i].Load(), ca)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := gotN.Load()
+	mu.Lock()
+	late := held[0]
+	to := netip.AddrPortFrom(sa, uint16(server.Ports()[1]))
+	mu.Unlock()
+	n.Inject(victim.LocalAddr(), to, late)
+	time.Sleep(100 * time.Millisecond)
+	if after := gotN.Load(); after != before {
+		t.Fatalf("a replayed hello to a proven lane was answered (%d datagrams to the victim)", after-before)
+	}
+	if got := gotBytes.Load(); got > int64(injected*len(late)) || gotN.Load() > int64(injected) {
+		t.Fatalf("the victim received %d datagrams, %d bytes, for %d hellos of %d bytes replayed from its address", gotN.Load(), got, injected, len(late))
+	}
+	if gotN.Load() == 0 {
+		t.Fatalf("the replayed hellos were never answered: the test did not test the race")
+	}
+	_ = client
+	t.Logf("%d hellos replayed from the victim, who received %d datagrams (%d bytes)", injected, gotN.Load(), gotBytes.Load())
+}
+
+// TestFloodDuringTransfer: while a transfer runs, a flooder sends every lane port at both ends
+// random bytes, truncated and forged copies of real datagrams and exact replays, from its own
+// address and from the real peers'. The transfer is intact, every flood datagram is counted once
+// at the end it hit (foreign, authentication failure or replay), and the flooder's address
+// receives nothing.
+func TestFloodDuringTransfer(t *testing.T) {
+	const perEnd = 6000
+	var mu sync.Mutex
+	var captured [2][][]byte // 0: datagrams to the server, 1: to the client
+	var sentTo [2]int
+	var flooder *lanetest.Conn
+	var targets [2][]netip.AddrPort
+	var spoof [2]netip.AddrPort
+	flood := func(t *testing.T, h *harness, stop <-chan struct{}) {
+		rng := mathrand.New(mathrand.NewPCG(7, 8))
+		for k := 0; sentTo[0]+sentTo[1] < 2*perEnd; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if k%50 == 0 {
+				time.Sleep(time.Millisecond) // bounded rate: about 50,000 datagrams/s
+			}
+			end := k % 2
+			mu.Lock()
+			var real []byte
+			if c := captured[end]; len(c) > 0 {
+				real = c[rng.IntN(len(c))]
+			}
+			mu.Unlock()
+			var b []byte
+			switch kind := rng.IntN(4); {
+			case kind == 0 || real == nil: // random bytes
+				b = make([]byte, rng.IntN(1500))
+				for i := range b {
+					b[i] = byte(rng.Uint32())
+				}
+			case kind == 1: // truncated
+				b = append([]byte(nil), real[:rng.IntN(len(real))]...)
+			case kind == 2: // forged: a real header, a made-up body
+				b = append([]byte(nil), real...)
+				for i := wire.HeaderLen; i < len(b); i++ {
+					b[i] = byte(rng.Uint32())
+				}
+			default: // an exact replay
+				b = real
+			}
+			from := flooder.LocalAddr()
+			if rng.IntN(2) == 0 {
+				from = spoof[end]
+			}
+			dst := targets[end][rng.IntN(len(targets[end]))]
+			if h.net.Inject(from, dst, b) {
+				sentTo[end]++
+			}
+		}
+	}
+	st, rs := transferWith(t, 0, 9, []int{24 * fcopy.BlockSize}, SenderConfig{Rate: 200e6, Window: 8, InitialRTT: 5 * time.Millisecond,
+		FEC: fec.Mode{Kind: fec.ModeAuto}}, xferOpts{
+		before: func(t *testing.T, h *harness) {
+			flooder, _ = h.net.Listen(netip.MustParseAddr("198.18.0.99"))
+			t.Cleanup(func() { flooder.Close() })
+			for _, p := range h.server.Ports() {
+				targets[0] = append(targets[0], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(p)))
+			}
+			for _, p := range h.client.Ports() {
+				targets[1] = append(targets[1], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)))
+			}
+			spoof[0], spoof[1] = h.client.conns[0].LocalAddr(), h.server.conns[0].LocalAddr()
+			h.net.Tap(func(from, to netip.AddrPort, b []byte) {
+				end := 0
+				if to.Addr() == netip.MustParseAddr("127.0.0.1") {
+					end = 1
+				}
+				mu.Lock()
+				if len(captured[end]) < 2000 {
+					captured[end] = append(captured[end], append([]byte(nil), b...))
+				}
+				mu.Unlock()
+			})
+		},
+		during: func(t *testing.T, h *harness, stop <-chan struct{}) {
+			flood(t, h, stop)
+			// Let every lane read what is queued, then count.
+			for _, p := range []*Path{h.server, h.client} {
+				for _, c := range p.conns {
+					for c.Pending() {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+			for end, p := range []*Path{h.server, h.client} {
+				got := p.Foreign.Load() + p.AuthFailures.Load() + p.Replays.Load()
+				if got != uint64(sentTo[end]) {
+					t.Errorf("end %d: %d flood datagrams arrived, %d counted (foreign %d, auth %d, replays %d; early held %d dropped %d; recv %+v; rx %v)",
+						end, sentTo[end], got, p.Foreign.Load(), p.AuthFailures.Load(), p.Replays.Load(), p.EarlyHeld.Load(), p.EarlyDropped.Load(), h.recv.Stats(), p.LaneStats())
+				}
+			}
+			if s := flooder.Stats(); s.RecvDatagrams != 0 {
+				t.Errorf("the flooder's address received %d datagrams", s.RecvDatagrams)
+			}
+			<-stop
+		},
+	})
+	if sentTo[0] < perEnd/2 || sentTo[1] < perEnd/2 {
+		t.Fatalf("the flood ended early: %v datagrams", sentTo)
+	}
+	if rs.Invalid != 0 || st.BadFeedback != 0 {
+		t.Fatalf("the flood reached the engines: %d invalid data, %d bad feedback", rs.Invalid, st.BadFeedback)
+	}
+	t.Logf("flood: %d datagrams to the receiver, %d to the sender", sentTo[0], sentTo[1])
+}

@@ -241,16 +241,16 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 // checkReady checks the server's first message: four UDP ports, an address if any.
 func checkReady(m Msg) error {
 	if len(m.Ports) != session.Lanes {
-		return fmt.Errorf("the remote peer offered %d UDP ports, want %d", len(m.Ports), session.Lanes)
+		return fmt.Errorf("%w: the remote peer offered %d UDP ports, want %d", ErrProtocol, len(m.Ports), session.Lanes)
 	}
 	for _, p := range m.Ports {
 		if p < 1 || p > 65535 {
-			return fmt.Errorf("the remote peer offered UDP port %d", p)
+			return fmt.Errorf("%w: the remote peer offered UDP port %d", ErrProtocol, p)
 		}
 	}
 	if m.Addr != "" {
 		if _, err := netip.ParseAddr(m.Addr); err != nil {
-			return fmt.Errorf("the remote peer reported a malformed address %q", escape.Text(m.Addr))
+			return fmt.Errorf("%w: the remote peer reported a malformed address %q", ErrProtocol, escape.Text(m.Addr))
 		}
 	}
 	return nil
@@ -424,7 +424,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	if err != nil {
 		err = fmt.Errorf("refusing the remote's file list: %w", err)
-		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail})
+		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitProtocol})
 		return nil, err
 	}
 	var target *fcopy.Target

@@ -187,7 +187,7 @@ func (c *Control) read() (Msg, error) {
 	for {
 		frag, err := c.r.ReadSlice('\n')
 		if len(line)+len(frag) > maxMessage {
-			return Msg{}, fmt.Errorf("control channel: a message of more than %d MiB", maxMessage>>20)
+			return Msg{}, fmt.Errorf("%w: control channel: a message of more than %d MiB", ErrProtocol, maxMessage>>20)
 		}
 		line = append(line, frag...)
 		if err == nil {
@@ -203,7 +203,7 @@ func (c *Control) read() (Msg, error) {
 	}
 	var m Msg
 	if err := json.Unmarshal(line, &m); err != nil {
-		return Msg{}, fmt.Errorf("control channel: malformed message: %v", err)
+		return Msg{}, fmt.Errorf("%w: control channel: malformed message: %v", ErrProtocol, err)
 	}
 	return m, nil
 }
@@ -220,6 +220,10 @@ func (c *Control) Send(m Msg) error {
 	}
 	return nil
 }
+
+// ErrProtocol marks a peer that broke the control protocol: a malformed or oversized message, one
+// of the wrong type, a field out of bounds.
+var ErrProtocol = errors.New("protocol violation")
 
 // ErrPeerGone is returned when the control channel closes unexpectedly.
 var ErrPeerGone = errors.New("the remote peer closed the control channel")
@@ -259,7 +263,7 @@ func (c *Control) Expect(ctx context.Context, t string, within time.Duration) (M
 		return m, err
 	}
 	if m.T != t {
-		return m, fmt.Errorf("control channel: got %q, expected %q", escape.Text(m.T), t)
+		return m, fmt.Errorf("%w: control channel: got %q, expected %q", ErrProtocol, escape.Text(m.T), t)
 	}
 	return m, nil
 }
@@ -281,7 +285,7 @@ func remoteError(m Msg) *RemoteError {
 	}
 	code := ExitFail
 	switch m.Code {
-	case ExitSource, ExitDest, ExitSSH, ExitUDP, ExitVerify, ExitPlatform, ExitInstall:
+	case ExitSource, ExitDest, ExitSSH, ExitUDP, ExitVerify, ExitPlatform, ExitInstall, ExitProtocol:
 		code = m.Code
 	}
 	return &RemoteError{Msg: "remote: " + escape.Text(msg), Code: code}
@@ -313,13 +317,13 @@ func (d *digests) put(i int, sum [32]byte) {
 func (d *digests) take(plan *fcopy.Plan, m Msg) error {
 	b, err := hex.DecodeString(m.Sum)
 	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || plan.Files[m.File].Dir {
-		return fmt.Errorf("control channel: a malformed digest (file %d, %q)", m.File, escape.Text(m.Sum))
+		return fmt.Errorf("%w: control channel: a malformed digest (file %d, %q)", ErrProtocol, m.File, escape.Text(m.Sum))
 	}
 	d.mu.Lock()
 	_, dup := d.got[m.File]
 	d.mu.Unlock()
 	if dup {
-		return fmt.Errorf("control channel: a second digest for file %d", m.File)
+		return fmt.Errorf("%w: control channel: a second digest for file %d", ErrProtocol, m.File)
 	}
 	d.put(m.File, [32]byte(b))
 	return nil

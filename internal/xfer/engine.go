@@ -18,15 +18,16 @@ import (
 // Exit codes, documented in README and `farwing help`.
 const (
 	ExitOK          = 0
-	ExitFail        = 1 // anything not listed below
-	ExitUsage       = 2 // bad command line
-	ExitSource      = 3 // a source is missing, unreadable or a directory without -r
-	ExitDest        = 4 // the destination cannot be written
-	ExitSSH         = 5 // ssh/scp failed: unknown host, refused, authentication
-	ExitUDP         = 6 // no UDP path, or the path died mid-transfer
-	ExitVerify      = 7 // a block or file failed verification
-	ExitPlatform    = 8 // the remote OS/architecture cannot run this build
-	ExitInstall     = 9 // the peer could not be installed on the remote host (its cache is not writable)
+	ExitFail        = 1  // anything not listed below
+	ExitUsage       = 2  // bad command line
+	ExitSource      = 3  // a source is missing, unreadable or a directory without -r
+	ExitDest        = 4  // the destination cannot be written
+	ExitSSH         = 5  // ssh/scp failed: unknown host, refused, authentication
+	ExitUDP         = 6  // no UDP path, or the path died mid-transfer
+	ExitVerify      = 7  // a block or file failed verification
+	ExitPlatform    = 8  // the remote OS/architecture cannot run this build
+	ExitInstall     = 9  // the peer could not be installed on the remote host (its cache is not writable)
+	ExitProtocol    = 10 // the other end broke the protocol: an unsafe or unrequested name, a malformed message
 	ExitInterrupted = 130
 )
 
@@ -59,6 +60,8 @@ func ExitCode(err error) int {
 		return ExitPlatform
 	case errors.Is(err, bootstrap.ErrInstall):
 		return ExitInstall
+	case errors.Is(err, ErrProtocol), errors.Is(err, fcopy.ErrName):
+		return ExitProtocol
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return ExitSSH
 	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled),
@@ -323,7 +326,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 					bye <- m
 					return
 				default:
-					err = fmt.Errorf("control channel: got %q during the transfer", escape.Text(m.T))
+					err = fmt.Errorf("%w: control channel: got %q during the transfer", ErrProtocol, escape.Text(m.T))
 				}
 			}
 			if err != nil {

@@ -1,0 +1,244 @@
+package xfer
+
+// Hostile peers on the control channel: a remote that answers a pull with what was not asked for,
+// a client that pushes names that escape the destination, error messages that carry terminal
+// escapes, messages that never end. Each is refused with a clear error and a distinct exit code,
+// and nothing is written outside the destination.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// hostileServer is a remote peer that speaks the protocol as far as script says: it announces
+// itself (a real key, ports nothing listens on), reads the client's hello and hands over.
+func hostileServer(script func(ctl *Control, hello Msg) error, told chan<- Msg) func(context.Context, io.Reader, io.Writer, string, ServeOptions) error {
+	return func(ctx context.Context, r io.Reader, w io.Writer, _ string, _ ServeOptions) error {
+		ctl := NewControl(r, w, nil)
+		ctl.Start(nil)
+		priv, err := newKex()
+		if err != nil {
+			return err
+		}
+		ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Pub: encodePub(priv.PublicKey()), Ports: []int{9, 9, 9, 9}, Addr: serverHost.String()})
+		hello, err := ctl.Expect(ctx, "hello", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if err := script(ctl, hello); err != nil {
+			return err
+		}
+		// Report what the client answers (its refusal), then wait for it to leave.
+		for {
+			m, err := ctl.Next(ctx, 10*time.Second)
+			var re *RemoteError
+			if errors.As(err, &re) {
+				if told != nil {
+					told <- m
+				}
+				continue
+			}
+			if err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+func noControlBytes(t *testing.T, s string) {
+	t.Helper()
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			t.Fatalf("error text %q holds control character %U", s, r)
+		}
+	}
+}
+
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%s holds %s after a refused copy", dir, ents[0].Name())
+	}
+}
+
+// TestPullRefusesWhatWasNotAsked: asked for report.txt, a remote that also sends .bashrc,
+// .ssh/authorized_keys, ../x, /etc/x, names with escapes or newlines, a directory or a tree
+// without -r, or a name twice: the client refuses the list before a byte is written, tells the
+// remote, and exits with the protocol code and an escaped message.
+func TestPullRefusesWhatWasNotAsked(t *testing.T) {
+	f := func(name string, size int64) fcopy.File { return fcopy.File{Name: name, Size: size, Mode: 0o644} }
+	d := func(name string) fcopy.File { return fcopy.File{Name: name, Dir: true, Mode: 0o755} }
+	for _, c := range []struct {
+		what  string
+		files []fcopy.File
+		r     bool
+	}{
+		{"an extra file", []fcopy.File{f("report.txt", 10), f(".bashrc", 10)}, false},
+		{"an extra tree", []fcopy.File{f("report.txt", 10), d(".ssh"), f(".ssh/authorized_keys", 10)}, true},
+		{"another name", []fcopy.File{f("authorized_keys", 10)}, false},
+		{"dot-dot", []fcopy.File{f("../report.txt", 10)}, false},
+		{"absolute", []fcopy.File{f("/etc/report.txt", 10)}, false},
+		{"escape sequence", []fcopy.File{f("report.txt\x1b]0;owned\x07", 10)}, false},
+		{"newline", []fcopy.File{f("report.txt\nx", 10)}, false},
+		{"not UTF-8", []fcopy.File{f("report\xff.txt", 10)}, false},
+		{"a directory without -r", []fcopy.File{d("report.txt")}, false},
+		{"a tree without -r", []fcopy.File{d("report.txt"), f("report.txt/x", 1)}, false},
+		{"below a file", []fcopy.File{f("report.txt", 1), f("report.txt/x", 1)}, true},
+		{"twice", []fcopy.File{f("report.txt", 1), f("report.txt", 1)}, false},
+		{"a child without its directory", []fcopy.File{f("report.txt/a/b", 1)}, true},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			told := make(chan Msg, 1)
+			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+				return ctl.Send(Msg{T: "files", Files: c.files})
+			}, told)
+			dst := t.TempDir()
+			o := e.options()
+			o.Recursive = c.r
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := Pull(ctx, o, "host", []string{"report.txt"}, dst)
+			if err == nil || ExitCode(err) != ExitProtocol {
+				t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, ExitCode(err))
+			}
+			noControlBytes(t, err.Error())
+			emptyDir(t, dst)
+			select {
+			case m := <-told:
+				if m.Code != ExitProtocol {
+					t.Fatalf("the remote was told %q with code %d", m.Err, m.Code)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the client did not tell the remote why it stopped")
+			}
+		})
+	}
+}
+
+// TestPullTakesWhatWasAsked: the same checks let through what a request can produce: a file, a
+// tree under -r, and the remote's own name for its home directory.
+func TestPullTakesWhatWasAsked(t *testing.T) {
+	f := func(name string) fcopy.File { return fcopy.File{Name: name, Size: 1, Mode: 0o644} }
+	d := func(name string) fcopy.File { return fcopy.File{Name: name, Dir: true, Mode: 0o755} }
+	for _, c := range []struct {
+		paths []string
+		r     bool
+		files []fcopy.File
+	}{
+		{[]string{"report.txt"}, false, []fcopy.File{f("report.txt")}},
+		{[]string{"dir/sub/report.txt", "~/b"}, false, []fcopy.File{f("report.txt"), f("b")}},
+		{[]string{"/data/t/"}, true, []fcopy.File{d("t"), d("t/x"), f("t/x/y")}},
+		{[]string{"."}, true, []fcopy.File{d("alice"), f("alice/.profile")}},
+		{[]string{""}, true, []fcopy.File{d("alice")}},
+	} {
+		if err := fcopy.MatchRequest(c.paths, c.r, c.files); err != nil {
+			t.Errorf("%q (-r %v): %v", c.paths, c.r, err)
+		}
+		if _, err := fcopy.NewPlan(c.files); err != nil {
+			t.Errorf("%q: plan: %v", c.paths, err)
+		}
+	}
+	if err := fcopy.MatchRequest([]string{"."}, true, []fcopy.File{d("alice"), d("bob")}); err == nil {
+		t.Error("one request for the home directory brought two top-level names")
+	}
+}
+
+// TestRemoteErrorEscaped: an error message from the remote with terminal escapes and a made-up
+// exit code reaches the user escaped, with the generic exit code.
+func TestRemoteErrorEscaped(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+		return ctl.Send(Msg{T: "error", Err: "\x1b]0;owned\x07\x1b[2J\x1b[31mdisk on fire\r\nfarwing: copied 1 file", Code: 77})
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Pull(ctx, e.options(), "host", []string{"x"}, t.TempDir())
+	var re *RemoteError
+	if !errors.As(err, &re) || ExitCode(err) != ExitFail || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("remote error: %v (exit %d)", err, ExitCode(err))
+	}
+	noControlBytes(t, err.Error())
+}
+
+// TestOversizedMessage: a remote that sends a line without end is cut off at the bound, with the
+// protocol code, instead of growing this end's memory.
+func TestOversizedMessage(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+		chunk := []byte(`{"t":"files","files":[` + strings.Repeat(`{"name":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","size":1},`, 1<<14))
+		for sent := 0; sent <= maxMessage; sent += len(chunk) {
+			if _, err := ctl.w.Write(chunk); err != nil {
+				return nil
+			}
+		}
+		return nil
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Pull(ctx, e.options(), "host", []string{"x"}, t.TempDir())
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "MiB") {
+		t.Fatalf("endless message: %v", err)
+	}
+}
+
+// TestPushRefusesEscapingNames: a client whose push names ../x, an absolute path or a name with
+// an escape sequence is refused by the real server before it writes anything, with the protocol
+// code, and nothing appears outside (or inside) the destination.
+func TestPushRefusesEscapingNames(t *testing.T) {
+	for _, name := range []string{"../escaped", "/tmp/escaped", "a/../../escaped", "x\x1b[2J", "x\ny"} {
+		t.Run(strings.ReplaceAll(name, "/", "|"), func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			root := t.TempDir()
+			dst := filepath.Join(root, "dst")
+			os.Mkdir(dst, 0o755)
+			o := e.options()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res := &Result{}
+			c, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: []fcopy.File{{Name: name, Size: 5, Mode: 0o644}}, Window: 16}, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close(0)
+			_, err = c.ctl.Next(c.ctx, 10*time.Second)
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != ExitProtocol {
+				t.Fatalf("server's answer to %q: %v", name, err)
+			}
+			noControlBytes(t, err.Error())
+			emptyDir(t, dst)
+			if ents, _ := os.ReadDir(root); len(ents) != 1 {
+				t.Fatalf("%d entries beside the destination", len(ents))
+			}
+		})
+	}
+}
+
+// TestPullIntoSymlink: an honest pull of a tree into a destination where a directory of the tree
+// is a symbolic link to elsewhere is refused before any data moves; nothing lands elsewhere.
+func TestPullIntoSymlink(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	remote, dst, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
+	tree(t, remote, map[string]int{"t/sub/x": 100, "t/y": 5})
+	os.Mkdir(filepath.Join(dst, "t"), 0o755)
+	os.Symlink(elsewhere, filepath.Join(dst, "t", "sub"))
+	o := e.options()
+	o.Recursive = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, dst)
+	if !errors.Is(err, fcopy.ErrDest) || ExitCode(err) != ExitDest || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("pull through a symlink: %v (exit %d)", err, ExitCode(err))
+	}
+	emptyDir(t, elsewhere)
+}

@@ -425,10 +425,12 @@ func (p *Peer) Ended(err error, wait time.Duration) error {
 			last = "no message"
 		}
 		return fmt.Errorf("%w: the ssh connection ended (ssh exit status 255: %s)", ErrSSH, last)
+	case ee.ExitCode() > 128 && ee.ExitCode() < 128+65:
+		return fmt.Errorf("%w: it was killed by signal %d (%s)", err, ee.ExitCode()-128, syscall.Signal(ee.ExitCode()-128))
 	case last != "":
-		return fmt.Errorf("%w: the remote peer exited with status %d: %s", err, ee.ExitCode(), last)
+		return fmt.Errorf("%w: it exited with status %d (%s)", err, ee.ExitCode(), last)
 	}
-	return fmt.Errorf("%w: the remote peer exited with status %d", err, ee.ExitCode())
+	return fmt.Errorf("%w: it exited with status %d", err, ee.ExitCode())
 }
 
 // Wait waits for the ssh process to end.

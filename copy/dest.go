@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,10 +35,6 @@ func partName(base string) string {
 	rand.Read(rnd[:])
 	return "." + base + partMarker + hex.EncodeToString(rnd[:]) + ".part"
 }
-
-// staleAfter is how old an unlocked temporary file must be before a sweep removes it: its writer
-// locks it microseconds after creating it, so one this old and unlocked has no writer.
-var staleAfter = 10 * time.Second
 
 // dirs opens a destination's directories below its root, each once per Writer.
 type dirs struct {
@@ -148,14 +143,12 @@ func sweepDir(dirfd int) {
 	}
 }
 
-// removeIfStale removes the temporary file name in dirfd if it is a regular file, older than
-// staleAfter and not locked by a writer. It reports whether it removed it.
+// removeIfStale removes the temporary file name in dirfd if it is a regular file that no writer
+// holds locked. It reports whether it removed it. (A writer that loses its file to a sweep
+// between creating and locking it sees that and takes another name: createPart.)
 func removeIfStale(dirfd int, name string) bool {
 	var st unix.Stat_t
 	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
-	}
-	if time.Since(time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))) < staleAfter {
 		return false
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -181,14 +174,23 @@ func createPart(dirfd int, dir, base string) (*os.File, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: cannot create a file in %s: %v", ErrDest, escape.Text(dir), err)
 		}
-		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			unix.Close(fd)
-			unix.Unlinkat(dirfd, tmp, 0)
-			return nil, "", fmt.Errorf("%w: cannot lock a file in %s: %v", ErrDest, escape.Text(dir), err)
+		if !lockedAt(fd, dirfd, tmp) {
+			unix.Close(fd) // a sweep took it between its creation and the lock: another name
+			continue
 		}
 		return os.NewFile(uintptr(fd), filepath.Join(dir, tmp)), tmp, nil
 	}
 	return nil, "", fmt.Errorf("%w: cannot create a temporary file in %s", ErrDest, escape.Text(dir))
+}
+
+// lockedAt locks the file fd, just created as name in dirfd, and reports whether it got the lock
+// and name still names it: a sweep that saw the file before the lock may have removed it.
+func lockedAt(fd, dirfd int, name string) bool {
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false
+	}
+	var a, b unix.Stat_t
+	return unix.Fstat(fd, &a) == nil && unix.Fstatat(dirfd, name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // checkReplace refuses to put a file where base stands in dirfd if that is a directory, or a
@@ -233,19 +235,25 @@ func newRegistry() *registry {
 	if err != nil || os.MkdirAll(dir, 0o700) != nil {
 		return nil
 	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	p := filepath.Join(dir, hex.EncodeToString(rnd[:])+".list")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
-	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		f.Close()
-		os.Remove(p)
-		return nil
+	defer unix.Close(dfd)
+	for range 8 {
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		name := hex.EncodeToString(rnd[:]) + ".list"
+		fd, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil
+		}
+		if lockedAt(fd, dfd, name) {
+			return &registry{f: os.NewFile(uintptr(fd), filepath.Join(dir, name))}
+		}
+		unix.Close(fd)
 	}
-	return &registry{f: f}
+	return nil
 }
 
 // add records the absolute path of a temporary file.
@@ -288,11 +296,9 @@ func SweepPartials() int {
 		if err != nil {
 			continue
 		}
-		st, err := f.Stat()
-		if err != nil || time.Since(st.ModTime()) < staleAfter && st.Size() == 0 ||
-			unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 			f.Close()
-			continue // its writer is alive (or has only just begun)
+			continue // its writer is alive
 		}
 		b, _ := os.ReadFile(p)
 		for _, line := range strings.Split(string(b), "\n") {

@@ -369,6 +369,19 @@ func killUID(uid int, l *lab.Lab) {
 	}
 }
 
+// Peers lists the running processes of the lab user whose command name starts with "farwing":
+// the remote peers that copies started.
+func (s *Server) Peers() []int {
+	var pids []int
+	for _, pid := range uidPids(s.UID) {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.HasPrefix(string(comm), "farwing") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 func uidPids(uid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int

@@ -23,9 +23,17 @@ const (
 )
 
 var arena struct {
-	mu   sync.Mutex
-	free [][]byte
-	off  bool
+	mu     sync.Mutex
+	free   [][]byte
+	off    bool
+	mapped int // bytes mapped for block buffers
+}
+
+// BlockMemory is how many bytes of block buffers have been mapped (they are never returned).
+func BlockMemory() int {
+	arena.mu.Lock()
+	defer arena.mu.Unlock()
+	return arena.mapped
 }
 
 // NewBlockBuffer returns a zeroed BlockSize buffer, aligned to BlockSize.
@@ -44,6 +52,7 @@ func NewBlockBuffer() []byte {
 			// Keep the 2 MiB-aligned part; the slack before and after stays mapped, untouched.
 			skip := (hugePage - int(uintptr(unsafePointer(mem))%hugePage)) % hugePage
 			mem = mem[skip : skip+arenaChunk : skip+arenaChunk]
+			arena.mapped += arenaChunk
 			_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // a hint: without THP the blocks still work
 			for off := 0; off < arenaChunk; off += BlockSize {
 				arena.free = append(arena.free, mem[off:off+BlockSize:off+BlockSize])

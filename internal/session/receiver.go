@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"runtime"
 	"sync"
@@ -82,6 +83,19 @@ func (b *rxBlock) allPlaced(lo, hi int) bool {
 		c += n
 	}
 	return true
+}
+
+// countPlaced counts the chunks of [lo, hi) that are placed, a 64-chunk word at a time.
+func (b *rxBlock) countPlaced(lo, hi int) int {
+	n := 0
+	for c := lo; c < hi; {
+		w, bit := c/64, c%64
+		k := min(64-bit, hi-c)
+		mask := (^uint64(0) >> (64 - k)) << bit
+		n += bits.OnesCount64(b.placed[w].Load() & mask)
+		c += k
+	}
+	return n
 }
 
 // initPieces sets up pieceLeft and hasher for a block of n bytes (n > 0).
@@ -176,6 +190,10 @@ type Receiver struct {
 	// (the sender pings while it has nothing to send: PingEvery) before it gives up with
 	// ErrSilent; 0: 20 s. Set it before Run.
 	Idle time.Duration
+
+	fbMu  sync.Mutex // the feedback frame and its buffer, reused
+	fb    wire.Feedback
+	fbBuf []byte
 
 	ackOutside bool // tests: admit (acknowledge, then drop) chunks beyond the window, as before Admit
 }
@@ -533,19 +551,27 @@ func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFun
 // sendFeedback reports every lane's received ranges and the window, on two lanes (rotating) so
 // that the loss of one feedback datagram does not stall the sender.
 func (r *Receiver) sendFeedback(now time.Time) {
-	fb := wire.Feedback{Lanes: make([]wire.LaneAck, Lanes)}
+	r.fbMu.Lock() // the feedback loop, and Run's last reports while it ends
+	defer r.fbMu.Unlock()
+	fb := &r.fb
+	if fb.Lanes == nil {
+		fb.Lanes = make([]wire.LaneAck, Lanes)
+		r.fbBuf = make([]byte, 0, wire.MaxDatagramV6)
+	}
 	fb.Cursor, fb.Window = r.base.Load(), r.window
 	for i := range fb.Lanes {
 		rx := &r.path.rx[i]
+		la := &fb.Lanes[i]
+		la.Ranges = la.Ranges[:0]
 		rx.mu.Lock()
 		if l, ok := rx.win.Largest(); ok {
-			fb.Lanes[i].Largest = l
-			fb.Lanes[i].AckDelay = uint32(now.Sub(rx.lastAt) / time.Microsecond)
-			fb.Lanes[i].Ranges = rx.win.AppendRanges(nil, 200)
+			la.Largest = l
+			la.AckDelay = uint32(now.Sub(rx.lastAt) / time.Microsecond)
+			la.Ranges = rx.win.AppendRanges(la.Ranges, 200)
 		}
 		rx.mu.Unlock()
 	}
-	pt := wire.AppendFeedback(make([]byte, 0, wire.MaxDatagramV6), &fb, wire.MaxDatagramV6-wire.Overhead)
+	pt := wire.AppendFeedback(r.fbBuf[:0], fb, wire.MaxDatagramV6-wire.Overhead)
 	k := int(r.fbSent.Add(1))
 	for _, i := range []int{k % Lanes, (k + 2) % Lanes} {
 		if err := r.path.SendOne(i, wire.TypeFeedback, pt); err == nil {

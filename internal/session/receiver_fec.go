@@ -12,10 +12,13 @@ import (
 
 // rxFEC is a block's FEC state, created by its first parity datagram. Groups are keyed by their
 // first chunk. A group is opened (a fec.Group from the pool) only when parity arrives while some
-// of its data is missing; it collects the data already placed in the block and every later shard,
-// and as soon as it holds k distinct shards it rebuilds the missing chunks into the block and is
-// released. Whatever is still open when the block completes is released then, so FEC memory is
-// bounded by the window.
+// of its data is missing, and it holds only that parity (at most 64 shards, 90 KiB) while it
+// waits: the group's data is in the block already. Once the chunks placed and the parity held
+// make k, the placed chunks are added (a transient copy of up to a block), the missing ones are
+// rebuilt into the block and the group is released. (Copying every placed chunk into a group when
+// it opened kept a second copy of most blocks in the window: 46 MiB beyond the FEC tables at
+// 700 Mbit/s and 60 ms.) Whatever is still open when the block completes is released then, so
+// FEC memory is bounded by the window.
 type rxFEC struct {
 	mu     sync.Mutex
 	closed bool            // the block is complete: no more groups
@@ -74,28 +77,39 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) bool 
 			return false
 		}
 		fx.groups[first] = g
-		// Open before reading placed: a chunk placed concurrently is either seen here or adds
-		// itself (addData), possibly both; duplicates are ignored.
+		// Open before counting placed chunks: a chunk placed concurrently is either counted
+		// here or looks at the group itself (addData), possibly both.
 		fx.open[first/64].Or(bit64(first))
-		for i := range k {
-			if c := first + i; b.isPlaced(c) {
-				off := c * b.chunk
-				id.Index = i
-				g.Add(id, b.data[off:off+b.chunkLen(c)])
-			}
-		}
 	}
 	id.Index = idx
 	_, err := g.Add(id, payload) // a malformed shard is rejected and changes nothing
-	n := 0
-	if g.Done() {
-		n = r.finishGroup(b, fx, first, g)
-	}
+	n := r.tryGroup(b, fx, first, g)
 	fx.mu.Unlock()
 	if n > 0 {
 		r.count(b, n)
 	}
 	return err == nil
+}
+
+// tryGroup runs with fx.mu held: if the chunks placed in g's range and the parity g holds make
+// k, it adds the placed chunks to g and finishes it (finishGroup), returning the chunks rebuilt.
+func (r *Receiver) tryGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) int {
+	k := g.K()
+	if b.countPlaced(first, first+k)+g.Have() < k {
+		return 0
+	}
+	id := fec.ShardID{K: k, M: g.M()}
+	for i := range k {
+		if c := first + i; b.isPlaced(c) {
+			off := c * b.chunk
+			id.Index = i
+			g.Add(id, b.data[off:off+b.chunkLen(c)])
+		}
+	}
+	if !g.Done() {
+		return 0 // a placed chunk the group refused (a length no parity row holds): wait for re-sends
+	}
+	return r.finishGroup(b, fx, first, g)
 }
 
 // addData offers data chunk c, just placed, to its group if one is open.
@@ -107,11 +121,8 @@ func (r *Receiver) addData(b *rxBlock, fx *rxFEC, f wire.DataFrame, c int, paylo
 	}
 	fx.mu.Lock()
 	n := 0
-	if g := fx.groups[first]; g != nil && !fx.closed {
-		g.Add(fec.ShardID{K: k, M: int(f.FecM), Index: idx}, payload)
-		if g.Done() {
-			n = r.finishGroup(b, fx, first, g)
-		}
+	if g := fx.groups[first]; g != nil && !fx.closed && g.K() == k {
+		n = r.tryGroup(b, fx, first, g)
 	}
 	fx.mu.Unlock()
 	if n > 0 {

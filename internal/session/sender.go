@@ -69,7 +69,26 @@ var debug = os.Getenv("FARWING_DEBUG") != ""
 // SetDebug turns the state printing on.
 func SetDebug(on bool) { debug = on }
 
-const sentRing = 1 << 17 // per-lane record of datagrams in flight
+// Debug reports whether the state printing is on.
+func Debug() bool { return debug }
+
+// sentRing is the most datagrams a lane's record of datagrams in flight holds; a sender's record
+// is sized from its window (ringSize), which bounds what can be in flight.
+const sentRing = 1 << 17
+
+// ringSize is the record a lane needs for a window of window blocks of chunks of chunk bytes:
+// every datagram of the window (its chunks, digests and parity) spread over the lanes, twice over
+// for re-sends and the time a loss takes to be declared, as a power of two (the record is indexed
+// by sequence number modulo its size). A full record pauses the lane's sending; it never loses
+// track of a datagram.
+func ringSize(window, chunk int) int {
+	n := window * (fcopy.BlockSize/chunk + 2) * 2 / Lanes
+	size := 4096
+	for size < n && size < sentRing {
+		size *= 2
+	}
+	return size
+}
 
 // sentPkt records one datagram in flight, indexed by its lane sequence number.
 type sentPkt struct {
@@ -92,7 +111,7 @@ const (
 )
 
 type laneTx struct {
-	ring    []sentPkt
+	ring    []sentPkt     // indexed by sequence number modulo its length, a power of two
 	lowest  uint64        // lowest sequence number that may still be in flight
 	next    uint64        // last sequence number used
 	largest uint64        // highest acknowledged
@@ -102,6 +121,12 @@ type laneTx struct {
 	free    chan *txBatch // empty batches
 	work    chan *txBatch // filled batches, in sequence order, for the lane's sealer
 }
+
+// at is the record of sequence number q.
+func (l *laneTx) at(q uint64) *sentPkt { return &l.ring[q&uint64(len(l.ring)-1)] }
+
+// full reports whether the lane's record holds no room for another datagram.
+func (l *laneTx) full() bool { return l.lowest != 0 && l.next+1-l.lowest >= uint64(len(l.ring))-1 }
 
 // txBatch is up to maxBatch datagrams of one lane: the sender loop writes each data frame header
 // at bufs[k][HeaderLen:], notes where its payload lies (a chunk in its block's memory; a hash or
@@ -267,7 +292,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	}
 	for i := range s.lanes {
 		l := &s.lanes[i]
-		l.ring = make([]sentPkt, sentRing)
+		l.ring = make([]sentPkt, ringSize(cfg.Window, s.chunk))
 		l.free = make(chan *txBatch, batchesPerLane)
 		l.work = make(chan *txBatch, batchesPerLane)
 		for range batchesPerLane {
@@ -314,9 +339,16 @@ type Progress struct {
 // Progress returns the latest snapshot (nil before the first).
 func (s *Sender) Progress() *Progress { return s.progress.Load() }
 
-// readAhead is how many blocks with chunks never sent the sender holds: enough for several
-// milliseconds at 10 Gbit/s between two turns of its loop.
+// readAhead is how many blocks with chunks never sent the sender holds at most: 8 ms at 10 Gbit/s
+// between two turns of its loop. At lower rates it holds what 8 ms of sending at the pacing rate
+// takes, at least two blocks (readAheadFor): at 600 Mbit/s eight blocks ahead were 100 ms of
+// data, and 6 MiB of a sender's 48 MiB of block buffers.
 const readAhead = 8
+
+// readAheadFor is the read-ahead at a pacing rate of bps bits/s.
+func readAheadFor(bps float64) int {
+	return min(max(int(bps/8*0.008/fcopy.BlockSize)+1, 2), readAhead)
+}
 
 // ErrNoFeedback is returned when the receiver stays silent for longer than SenderConfig.Idle.
 var ErrNoFeedback = errors.New("no acknowledgements from the receiver")
@@ -363,7 +395,8 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		// of what is being sent: a block is sealed soon after it was read and hashed, while its
 		// bytes are still in the CPU's cache (and the reader's pool recycles a few MiB instead of
 		// touching the whole window).
-		for !s.inDone && len(s.blocks) < int(s.window)+1 && len(s.sendable) < readAhead {
+		ahead := readAheadFor(s.pacer.Rate())
+		for !s.inDone && len(s.blocks) < int(s.window)+1 && len(s.sendable) < ahead {
 			select {
 			case b, ok := <-in:
 				if !ok {
@@ -464,11 +497,11 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 func (s *Sender) ping(now time.Time) {
 	for i := range s.lanes {
 		l := &s.lanes[i]
-		if l.cur != nil && l.cur.n > 0 || l.sent.Load() != l.next || l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
+		if l.cur != nil && l.cur.n > 0 || l.sent.Load() != l.next || l.full() {
 			continue
 		}
 		seq := s.path.NextSeq(i)
-		l.ring[seq%sentRing] = sentPkt{state: stAcked}
+		*l.at(seq) = sentPkt{state: stAcked}
 		l.next = seq
 		if l.lowest == 0 {
 			l.lowest = seq
@@ -645,7 +678,7 @@ func (s *Sender) transmit(now time.Time) error {
 	sent := false
 	for budget >= s.dgram && s.cc.Inflight() < s.inflightCap() {
 		l := &s.lanes[s.rr]
-		if l.lowest != 0 && l.next+1-l.lowest >= sentRing-1 {
+		if l.full() {
 			break // the lane's record is full of unresolved datagrams
 		}
 		if l.cur == nil {
@@ -738,7 +771,7 @@ func (s *Sender) sealLoop(i int) {
 		// samples must not count the time a batch waited for this goroutine.
 		at := int64(time.Since(s.start))
 		for k := range bt.n {
-			atomic.StoreInt64(&l.ring[bt.seqs[k]%sentRing].at, at)
+			atomic.StoreInt64(&l.at(bt.seqs[k]).at, at)
 		}
 		if bt.n > 0 {
 			l.sent.Store(bt.seqs[bt.n-1])
@@ -820,7 +853,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 		l.lowest = seq
 	}
 	size := wire.Overhead + n + ipUDPOverhead
-	l.ring[seq%sentRing] = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight, par: uint8(par + 1)}
+	*l.at(seq) = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight, par: uint8(par + 1)}
 	if gr != nil {
 		gr.inflight++
 	}
@@ -863,7 +896,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		var rtt time.Duration
 		if la.Largest > l.largest {
 			// RTT sample from the newest datagram, less the receiver's hold time.
-			if p := &l.ring[la.Largest%sentRing]; p.state == stInflight || p.state == stLost {
+			if p := l.at(la.Largest); p.state == stInflight || p.state == stLost {
 				rtt = time.Duration(tnow-atomic.LoadInt64(&p.at)) - time.Duration(la.AckDelay)*time.Microsecond
 				if rtt > 0 {
 					s.rttSample(rtt)
@@ -888,7 +921,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		// the same lane, inside the range the report covers, is lost. Lanes never reorder with
 		// each other in this logic.
 		for q := max(l.lowest, floor); q+3 <= la.Largest; q++ {
-			if p := &l.ring[q%sentRing]; p.state == stInflight {
+			if p := l.at(q); p.state == stInflight {
 				s.lose(now, i, q, p)
 			}
 		}
@@ -907,7 +940,7 @@ func (s *Sender) noteReport(t int64) {
 }
 
 func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.Duration) {
-	p := &l.ring[q%sentRing]
+	p := l.at(q)
 	wasInflight := p.state == stInflight
 	if !wasInflight && p.state != stLost {
 		return
@@ -920,7 +953,7 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 	}
 	c := int(p.chunk)
 	if b.k == 0 || c == b.nChunks {
-		if b.ack(c) && b.nAcked == b.nChunks+1 {
+		if b.ack(c) && (b.nAcked == b.nChunks+1 || s.rebuildable(b)) {
 			s.release(b)
 		}
 		return
@@ -948,11 +981,20 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 		gr.queued = true
 		s.evalq = append(s.evalq, chunkRef{block: b.id, chunk: uint16(c / b.k)})
 	}
-	// A block whose chunks were rebuilt is never acknowledged chunk by chunk: it is released when
-	// the receiver's cursor passes it (onFeedback).
-	if fresh && b.nAcked == b.nChunks+1 {
+	// A block whose chunks are rebuilt is never acknowledged chunk by chunk: it is released once
+	// the receiver holds all it needs (rebuildable), or when the receiver's cursor passes it.
+	if fresh && (b.nAcked == b.nChunks+1 || s.rebuildable(b)) {
 		s.release(b)
 	}
+}
+
+// rebuildable reports whether the receiver holds everything it needs to rebuild and verify b,
+// by the acknowledgements: k distinct shards of every group, and the digest. Such a block is
+// released at once, unless it is the block at the cursor, which checkRebuilt still watches.
+// (Kept until the cursor passed, blocks waiting at the receiver behind a repair of an earlier
+// one held the sender's memory too: 48 MiB of block buffers at 620 Mbit/s and 60 ms.)
+func (s *Sender) rebuildable(b *txBlock) bool {
+	return b.k > 0 && b.groupsDone == len(b.groups) && b.isAcked(b.nChunks) && b.id != s.cursor
 }
 
 func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
@@ -990,7 +1032,7 @@ func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 // advance moves a lane's lowest past resolved datagrams.
 func (s *Sender) advance(l *laneTx) {
 	for l.lowest != 0 && l.lowest <= l.next {
-		p := &l.ring[l.lowest%sentRing]
+		p := l.at(l.lowest)
 		if p.state == stInflight {
 			return
 		}
@@ -1025,7 +1067,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 		behind := int64(rtt + rtt/8 + time.Millisecond)
 		tail := int64(rtt + rtt/4 + max(4*s.rttvar, 20*time.Millisecond) + 20*time.Millisecond)
 		for q := l.lowest; q <= l.next; q++ {
-			p := &l.ring[q%sentRing]
+			p := l.at(q)
 			if p.state != stInflight {
 				continue
 			}

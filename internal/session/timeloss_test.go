@@ -19,7 +19,7 @@ func timeLossSender(n int, srtt time.Duration) *Sender {
 	l.lowest, l.next = 1, uint64(n)
 	l.sent.Store(uint64(n))
 	for q := 1; q <= n; q++ {
-		l.ring[q%sentRing] = sentPkt{at: int64(time.Duration(q) * time.Millisecond), block: 1 << 30, size: 1500, state: stInflight}
+		(*l.at(uint64(q))) = sentPkt{at: int64(time.Duration(q) * time.Millisecond), block: 1 << 30, size: 1500, state: stInflight}
 	}
 	return s
 }
@@ -40,7 +40,7 @@ func tailSender() (*Sender, *laneTx) {
 func inflight(s *Sender) (q []uint64) {
 	l := &s.lanes[0]
 	for i := l.lowest; i <= l.next; i++ {
-		if l.ring[i%sentRing].state == stInflight {
+		if (*l.at(uint64(i))).state == stInflight {
 			q = append(q, i)
 		}
 	}
@@ -59,7 +59,7 @@ func TestTimeLossRisingRTT(t *testing.T) {
 	l := &s.lanes[0]
 	for q := uint64(1); q <= 100; q++ {
 		if q != 60 {
-			l.ring[q%sentRing].state = stAcked
+			(*l.at(uint64(q))).state = stAcked
 		}
 	}
 	l.largest = 100
@@ -78,7 +78,7 @@ func TestTimeLossBehindNewest(t *testing.T) {
 	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 10*time.Millisecond, 100*time.Millisecond
 	l := &s.lanes[0]
 	for q := uint64(3); q <= 10; q++ {
-		l.ring[q%sentRing].state = stAcked
+		(*l.at(uint64(q))).state = stAcked
 	}
 	l.largest = 10
 	s.detectTimeLoss(s.start.Add(110 * time.Millisecond)) // datagram 1 is 109 ms old

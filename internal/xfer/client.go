@@ -137,6 +137,8 @@ type Result struct {
 	RateBps       float64            `json:"rate_bps"`
 	CC            *RateStats         `json:"cc,omitempty"`
 	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
+	MaxRSS        int64              `json:"max_rss_bytes"`       // this process's peak resident memory
+	PeerMaxRSS    int64              `json:"peer_max_rss_bytes"`  // the remote peer's, as it reported it
 	PeerUploaded  bool               `json:"peer_uploaded"`
 	PeerPath      string             `json:"peer_path"`
 	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
@@ -367,7 +369,12 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
-	o.logf("sending %d file(s), %d bytes", len(sources.Files), plan.TotalBytes())
+	if o.Window == 0 {
+		// Now that the round trip is known: the window (and the memory it allows) this path
+		// needs, within the one the receiver agreed to.
+		window = min(windowBlocks(o.Rate, c.rtt), window)
+	}
+	o.logf("sending %d file(s), %d bytes, window %d blocks", len(sources.Files), plan.TotalBytes(), window)
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
 		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress)
 	if err != nil {
@@ -434,15 +441,21 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			return nil, err
 		}
 	}
-	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0}); err != nil {
-		return nil, err
-	}
+	// The window is sized once the handshake has measured the round trip: the accept reaches
+	// the server about when the client's address is proven there (session/hello.go), so waiting
+	// for it costs no time.
 	if err := <-hs; err != nil {
 		hs <- err // for the deferred wait
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
 	hs <- nil
+	if o.Window == 0 {
+		window = min(windowBlocks(o.Rate, c.rtt), window)
+	}
+	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0}); err != nil {
+		return nil, err
+	}
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, o.Window == 0, true, o.Progress)
 	if err != nil {
 		return nil, err
@@ -498,7 +511,9 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 	invalid := side.sender.BadFeedback + side.receiver.Invalid // one of them is zero: this end's role
 	r.Drops = pathDrops(c.path, invalid)
 	r.AuthFailures = r.Drops.AuthFailures
+	r.MaxRSS = maxRSS()
 	if ps := side.peerStats; ps != nil {
+		r.PeerMaxRSS = ps.MaxRSS
 		r.PeerDrops = ps.Drops
 		r.AuthFailures += ps.AuthFailures
 	}

@@ -76,6 +76,7 @@ type PeerStats struct {
 	AuthFailures  uint64     `json:"auth_failures"`
 	Drops         *Drops     `json:"drops,omitempty"` // every datagram this end refused, by reason
 	Seconds       float64    `json:"seconds"`
+	MaxRSS        int64      `json:"max_rss_bytes,omitempty"` // the peak resident memory of the reporting process
 	CC            *RateStats `json:"cc,omitempty"`
 
 	// FEC, sender side ("bye")

@@ -249,57 +249,85 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		qa = append(qa, shellQuote(a))
 	}
 	args := strings.Join(qa, " ")
-	p, status, err := s.run(ctx, host, probeScript(id, args), preface)
+	p, st, err := s.run(ctx, host, probeScript(id, args), preface)
 	if err != nil {
 		return nil, err
 	}
-	f := strings.Fields(status)
-	if len(f) >= 4 && f[0] == "ok" {
-		p.RemoteOS, p.Path = f[1]+" "+f[2], f[3]
+	if st.State == "ok" {
+		p.RemoteOS, p.Path = st.OS+" "+st.Arch, st.Path
 		return p, nil
 	}
 	p.Close(3 * time.Second)
-	if len(f) < 4 || (f[0] != "need" && f[0] != "nodir") {
-		return nil, fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(status))
+	if st.State != "need" && st.State != "nodir" {
+		return nil, fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(st.State))
 	}
-	osName, arch, dir := f[1], f[2], f[3]
-	if !Compatible(osName, arch) {
+	if !Compatible(st.OS, st.Arch) {
 		return nil, fmt.Errorf("%w: %s is %s %s, but this farwing is built for %s/%s; install a matching build on %s",
-			ErrPlatform, host, osName, arch, runtime.GOOS, runtime.GOARCH, host)
+			ErrPlatform, host, escape.Text(st.OS), escape.Text(st.Arch), runtime.GOOS, runtime.GOARCH, host)
 	}
-	if f[0] == "nodir" {
+	if st.State == "nodir" {
 		return nil, fmt.Errorf("%w on %s: its cache directory %s cannot be created or written; fix its permissions, or set XDG_CACHE_HOME for that account",
-			ErrInstall, host, escape.Text(dir))
+			ErrInstall, host, escape.Text(st.Path))
 	}
+	dir := st.Path
 	final := dir + "/farwing-" + id.Hash[:16]
 	tmp := fmt.Sprintf("%s/.farwing-%s.%d.%d.tmp", dir, id.Hash[:16], os.Getpid(), time.Now().UnixNano()%1e6)
 	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
 		return nil, err
 	}
-	p, status, err = s.run(ctx, host, installScript(id, tmp, final, args), preface)
+	p, st, err = s.run(ctx, host, installScript(id, tmp, final, args), preface)
 	if err != nil {
 		return nil, err
 	}
-	f = strings.Fields(status)
-	if len(f) < 4 || f[0] != "ok" {
+	if st.State != "ok" {
 		p.Close(3 * time.Second)
-		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s)", ErrInstall, host, escape.Text(status))
+		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s)", ErrInstall, host, escape.Text(st.State))
 	}
 	p.Uploaded = true
-	p.RemoteOS, p.Path = f[1]+" "+f[2], f[3]
+	p.RemoteOS, p.Path = st.OS+" "+st.Arch, st.Path
 	return p, nil
 }
 
+// peerStatus is the remote shell's first line: "FARWING-PEER STATE OS ARCH PATH" for the states
+// ok (PATH: the running peer), need and nodir (PATH: the cache directory), or a bare
+// "FARWING-PEER STATE" (badhash, norename).
+type peerStatus struct{ State, OS, Arch, Path string }
+
+// maxStatus bounds the status line: a remote that never ends its line cannot fill memory.
+const maxStatus = 4096
+
+// parseStatus checks a status line: a known state, and for ok, need and nodir an OS, an
+// architecture and an absolute path (which may hold spaces).
+func parseStatus(line string) (peerStatus, error) {
+	rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "FARWING-PEER ")
+	if !ok || len(line) > maxStatus {
+		return peerStatus{}, errors.New("not a status line")
+	}
+	f := strings.SplitN(rest, " ", 4)
+	st := peerStatus{State: f[0]}
+	switch st.State {
+	case "ok", "need", "nodir":
+		if len(f) != 4 || f[1] == "" || f[2] == "" || !strings.HasPrefix(f[3], "/") {
+			return peerStatus{}, fmt.Errorf("malformed status %q", rest)
+		}
+		st.OS, st.Arch, st.Path = f[1], f[2], f[3]
+	case "badhash", "norename":
+	default:
+		return peerStatus{}, fmt.Errorf("unknown status %q", rest)
+	}
+	return st, nil
+}
+
 // run starts `sh -c script` on host and returns the peer with its first status line.
-func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Peer, string, error) {
+func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Peer, peerStatus, error) {
 	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, peerStatus{}, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, peerStatus{}, err
 	}
 	// A shared connection's master holds on to ssh's stderr; never let Wait hang on it.
 	cmd.WaitDelay = 2 * time.Second
@@ -311,17 +339,27 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Pee
 		cmd.Stderr = io.MultiWriter(escape.NewWriter(os.Stderr), p.stderr)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
+		return nil, peerStatus{}, fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
 	}
 	if len(preface) > 0 {
 		go stdin.Write(preface) // a failed write shows up as the missing status line below
 	}
-	line, err := p.Stdout.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "FARWING-PEER ") {
+	raw, err := p.Stdout.ReadSlice('\n') // at most the reader's 64 KiB
+	line := string(raw)
+	st, perr := parseStatus(line)
+	if err != nil || perr != nil {
+		if err == nil && strings.HasPrefix(line, "FARWING-PEER ") {
+			p.Close(time.Second)
+			return nil, peerStatus{}, fmt.Errorf("%w: %s answered with a %v", ErrSSH, host, escape.Text(perr.Error()))
+		}
+		p.cmd.Process.Kill()
 		werr := p.Wait()
-		return nil, "", sshError(host, p.stderr.String(), werr, line)
+		if len(line) > 200 {
+			line = line[:200]
+		}
+		return nil, peerStatus{}, sshError(host, p.stderr.String(), werr, line)
 	}
-	return p, strings.TrimSpace(strings.TrimPrefix(line, "FARWING-PEER ")), nil
+	return p, st, nil
 }
 
 func (s SSH) upload(ctx context.Context, host, local, remote string) error {

@@ -139,6 +139,8 @@ type Result struct {
 	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
 	MaxRSS        int64              `json:"max_rss_bytes"`       // this process's peak resident memory
 	PeerMaxRSS    int64              `json:"peer_max_rss_bytes"`  // the remote peer's, as it reported it
+	CPUSeconds    float64            `json:"cpu_seconds"`         // this process's user and system CPU time
+	PeerCPU       float64            `json:"peer_cpu_seconds"`    // the remote peer's, as it reported it
 	PeerUploaded  bool               `json:"peer_uploaded"`
 	PeerPath      string             `json:"peer_path"`
 	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
@@ -511,9 +513,9 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 	invalid := side.sender.BadFeedback + side.receiver.Invalid // one of them is zero: this end's role
 	r.Drops = pathDrops(c.path, invalid)
 	r.AuthFailures = r.Drops.AuthFailures
-	r.MaxRSS = maxRSS()
+	r.MaxRSS, r.CPUSeconds = maxRSS(), cpuSeconds()
 	if ps := side.peerStats; ps != nil {
-		r.PeerMaxRSS = ps.MaxRSS
+		r.PeerMaxRSS, r.PeerCPU = ps.MaxRSS, ps.CPUSeconds
 		r.PeerDrops = ps.Drops
 		r.AuthFailures += ps.AuthFailures
 	}

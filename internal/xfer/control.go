@@ -77,6 +77,7 @@ type PeerStats struct {
 	Drops         *Drops     `json:"drops,omitempty"` // every datagram this end refused, by reason
 	Seconds       float64    `json:"seconds"`
 	MaxRSS        int64      `json:"max_rss_bytes,omitempty"` // the peak resident memory of the reporting process
+	CPUSeconds    float64    `json:"cpu_seconds,omitempty"`   // its user and system CPU time so far
 	CC            *RateStats `json:"cc,omitempty"`
 
 	// FEC, sender side ("bye")

@@ -257,7 +257,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	}
 	debugMemory("sender")
 	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost, LostByTime: res.sender.LostByTime,
-		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.sender.BadFeedback)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(),
+		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.sender.BadFeedback)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
 		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
 		ProbeBps: res.sender.ProbeBps, Lanes: laneReports(path)}
@@ -323,6 +323,15 @@ func debugMemory(side string) {
 	runtime.ReadMemStats(&ms)
 	fmt.Fprintf(os.Stderr, "memory %s: peak rss %d MiB, heap in use %d MiB (sys %d, next GC %d), stacks %d MiB, block buffers %d MiB, GCs %d\n",
 		side, maxRSS()>>20, ms.HeapInuse>>20, ms.HeapSys>>20, ms.NextGC>>20, ms.StackSys>>20, fcopy.BlockMemory()>>20, ms.NumGC)
+}
+
+// cpuSeconds is this process's user and system CPU time so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // maxRSS is this process's peak resident memory in bytes (0 if unknown).
@@ -397,7 +406,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		return res, err
 	}
 	debugMemory("receiver")
-	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(),
+	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {

@@ -76,3 +76,15 @@ func Size(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// ParseSize parses "20G", "256M", "1.5GiB", "4096", "64 KiB" as bytes, with binary multiples
+// (k = 1024), as Size prints them.
+func ParseSize(s string) (int64, error) {
+	t := strings.ReplaceAll(strings.TrimSpace(s), " ", "")
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "i")
+	v, err := parseScaled(t, 1024)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("bad size %q: want a number of bytes like 256M or 20G", s)
+	}
+	return int64(v), nil
+}

@@ -31,3 +31,19 @@ func TestFormat(t *testing.T) {
 		t.Errorf("Size: %q", s)
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"20G": 20 << 30, "256M": 256 << 20, "1.5GiB": 3 << 29, "4096": 4096, "64 KiB": 64 << 10, "105.0 MiB": 105 << 20} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+		if got, _ := ParseSize(Size(want)); got != want && want >= 1<<20 {
+			t.Errorf("ParseSize(Size(%d)) = %d", want, got)
+		}
+	}
+	for _, bad := range []string{"", "x", "-5M", "1Q"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+}

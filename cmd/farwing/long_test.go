@@ -1,0 +1,208 @@
+package main
+
+// Heavy measurements through the lab, run for the closing notes: they take minutes and need
+// gigabytes of disk, so they run only when asked.
+//
+//	FARWING_LONG_RUN=20G   a --sink push of that size at 400 Mbit/s, 60 ms, 1 % loss: rate in 1 s
+//	                       samples, resident memory of both ends over time
+//	FARWING_MEMORY=1       peak resident memory of both ends for 256 MiB, 1 GiB and 4 GiB --sink
+//	                       pushes at 1 Gbit/s, 60 ms, 1 % loss
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/farwing/farwing/internal/units"
+)
+
+// bigFile writes a file of size bytes made of a 64 MiB random pattern repeated, and returns its
+// path and BLAKE3 digest.
+func bigFile(t *testing.T, dir string, size int64) (string, string) {
+	t.Helper()
+	pat := make([]byte, 64<<20)
+	rand.Read(pat)
+	p := filepath.Join(dir, "big.bin")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := blake3.New()
+	w := io.MultiWriter(f, h)
+	for left := size; left > 0; left -= int64(len(pat)) {
+		if _, err := w.Write(pat[:min(int64(len(pat)), left)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p, hexs(h.Sum(nil))
+}
+
+// vmRSS is a process's resident memory in bytes (0 if it is gone).
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n << 10
+}
+
+func mmm(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return fmt.Sprintf("%.1f / %.1f / %.1f", s[0], s[len(s)/2], s[len(s)-1])
+}
+
+// TestLabLongRun: a long --sink push through 1 % loss keeps its rate and its memory: the digest
+// is right, and neither end's resident memory in the last quarter of the run is above its peak in
+// the first quarter by more than 16 MiB.
+func TestLabLongRun(t *testing.T) {
+	size, err := units.ParseSize(os.Getenv("FARWING_LONG_RUN"))
+	if err != nil || size <= 0 {
+		t.Skip("set FARWING_LONG_RUN=SIZE (e.g. 20G) to run the long --sink transfer")
+	}
+	e := startLab(t, 400e6, 60*time.Millisecond, 0.01)
+	src, sum := bigFile(t, t.TempDir(), size)
+	full := []string{"copy", "--json", "-v", "-F", e.srv.ConfigFile, "--sink", src, e.srv.Host + ":"}
+	cmd := e.l.Command(e.l.NSA, e.bin, full...)
+	stderr, _ := cmd.StderrPipe()
+	var out strings.Builder
+	cmd.Stdout = &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	type sample struct {
+		at       time.Duration
+		bytes    float64
+		rss, prs int64
+	}
+	var mu sync.Mutex
+	var samples []sample
+	var lastBytes float64
+	done := make(chan struct{})
+	go func() { // progress lines: "  41% 105.0 MiB/256.0 MiB  ..."
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`^\s*\d+% ([\d.]+ [KMGT]?i?B)/`)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				if n, err := units.ParseSize(m[1]); err == nil {
+					mu.Lock()
+					lastBytes = float64(n)
+					mu.Unlock()
+				}
+			}
+		}
+		close(done)
+	}()
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Second):
+			}
+			var prs int64
+			if ps := e.srv.Peers(); len(ps) > 0 {
+				prs = vmRSS(ps[0])
+			}
+			mu.Lock()
+			samples = append(samples, sample{time.Since(start), lastBytes, vmRSS(cmd.Process.Pid), prs})
+			mu.Unlock()
+		}
+	}()
+	<-done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("long run: %v", err)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &res); err != nil || res["blake3"] != sum {
+		t.Fatalf("long run: digest %v, want %s (%v)", res["blake3"], sum, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var rates []float64
+	var live []sample // samples while data flowed
+	for i := 1; i < len(samples); i++ {
+		if d := samples[i].bytes - samples[i-1].bytes; d > 0 && samples[i].bytes < float64(size) {
+			rates = append(rates, d*8/(samples[i].at-samples[i-1].at).Seconds()/1e6)
+			live = append(live, samples[i])
+		}
+	}
+	if len(live) < 8 {
+		t.Fatalf("only %d samples while data flowed", len(live))
+	}
+	q := len(live) / 4
+	peak := func(s []sample, peer bool) int64 {
+		var m int64
+		for _, x := range s {
+			if v := x.rss; peer {
+				m = max(m, x.prs)
+			} else {
+				m = max(m, v)
+			}
+		}
+		return m
+	}
+	for _, peer := range []bool{false, true} {
+		first, last := peak(live[:q], peer), peak(live[len(live)-q:], peer)
+		who := map[bool]string{false: "client (sender)", true: "peer (receiver)"}[peer]
+		t.Logf("%s: resident memory peak %d MiB in the first quarter, %d MiB in the last, %d MiB overall", who, first>>20, last>>20, peak(live, peer)>>20)
+		if last > first+16<<20 {
+			t.Errorf("%s: resident memory grew from %d to %d MiB", who, first>>20, last>>20)
+		}
+	}
+	t.Logf("long run: %s in %.0f s (data %.0f s, %.1f Mbit/s), %d one-second rate samples min / median / max %s Mbit/s; max rss %v / %v bytes",
+		units.Size(size), res["seconds"], res["data_seconds"], res["goodput_bps"].(float64)/1e6, len(rates), mmm(rates), res["max_rss_bytes"], res["peer_max_rss_bytes"])
+}
+
+// TestLabMemory: peak resident memory of both ends for --sink pushes of 256 MiB, 1 GiB and 4 GiB
+// at 1 Gbit/s, 60 ms and 1 % loss is flat in the file's size (the largest within 16 MiB of the
+// smallest) and within 160 MiB.
+func TestLabMemory(t *testing.T) {
+	if os.Getenv("FARWING_MEMORY") == "" {
+		t.Skip("set FARWING_MEMORY=1 to measure memory against file size")
+	}
+	e := startLab(t, 1000e6, 60*time.Millisecond, 0.01)
+	dir := t.TempDir()
+	var rss [2][]float64
+	for _, size := range []int64{256 << 20, 1 << 30, 4 << 30} {
+		src, sum := bigFile(t, dir, size)
+		r := e.copy("--sink", src, e.srv.Host+":")
+		if r.code != 0 || r.res["blake3"] != sum {
+			t.Fatalf("%s: exit %d: %s", units.Size(size), r.code, r.stderr)
+		}
+		c, p := r.res["max_rss_bytes"].(float64), r.res["peer_max_rss_bytes"].(float64)
+		rss[0], rss[1] = append(rss[0], c), append(rss[1], p)
+		t.Logf("%s: client (sender) %.0f MiB, peer (receiver) %.0f MiB peak resident; %.1f Mbit/s", units.Size(size), c/(1<<20), p/(1<<20), r.res["goodput_bps"].(float64)/1e6)
+		os.Remove(src)
+	}
+	for end, xs := range rss {
+		if slices.Max(xs) > slices.Min(xs)+16<<20 || slices.Max(xs) > 160<<20 {
+			t.Errorf("end %d: peak resident memory %v bytes over 256 MiB, 1 GiB, 4 GiB", end, xs)
+		}
+	}
+}

@@ -101,8 +101,8 @@ func TestLabLongRun(t *testing.T) {
 		rss, prs int64
 	}
 	var mu sync.Mutex
-	var samples []sample
-	var lastBytes float64
+	var progress []sample // (arrival, bytes) of every progress line
+	var mem []sample      // resident memory of both ends, every second
 	done := make(chan struct{})
 	go func() { // progress lines: "  41% 105.0 MiB/256.0 MiB  ..."
 		sc := bufio.NewScanner(stderr)
@@ -111,7 +111,7 @@ func TestLabLongRun(t *testing.T) {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
 				if n, err := units.ParseSize(m[1]); err == nil {
 					mu.Lock()
-					lastBytes = float64(n)
+					progress = append(progress, sample{at: time.Since(start), bytes: float64(n)})
 					mu.Unlock()
 				}
 			}
@@ -130,7 +130,7 @@ func TestLabLongRun(t *testing.T) {
 				prs = vmRSS(ps[0])
 			}
 			mu.Lock()
-			samples = append(samples, sample{time.Since(start), lastBytes, vmRSS(cmd.Process.Pid), prs})
+			mem = append(mem, sample{at: time.Since(start), rss: vmRSS(cmd.Process.Pid), prs: prs})
 			mu.Unlock()
 		}
 	}()
@@ -144,25 +144,50 @@ func TestLabLongRun(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	// One-second rate samples while data flowed, from the progress lines: the bytes acknowledged
+	// between the line nearest each whole second and the one nearest the next.
 	var rates []float64
-	var live []sample // samples while data flowed
-	for i := 1; i < len(samples); i++ {
-		if d := samples[i].bytes - samples[i-1].bytes; d > 0 && samples[i].bytes < float64(size) {
-			rates = append(rates, d*8/(samples[i].at-samples[i-1].at).Seconds()/1e6)
-			live = append(live, samples[i])
+	var first, last time.Duration
+	for _, p := range progress {
+		if p.bytes > 0 && first == 0 {
+			first = p.at
+		}
+		if p.bytes < float64(size) {
+			last = p.at
+		}
+	}
+	at := func(d time.Duration) sample {
+		best := progress[0]
+		for _, p := range progress {
+			if (p.at - d).Abs() < (best.at - d).Abs() {
+				best = p
+			}
+		}
+		return best
+	}
+	for d := first; d+time.Second <= last; d += time.Second {
+		a, b := at(d), at(d+time.Second)
+		if b.at > a.at {
+			rates = append(rates, (b.bytes-a.bytes)*8/(b.at-a.at).Seconds()/1e6)
+		}
+	}
+	var live []sample // memory samples while data flowed
+	for _, m := range mem {
+		if m.at >= first && m.at <= last {
+			live = append(live, m)
 		}
 	}
 	if len(live) < 8 {
-		t.Fatalf("only %d samples while data flowed", len(live))
+		t.Fatalf("only %d memory samples while data flowed", len(live))
 	}
 	q := len(live) / 4
 	peak := func(s []sample, peer bool) int64 {
 		var m int64
 		for _, x := range s {
-			if v := x.rss; peer {
+			if peer {
 				m = max(m, x.prs)
 			} else {
-				m = max(m, v)
+				m = max(m, x.rss)
 			}
 		}
 		return m

@@ -246,7 +246,6 @@ type Sender struct {
 	}
 
 	cursor, window uint32
-	limit          uint32 // the window this sender uses: window, or less where the path needs less (pathWindow)
 	srtt, rttvar   time.Duration
 	latestRTT      time.Duration // the newest sample
 	reportAt       [2]int64      // arrival of the newest feedback report and of the one before (ns since start; noteReport)
@@ -363,7 +362,6 @@ var ErrStalled = errors.New("the transfer made no progress")
 func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.start = time.Now()
 	s.lastTx = s.start
-	s.limit = s.window
 	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
 		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	s.pacer.SetRate(s.cc.PacingRate())
@@ -398,7 +396,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		// bytes are still in the CPU's cache (and the reader's pool recycles a few MiB instead of
 		// touching the whole window).
 		ahead := readAheadFor(s.pacer.Rate())
-		for !s.inDone && len(s.blocks) < int(s.limit)+1 && len(s.sendable) < ahead {
+		for !s.inDone && len(s.blocks) < int(s.window)+1 && len(s.sendable) < ahead {
 			select {
 			case b, ok := <-in:
 				if !ok {
@@ -484,7 +482,6 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.storeProgress(st)
 		}
 		s.pacer.SetRate(s.cc.PacingRate())
-		s.limit = min(s.window, s.pathWindow())
 		if err := s.transmit(now); err != nil {
 			return err
 		}
@@ -492,17 +489,6 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.ping(now)
 		}
 	}
-}
-
-// pathWindow is the window the path needs: four round trips at the pacing rate, plus 16 blocks,
-// at least 32 (the loopback window). The agreed window is sized before the rate is known (for
-// 2.5 Gbit/s); a sender that filled it while the receiver's cursor waited on a repair held 97
-// blocks at 650 Mbit/s and 60 ms, where 4 round trips are 20. The pacing rate is above the
-// bottleneck's while STARTUP probes, so the window grows ahead of the rate.
-func (s *Sender) pathWindow() uint32 {
-	rtt := max(s.srtt, s.latestRTT)
-	w := s.cc.PacingRate()/8*4*rtt.Seconds()/fcopy.BlockSize + 16
-	return uint32(min(max(w, 32), 1<<20))
 }
 
 // ping sends a keepalive (wire.TypePing) on a lane whose framed datagrams have all gone to the
@@ -614,7 +600,7 @@ func (s *Sender) nextChunk() (b *txBlock, c, par, src int, ok bool) {
 	}
 	for len(s.sendable) > 0 {
 		b := s.sendable[0]
-		if b.id >= s.cursor+s.limit {
+		if b.id >= s.cursor+s.window {
 			return nil, 0, 0, 0, false
 		}
 		c := b.next
@@ -871,7 +857,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	if gr != nil {
 		gr.inflight++
 	}
-	appLimited := s.retx.len() == 0 && s.parq.len() == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.limit)
+	appLimited := s.retx.len() == 0 && s.parq.len() == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.window)
 	s.cc.OnSent(now, i, seq, size, appLimited)
 	return size
 }

@@ -321,8 +321,8 @@ func debugMemory(side string) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(os.Stderr, "memory %s: peak rss %d MiB, heap in use %d MiB (sys %d, next GC %d), stacks %d MiB, block buffers %d MiB, GCs %d\n",
-		side, maxRSS()>>20, ms.HeapInuse>>20, ms.HeapSys>>20, ms.NextGC>>20, ms.StackSys>>20, fcopy.BlockMemory()>>20, ms.NumGC)
+	fmt.Fprintf(os.Stderr, "memory %s: peak rss %d MiB, heap in use %d MiB (sys %d, released %d, next GC %d), runtime %d MiB in all, block buffers %d MiB, GCs %d\n",
+		side, maxRSS()>>20, ms.HeapInuse>>20, ms.HeapSys>>20, ms.HeapReleased>>20, ms.NextGC>>20, ms.Sys>>20, fcopy.BlockMemory()>>20, ms.NumGC)
 }
 
 // cpuSeconds is this process's user and system CPU time so far.

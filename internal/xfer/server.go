@@ -94,13 +94,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	// in the middle of its UDP handshake sees this error rather than a silent port.
 	failLinger := func(err error) error {
 		fail(err)
-		for {
-			_, rerr := ctl.Next(ctx, 30*time.Second)
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+			_, rerr := ctl.Next(ctx, time.Until(end))
 			var re *RemoteError
 			if rerr != nil && !errors.As(rerr, &re) {
-				return err
+				break
 			}
 		}
+		return err
 	}
 
 	switch hello.Role {

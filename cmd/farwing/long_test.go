@@ -6,7 +6,7 @@ package main
 //	FARWING_LONG_RUN=20G   a --sink push of that size at 400 Mbit/s, 60 ms, 1 % loss: rate in 1 s
 //	                       samples, resident memory of both ends over time
 //	FARWING_MEMORY=1       peak resident memory of both ends for 256 MiB, 1 GiB and 4 GiB --sink
-//	                       pushes at 1 Gbit/s, 60 ms, 1 % loss
+//	                       pushes at 1 Gbit/s (FARWING_MEMORY_RATE), 60 ms, 1 % loss
 
 import (
 	"bufio"
@@ -213,7 +213,13 @@ func TestLabMemory(t *testing.T) {
 	if os.Getenv("FARWING_MEMORY") == "" {
 		t.Skip("set FARWING_MEMORY=1 to measure memory against file size")
 	}
-	e := startLab(t, 1000e6, 60*time.Millisecond, 0.01)
+	rate := 1000e6
+	if v := os.Getenv("FARWING_MEMORY_RATE"); v != "" {
+		if r, err := units.ParseRate(v); err == nil {
+			rate = r
+		}
+	}
+	e := startLab(t, rate, 60*time.Millisecond, 0.01)
 	dir := t.TempDir()
 	var rss [2][]float64
 	for _, size := range memorySizes() {

@@ -335,13 +335,7 @@ func cpuSeconds() float64 {
 }
 
 // maxRSS is this process's peak resident memory in bytes (0 if unknown).
-func maxRSS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return rssBytes(ru.Maxrss)
-}
+func maxRSS() int64 { return peakRSS() }
 
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC

@@ -2,12 +2,20 @@
 
 package xfer
 
-import "runtime"
+import (
+	"runtime"
+	"syscall"
+)
 
-// rssBytes converts getrusage's ru_maxrss: bytes on macOS, KiB on the BSDs (taken as KiB).
-func rssBytes(maxrss int64) int64 {
-	if runtime.GOOS == "darwin" {
-		return maxrss
+// peakRSS is this process's peak resident memory in bytes, from getrusage: bytes on macOS, KiB on
+// the BSDs.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
 	}
-	return maxrss << 10
+	if runtime.GOOS == "darwin" {
+		return int64(ru.Maxrss)
+	}
+	return int64(ru.Maxrss) << 10
 }

@@ -426,7 +426,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 					}
 					p.onTrain(i, pt, len(b), at, from)
 				case wire.TypeHelloAck:
-					if len(pt) >= 8 {
+					if len(pt) >= 8 && beUint64(pt) <= maxTrainBps { // the peer's word: a bounded seed
 						p.trainBps.CompareAndSwap(0, beUint64(pt)+1)
 						if debug {
 							fmt.Fprintf(os.Stderr, "train report on lane %d: %.0f Mbit/s\n", i, float64(beUint64(pt))/1e6)

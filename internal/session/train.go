@@ -22,6 +22,10 @@ const (
 	trainWait = 150 * time.Millisecond
 )
 
+// maxTrainBps bounds the capacity a peer may report for the train (1 Tbit/s): a report above it
+// is ignored, and the rate controller starts from its own initial window.
+const maxTrainBps = 1e12
+
 type trainRx struct {
 	mu       sync.Mutex
 	first    time.Time

@@ -198,9 +198,10 @@ type Receiver struct {
 	ackOutside bool // tests: admit (acknowledge, then drop) chunks beyond the window, as before Admit
 }
 
-// ErrSilent is returned when the peer has sent nothing fresh and authentic for longer than the
-// receiver's Idle while blocks are still due: it has gone, or the path has.
-var ErrSilent = errors.New("the sender went silent")
+// ErrSilent is returned when the other end has said nothing for longer than the protocol allows:
+// a receiver that has heard nothing fresh and authentic for its Idle while blocks are still due,
+// and (xfer) an end that waits on a control message or a verdict. It has gone, or the path has.
+var ErrSilent = errors.New("the other end went silent")
 
 // Progress returns the bytes verified and written so far.
 func (r *Receiver) Progress() *Progress {

@@ -107,9 +107,6 @@ type Drops struct {
 	Early        uint64 `json:"early"`         // authentic, arrived before the engine and beyond what is held for it
 }
 
-// Total is the number of datagrams refused.
-func (d Drops) Total() uint64 { return d.Foreign + d.AuthFailures + d.Replays + d.Invalid + d.Early }
-
 func pathDrops(p *session.Path, invalid uint64) Drops {
 	return Drops{Foreign: p.Foreign.Load(), AuthFailures: p.AuthFailures.Load(), Replays: p.Replays.Load(), Invalid: invalid, Early: p.EarlyDropped.Load()}
 }
@@ -230,9 +227,6 @@ var ErrProtocol = errors.New("protocol violation")
 // ErrPeerGone is returned when the control channel closes unexpectedly.
 var ErrPeerGone = errors.New("the remote peer closed the control channel")
 
-// ErrPeerSilent is returned when the other end says nothing for longer than the protocol allows.
-var ErrPeerSilent = errors.New("the other end went silent")
-
 // Next returns the next message, waiting at most within (0: until ctx ends). A remote "error"
 // message is returned as a *RemoteError.
 func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
@@ -254,7 +248,7 @@ func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
 	case <-ctx.Done():
 		return Msg{}, context.Cause(ctx)
 	case <-timeout:
-		return Msg{}, fmt.Errorf("%w: no control message for %s", ErrPeerSilent, within)
+		return Msg{}, fmt.Errorf("%w: no control message for %s", session.ErrSilent, within)
 	}
 }
 

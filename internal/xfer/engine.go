@@ -67,7 +67,7 @@ func ExitCode(err error) int {
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return ExitSSH
 	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled),
-		errors.Is(err, session.ErrSilent), errors.Is(err, ErrPeerSilent):
+		errors.Is(err, session.ErrSilent):
 		return ExitUDP
 	}
 	return ExitFail
@@ -280,7 +280,7 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 		case now := <-t.C:
 			if since := now.Sub(path.Heard()); since > PeerIdle {
 				return Msg{}, fmt.Errorf("%w: the receiver acknowledged every block but has said nothing for %s, and never confirmed the files",
-					ErrPeerSilent, since.Round(time.Second))
+					session.ErrSilent, since.Round(time.Second))
 			}
 		}
 	}
@@ -316,7 +316,7 @@ func ptr[T any](v T) *T { return &v }
 
 // debugMemory prints where this process's memory went (FARWING_DEBUG).
 func debugMemory(side string) {
-	if os.Getenv("FARWING_DEBUG") == "" && !session.Debug() {
+	if !session.Debug() {
 		return
 	}
 	var ms runtime.MemStats
@@ -333,9 +333,6 @@ func cpuSeconds() float64 {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
-
-// maxRSS is this process's peak resident memory in bytes (0 if unknown).
-func maxRSS() int64 { return peakRSS() }
 
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC

@@ -6,11 +6,11 @@ import (
 	"strconv"
 )
 
-// peakRSS is this process's peak resident memory in bytes: VmHWM, the high-water mark of its own
+// maxRSS is this process's peak resident memory in bytes: VmHWM, the high-water mark of its own
 // address space. (getrusage's ru_maxrss is not: it keeps the peak of the image that exec replaced,
 // and a program started with vfork, as os/exec does, inherits its parent's; a farwing started by
 // a large test binary reported the test binary's memory.)
-func peakRSS() int64 {
+func maxRSS() int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0

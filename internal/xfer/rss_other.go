@@ -7,9 +7,9 @@ import (
 	"syscall"
 )
 
-// peakRSS is this process's peak resident memory in bytes, from getrusage: bytes on macOS, KiB on
+// maxRSS is this process's peak resident memory in bytes, from getrusage: bytes on macOS, KiB on
 // the BSDs.
-func peakRSS() int64 {
+func maxRSS() int64 {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

@@ -193,21 +193,22 @@ func lockedAt(fd, dirfd int, name string) bool {
 	return unix.Fstat(fd, &a) == nil && unix.Fstatat(dirfd, name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-// checkReplace refuses to put a file where base stands in dirfd if that is a directory, or a
-// file this user may not write (scp refuses a read-only destination too).
-func checkReplace(dirfd int, dir, base string) error {
+// checkReplace refuses to put a file where name stands in dirfd (unix.AT_FDCWD: name is a path)
+// if that is a directory, or a file this user may not write (scp refuses a read-only destination
+// too); a link there is replaced, not followed. path names it in messages.
+func checkReplace(dirfd int, name, path string) error {
 	var st unix.Stat_t
-	err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	case err != nil:
-		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(filepath.Join(dir, base)), err)
+		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(path), err)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return fmt.Errorf("%w: cannot replace directory %s with a file", ErrDest, escape.Text(filepath.Join(dir, base)))
-	case st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Faccessat(dirfd, base, unix.W_OK, unix.AT_EACCESS) != nil:
+		return fmt.Errorf("%w: cannot replace directory %s with a file", ErrDest, escape.Text(path))
+	case st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Faccessat(dirfd, name, unix.W_OK, unix.AT_EACCESS) != nil:
 		return fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first",
-			ErrDest, escape.Text(filepath.Join(dir, base)), st.Mode&0o7777)
+			ErrDest, escape.Text(path), st.Mode&0o7777)
 	}
 	return nil
 }

@@ -132,19 +132,21 @@ func (t *Target) check(files []File) error {
 			}
 		}
 		p := filepath.Join(t.root, filepath.FromSlash(rel))
+		if !f.Dir {
+			if err := checkReplace(unix.AT_FDCWD, p, p); err != nil {
+				return err
+			}
+			continue
+		}
 		st, err := os.Lstat(p)
 		switch {
 		case err != nil:
-		case st.Mode()&os.ModeSymlink != 0 && f.Dir:
+		case st.Mode()&os.ModeSymlink != 0:
 			return fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory", ErrDest, escape.Text(p))
-		case f.Dir && !st.IsDir():
+		case !st.IsDir():
 			return fmt.Errorf("%w: cannot replace %s with a directory", ErrDest, escape.Text(p))
-		case f.Dir:
+		default:
 			okDir[rel] = true
-		case st.IsDir():
-			return fmt.Errorf("%w: cannot replace directory %s with a file", ErrDest, escape.Text(p))
-		case st.Mode().IsRegular() && unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS) != nil:
-			return fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first", ErrDest, escape.Text(p), st.Mode().Perm())
 		}
 	}
 	return nil
@@ -321,7 +323,7 @@ func (w *Writer) open(i int) error {
 	if err != nil {
 		return err
 	}
-	if err := checkReplace(fd, dir, wf.base); err != nil {
+	if err := checkReplace(fd, wf.base, wf.final); err != nil {
 		return err
 	}
 	f, tmp, err := createPart(fd, dir, wf.base)
@@ -423,7 +425,7 @@ func (w *Writer) place(wf *wfile, f File) error {
 		ts := unix.NsecToTimespec(f.MTime)
 		_ = unix.UtimesNanoAt(fd, wf.tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if err := checkReplace(fd, filepath.Dir(wf.final), wf.base); err != nil {
+	if err := checkReplace(fd, wf.base, wf.final); err != nil {
 		return err
 	}
 	if err := unix.Renameat(fd, wf.tmp, fd, wf.base); err != nil {

@@ -350,13 +350,10 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Pee
 	if err != nil || perr != nil {
 		if err == nil && strings.HasPrefix(line, "FARWING-PEER ") {
 			p.Close(time.Second)
-			return nil, peerStatus{}, fmt.Errorf("%w: %s answered with a %v", ErrSSH, host, escape.Text(perr.Error()))
+			return nil, peerStatus{}, fmt.Errorf("%w: %s answered with a %v", ErrSSH, host, perr) // %q inside: escaped
 		}
 		p.cmd.Process.Kill()
 		werr := p.Wait()
-		if len(line) > 200 {
-			line = line[:200]
-		}
 		return nil, peerStatus{}, sshError(host, p.stderr.String(), werr, line)
 	}
 	return p, st, nil
@@ -407,7 +404,7 @@ func sshError(host, stderr string, err error, got string) error {
 	case msg != "":
 		return fmt.Errorf("%w: %s: %s", ErrSSH, host, msg)
 	case got != "":
-		return fmt.Errorf("%w: %s answered %q instead of starting the peer (is the login shell printing text?)", ErrSSH, host, escape.Text(strings.TrimSpace(got)))
+		return fmt.Errorf("%w: %s answered %s instead of starting the peer (is the login shell printing text?)", ErrSSH, host, escape.Quote(strings.TrimSpace(got)))
 	default:
 		return fmt.Errorf("%w: ssh to %s ended: %v", ErrSSH, host, err)
 	}

@@ -18,6 +18,19 @@ import (
 // Text escapes every non-printing character of s, newlines and tabs included.
 func Text(s string) string { return text(s, false) }
 
+// quoteMax is how much of a string Quote shows.
+const quoteMax = 200
+
+// Quote is Text of at most the first 200 bytes of s, in double quotes, with "…" when it was cut:
+// for remote strings of any length (a control message may be 64 MiB) inside one-line errors.
+func Quote(s string) string {
+	cut := ""
+	if len(s) > quoteMax {
+		s, cut = s[:quoteMax], "…"
+	}
+	return `"` + Text(s) + cut + `"`
+}
+
 // Lines is Text that keeps newlines (for multi-line output such as ssh's diagnostics).
 func Lines(s string) string { return text(s, true) }
 

@@ -2,6 +2,7 @@ package escape
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -26,6 +27,16 @@ func TestText(t *testing.T) {
 		if got := Lines(c.in); got != want {
 			t.Errorf("Lines(%q) = %q, want %q", c.in, got, want)
 		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	if got := Quote("a\x1bb"); got != `"a\x1bb"` {
+		t.Errorf("Quote = %s", got)
+	}
+	long := Quote(strings.Repeat("x", 1000))
+	if len(long) != 200+2+len("…") || !strings.HasSuffix(long, `…"`) {
+		t.Errorf("Quote of 1000 bytes: %d bytes %q", len(long), long[len(long)-8:])
 	}
 }
 

@@ -254,7 +254,7 @@ func checkReady(m Msg) error {
 	}
 	if m.Addr != "" {
 		if _, err := netip.ParseAddr(m.Addr); err != nil {
-			return fmt.Errorf("%w: the remote peer reported a malformed address %q", ErrProtocol, escape.Text(m.Addr))
+			return fmt.Errorf("%w: the remote peer reported a malformed address %s", ErrProtocol, escape.Quote(m.Addr))
 		}
 	}
 	return nil

@@ -259,7 +259,7 @@ func (c *Control) Expect(ctx context.Context, t string, within time.Duration) (M
 		return m, err
 	}
 	if m.T != t {
-		return m, fmt.Errorf("%w: control channel: got %q, expected %q", ErrProtocol, escape.Text(m.T), t)
+		return m, fmt.Errorf("%w: control channel: got %s, expected %q", ErrProtocol, escape.Quote(m.T), t)
 	}
 	return m, nil
 }
@@ -313,7 +313,7 @@ func (d *digests) put(i int, sum [32]byte) {
 func (d *digests) take(plan *fcopy.Plan, m Msg) error {
 	b, err := hex.DecodeString(m.Sum)
 	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || plan.Files[m.File].Dir {
-		return fmt.Errorf("%w: control channel: a malformed digest (file %d, %q)", ErrProtocol, m.File, escape.Text(m.Sum))
+		return fmt.Errorf("%w: control channel: a malformed digest (file %d, %s)", ErrProtocol, m.File, escape.Quote(m.Sum))
 	}
 	d.mu.Lock()
 	_, dup := d.got[m.File]

@@ -302,8 +302,8 @@ func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult)
 		r := results[k]
 		k++
 		if r.Name != f.Name || r.Size != f.Size || r.Sum != hex.EncodeToString(sums[i][:]) {
-			return fmt.Errorf("%w: the receiver confirmed %q (%d bytes, BLAKE3 %.16s) for %q (%d bytes, BLAKE3 %x)", fcopy.ErrVerify,
-				escape.Text(r.Name), r.Size, escape.Text(r.Sum), escape.Text(f.Name), f.Size, sums[i][:8])
+			return fmt.Errorf("%w: the receiver confirmed %s (%d bytes, BLAKE3 %s) for %s (%d bytes, BLAKE3 %x)", fcopy.ErrVerify,
+				escape.Quote(r.Name), r.Size, escape.Quote(r.Sum), escape.Quote(f.Name), f.Size, sums[i][:8])
 		}
 	}
 	if k != len(results) {
@@ -363,7 +363,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 					bye <- m
 					return
 				default:
-					err = fmt.Errorf("%w: control channel: got %q during the transfer", ErrProtocol, escape.Text(m.T))
+					err = fmt.Errorf("%w: control channel: got %s during the transfer", ErrProtocol, escape.Quote(m.T))
 				}
 			}
 			if err != nil {

@@ -149,6 +149,16 @@ type Result struct {
 	started       time.Time
 }
 
+// window is the receive window in blocks: --window's, or the one a path of round trip rtt needs
+// at the rate ceiling (windowBlocks; an unknown rtt is taken as 300 ms), within agreed (the one
+// the hello already offered) — the memory it allows both ends.
+func (o *Options) window(rtt time.Duration, agreed int) int {
+	if o.Window != 0 {
+		return o.Window
+	}
+	return min(windowBlocks(o.Rate, rtt), agreed)
+}
+
 func (o *Options) logf(format string, args ...any) {
 	if o.Log != nil {
 		o.Log(format, args...)
@@ -354,10 +364,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if err != nil {
 		return nil, err
 	}
-	window := o.Window
-	if window == 0 {
-		window = windowBlocks(o.Rate, 0)
-	}
+	window := o.window(0, 1<<30)
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
 	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files,
@@ -371,11 +378,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
-	if o.Window == 0 {
-		// Now that the round trip is known: the window (and the memory it allows) this path
-		// needs, within the one the receiver agreed to.
-		window = min(windowBlocks(o.Rate, c.rtt), window)
-	}
+	window = o.window(c.rtt, window) // now that the round trip is known
 	o.logf("sending %d file(s), %d bytes, window %d blocks", len(sources.Files), plan.TotalBytes(), window)
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
 		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress)
@@ -403,10 +406,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 // Pull copies host:srcs to the local dst.
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
-	window := o.Window
-	if window == 0 {
-		window = windowBlocks(o.Rate, 0)
-	}
+	window := o.window(0, 1<<30)
 	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window,
 		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
@@ -452,9 +452,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		return nil, err
 	}
 	hs <- nil
-	if o.Window == 0 {
-		window = min(windowBlocks(o.Rate, c.rtt), window)
-	}
+	window = o.window(c.rtt, window)
 	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0}); err != nil {
 		return nil, err
 	}

@@ -35,18 +35,17 @@ type Link struct {
 
 // Network joins Conns. Its methods are safe for concurrent use.
 type Network struct {
-	mu       sync.Mutex
-	conns    map[netip.AddrPort]*Conn
-	ports    map[netip.Addr]uint16
-	links    map[[2]netip.Addr]*linkState
-	def      Link
-	rng      *rand.Rand
-	seq      uint64
-	tap      func(from, to netip.AddrPort, b []byte)
-	mtu      int
-	RecvBuf  int // bytes a Conn queues before it drops (the socket buffer; 0: 8 MiB)
-	Dropped  atomic.Uint64
-	Injected atomic.Uint64
+	mu      sync.Mutex
+	conns   map[netip.AddrPort]*Conn
+	ports   map[netip.Addr]uint16
+	links   map[[2]netip.Addr]*linkState
+	def     Link
+	rng     *rand.Rand
+	seq     uint64
+	tap     func(from, to netip.AddrPort, b []byte)
+	mtu     int
+	RecvBuf int           // bytes a Conn queues before it drops (the socket buffer; 0: 8 MiB)
+	Dropped atomic.Uint64 // datagrams the links lost (random loss, Drop, a full queue, the MTU, no Conn)
 }
 
 type linkState struct {
@@ -114,7 +113,6 @@ func (n *Network) Inject(from, to netip.AddrPort, b []byte) bool {
 	if c == nil {
 		return false
 	}
-	n.Injected.Add(1)
 	return c.enqueue(&packet{at: time.Now(), seq: seq, from: from, b: append(make([]byte, 0, len(b)), b...)})
 }
 

@@ -65,7 +65,9 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		}
 	}
 	chunk := acceptChunk(pt, from)
-	p.chunk.Store(int32(chunk))
+	if p.proven[i].Load() {
+		p.chunk.Store(int32(chunk)) // only the proven client's hellos decide the session's chunks
+	}
 	var ack [helloLen]byte
 	copy(ack[:8], pt)
 	binary.BigEndian.PutUint16(ack[8:], uint16(chunk))

@@ -125,10 +125,10 @@ func noteRebuild(k, count int, c *codec) {
 	codecs.zero[k][count].CompareAndSwap(c, fresh)
 }
 
-// Wide coders, one per k: Leopard GF(2^16) with MaxParity parity shards. reedsolomon's Leopard
-// coder keeps no per-pattern state and is safe for concurrent use. Most groups are whole 1 MiB
-// blocks (one k); others are the last blocks of files, so the cache is simply dropped when it
-// grows past wideCache shapes.
+// Wide coders, one per k: Leopard GF(2^8) with MaxParity parity shards. reedsolomon's Leopard
+// coder keeps no per-pattern state above 64 shards and is safe for concurrent use. Most groups
+// are quarters of whole 1 MiB blocks (one k); others are in the last blocks of files, so the
+// cache is simply dropped when it grows past wideCache shapes.
 var wide struct {
 	mu sync.Mutex
 	m  map[int]reedsolomon.Encoder
@@ -142,7 +142,7 @@ func wideCodec(k int) (reedsolomon.Encoder, error) {
 	if rs := wide.m[k]; rs != nil {
 		return rs, nil
 	}
-	rs, err := reedsolomon.New(k, MaxParity, reedsolomon.WithLeopardGF16(true))
+	rs, err := reedsolomon.New(k, MaxParity, reedsolomon.WithLeopardGF(true))
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +153,10 @@ func wideCodec(k int) (reedsolomon.Encoder, error) {
 	return rs, nil
 }
 
-// Warm builds reedsolomon's GF(2^16) tables (about 0.1 s of CPU, once per process) and the coder
-// of whole-block groups; later calls cost a map lookup. A session calls it in the background as
-// it starts, so that the first wide group is not coded or rebuilt on a lane's hot path while the
-// tables are made: a receiving lane that stops reading for 0.1 s at 400 Mbit/s overflows its
-// socket buffer.
+// Warm builds reedsolomon's GF(2^8) Leopard tables (under 1 ms of CPU and 100 KiB, once per
+// process) and the coder of whole-block groups; later calls cost a map lookup. A session calls
+// it in the background as it starts, so that nothing is built on a lane's hot path.
 func Warm() { wideCodec(wideWarmK) }
 
-// wideWarmK is the group size Warm prepares: a 1 MiB block of 1406-byte chunks.
-const wideWarmK = 746
+// wideWarmK is the group size Warm prepares: a quarter of a 1 MiB block of 1406-byte chunks.
+var wideWarmK = GroupSize(746)

@@ -44,7 +44,7 @@ type Encoder struct {
 // of k distinct shards decodes. For a narrow group Encode never allocates once the coder for its
 // shape exists, and never copies data: a short shard's zero padding contributes nothing to
 // parity, so it is coded over its own length only. A wide group's code computes every parity row
-// in one pass (about 60 µs for a 746-shard group) whatever is asked for, so ask for all the
+// in one pass (about 100 µs for a 187-shard group) whatever is asked for, so ask for all the
 // indices a group will need at once (first 0, MaxParity of them) and keep them.
 func (e *Encoder) Encode(data [][]byte, first int, parity [][]byte) error {
 	k, count := len(data), len(parity)

@@ -16,17 +16,19 @@ const (
 	// shards fit in ShardSize too.
 	MaxData = ShardSize - lenPrefix
 
-	// MaxK is the largest number of data shards in a group: a whole 1 MiB block of datagram
-	// chunks (746) fits. Larger groups need less parity for the same failure rate (see Plan):
-	// at 3 % loss a 746-shard group fails 10 % of the time with 3.9 % parity, a 10-shard group
-	// needs 20 %.
-	MaxK = 1024
+	// MaxK is the largest number of data shards in a group: k + MaxParity is the 256 points of
+	// GF(2^8). Auto mode splits a 1 MiB block of datagram chunks (746) into four groups of about
+	// 187 (GroupSize). Larger groups need less parity for the same failure rate (see Plan): at
+	// 3 % loss a 187-shard group fails 10 % of the time with 4.8 % parity, a 10-shard group
+	// needs 20 %. A whole block as one group (3.9 %) would need GF(2^16), whose tables take
+	// 72 MiB of memory in every process.
+	MaxK = 256 - MaxParity
 
 	// MaxNarrowK is the largest group coded over GF(2^8) with a Cauchy matrix. The field would
 	// allow k + MaxParity up to 256; the limit stays where a rebuild's matrix inversion (k³, one
 	// per loss pattern) is cheap. Larger ("wide") groups use reedsolomon's Leopard
-	// code over GF(2^16), which always computes all MaxParity parity rows at once and needs rows
-	// a multiple of 64 bytes long.
+	// code over GF(2^8) (O(n log n), no matrix inversion), which always computes all MaxParity
+	// parity rows at once and needs rows a multiple of 64 bytes long.
 	MaxNarrowK = 32
 
 	// MaxParity bounds parity indices: body and tail parity plus every fresh repair index. Once a
@@ -34,8 +36,8 @@ const (
 	MaxParity = 64
 
 	// MaxBodyParity and MaxTailParity cap what Plan asks for (research/congestion-control.md §2.4),
-	// leaving at least 8 fresh indices for repairs. A 746-shard group needs 29 at 3 % loss and
-	// 48 at 5 %.
+	// leaving at least 8 fresh indices for repairs. A 187-shard group needs 9 at 3 % loss and
+	// 14 at 5 %.
 	MaxBodyParity = 48
 	MaxTailParity = 56
 
@@ -44,8 +46,19 @@ const (
 	WideMaxData = ShardSize/64*64 - lenPrefix
 )
 
-// Wide reports whether a group of k data shards uses the GF(2^16) code.
+// Wide reports whether a group of k data shards uses the Leopard code.
 func Wide(k int) bool { return k > MaxNarrowK }
+
+// GroupSize returns the data shards per group when n chunks (a block) are split into as few
+// groups of at most MaxK as possible, of sizes as equal as possible: every group but the last
+// has GroupSize(n) shards, the last the rest. A 746-chunk block is 187+187+187+185.
+func GroupSize(n int) int {
+	if n <= MaxK {
+		return max(n, 1)
+	}
+	groups := (n + MaxK - 1) / MaxK
+	return (n + groups - 1) / groups
+}
 
 // Errors returned by this package; match them with errors.Is.
 var (

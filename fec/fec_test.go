@@ -460,13 +460,13 @@ func TestAfterDone(t *testing.T) {
 	}
 }
 
-// TestWideGroups covers the GF(2^16) code of groups beyond MaxNarrowK, up to a whole block of
-// 746 chunks: random losses of up to m shards rebuild from planned parity, more than m leave the
+// TestWideGroups covers the Leopard code of groups beyond MaxNarrowK, up to MaxK (a quarter of
+// a block is 187 chunks): random losses of up to m shards rebuild from planned parity, more than m leave the
 // group incomplete until fresh repair indices arrive, a short final shard keeps its length, and
 // parity index i is the same bytes however it is requested.
 func TestWideGroups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
-	for _, c := range []struct{ k, m int }{{33, 2}, {100, 6}, {746, 29}} {
+	for _, c := range []struct{ k, m int }{{33, 2}, {100, 6}, {187, 9}, {MaxK, 14}} {
 		lens := make([]int, c.k)
 		for i := range lens {
 			lens[i] = WideMaxData

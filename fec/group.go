@@ -14,7 +14,7 @@ import (
 // Parity i is the same bytes however many parity shards the sender emits, so a repair is just
 // fresh indices beyond those already sent, and any K distinct shards rebuild the group: narrow
 // groups (K <= MaxNarrowK) use a systematic Cauchy matrix over GF(2^8), wide ones reedsolomon's
-// Leopard code over GF(2^16) with MaxParity parity rows; both are MDS.
+// Leopard code over GF(2^8) with MaxParity parity rows; both are MDS.
 //
 // Data shards travel as they are (file bytes, at most MaxData each, WideMaxData in a wide group,
 // lengths may differ). Parity is computed over rows [len u16 BE | data | zero pad], all ParityLen

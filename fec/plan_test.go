@@ -118,7 +118,7 @@ func TestParseMode(t *testing.T) {
 		" Auto ": {Kind: ModeAuto},
 		"10+2":   {Kind: ModeFixed, K: 10, M: 2},
 		"32+16":  {Kind: ModeFixed, K: 32, M: 16},
-		"746+29": {Kind: ModeFixed, K: 746, M: 29},
+		"192+29": {Kind: ModeFixed, K: 192, M: 29},
 		"1+0":    {Kind: ModeFixed, K: 1, M: 0},
 	} {
 		got, err := ParseMode(in)
@@ -130,17 +130,17 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 	for in, wantMsg := range map[string]string{
-		"":       "want off, auto or K+M",
-		"on":     "want off, auto or K+M",
-		"10":     "want off, auto or K+M",
-		"10+":    "want off, auto or K+M",
-		"+2":     "want off, auto or K+M",
-		"a+b":    "want off, auto or K+M",
-		"10+2+":  "want off, auto or K+M",
-		"0+2":    "K must be 1..1024",
-		"1025+2": "K must be 1..1024",
-		"10+49":  "M must be 0..48",
-		"10+-1":  "M must be 0..48",
+		"":      "want off, auto or K+M",
+		"on":    "want off, auto or K+M",
+		"10":    "want off, auto or K+M",
+		"10+":   "want off, auto or K+M",
+		"+2":    "want off, auto or K+M",
+		"a+b":   "want off, auto or K+M",
+		"10+2+": "want off, auto or K+M",
+		"0+2":   "K must be 1..192",
+		"193+2": "K must be 1..192",
+		"10+49": "M must be 0..48",
+		"10+-1": "M must be 0..48",
 	} {
 		_, err := ParseMode(in)
 		if err == nil || !strings.Contains(err.Error(), wantMsg) || !strings.Contains(err.Error(), "fec mode") {

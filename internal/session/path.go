@@ -94,7 +94,6 @@ type Path struct {
 	trainOnHello atomic.Bool
 	trainSent    atomic.Bool
 	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off
-	fecWarm      atomic.Bool
 }
 
 type handlerBox struct {
@@ -162,9 +161,7 @@ func ListenUDP(bind string, buf int) ([Lanes]lane.PacketConn, error) {
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
 	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret()}
 	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
-	// A second after the lanes open (or once the packet train is through, whose timing must not
-	// compete with it), build the FEC tables (see warmEarly).
-	time.AfterFunc(time.Second, p.warmEarly)
+	fec.Warm()                           // the Leopard tables and the coder of whole blocks: under 1 ms, 100 KiB, once
 	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
 	// read it (late wake-ups made trains look several times faster than the path). The kernel
 	// switches stamping on from a work queue, so ask now, well before the train comes.
@@ -202,9 +199,6 @@ func (p *Path) Close() {
 func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
 	rx.mu.Lock()
 	l, seen := rx.win.Largest()
-	if seen && seq > l+1 {
-		p.warmEarly() // a gap: the peer may soon need parity, or send it
-	}
 	fresh := rx.win.Mark(seq)
 	if fresh {
 		rx.received++
@@ -496,36 +490,6 @@ func beUint64(b []byte) uint64 {
 		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
 }
 
-// WarmFEC builds the GF(2^16) tables of the wide Reed-Solomon coder in the background, once per
-// path (about 0.1 s of CPU), so that the first group to code or rebuild does not build them on a
-// lane's hot path: a receiving lane that stops reading for 0.1 s at 400 Mbit/s overflows its
-// socket buffer. It runs on the first sign of loss (a gap in a lane's sequence numbers, the
-// sender's first loss, a parity datagram), when fixed FEC sends parity from the start, and as the
-// path opens, before any loss; the speculative ones (the gap, the path opening) not on loopback
-// (warmEarly). Warming only on the first loss cost
-// 1-3 s of data phase on the 140 ms lab path at 0.1-1 % loss (the first rebuild, ~20 ms after the
-// first gap, waited on the tables while its lane's socket buffer overflowed).
-func (p *Path) WarmFEC() {
-	if !p.fecWarm.Load() && p.fecWarm.CompareAndSwap(false, true) {
-		if debug {
-			fmt.Fprintf(os.Stderr, "fec: building tables (server %v)\n", p.server)
-		}
-		go fec.Warm()
-	}
-}
-
-// warmEarly builds the FEC tables before anything needs them (as the path opens, on a gap in a
-// lane's sequence), except on loopback: there a loss costs a round trip of microseconds to
-// re-send, automatic FEC is off (FECFor), and the tables cost about 0.1 s of CPU and 70 MiB at
-// each end (5 % of the CPU of a 2 GiB loopback copy). Parity that does arrive, or a sender with
-// FEC on that loses a datagram, still builds them (WarmFEC).
-func (p *Path) warmEarly() {
-	if p.Loopback() {
-		return
-	}
-	p.WarmFEC()
-}
-
 // FECFor is the FEC mode a sender on p uses when asked for m: automatic FEC is off on loopback.
 // It sizes parity for random loss on long paths; on loopback a loss is a receiving socket that
 // fell behind, a re-send costs microseconds, and repair parity costs a Reed-Solomon pass over
@@ -562,7 +526,7 @@ func acceptChunk(pt []byte, from netip.AddrPort) int {
 
 // Loopback reports whether the peer is this host (a loopback address). There a lost datagram is
 // re-sent within microseconds and was dropped by a receiving socket that fell behind, not by a
-// network: FEC's tables and parity only add CPU work (see FECFor, warmEarly).
+// network: parity only adds CPU work (see FECFor).
 func (p *Path) Loopback() bool {
 	a, ok := p.Peer(0)
 	return ok && a.Addr().Unmap().IsLoopback()

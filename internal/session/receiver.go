@@ -349,7 +349,6 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 		copy(b.hash[:], payload)
 	case wire.KindParity:
 		cnt.parity.Add(1)
-		r.path.WarmFEC()
 		if !r.addParity(b, f, payload) {
 			cnt.invalid.Add(1)
 		}

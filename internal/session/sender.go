@@ -232,7 +232,7 @@ type Sender struct {
 	stallSince time.Time
 
 	fec       fec.Mode
-	fecK      int // group size (0: FEC off; -1: a group per block)
+	fecK      int // group size (0: FEC off; -1: fec.GroupSize of each block)
 	enc       fec.Encoder
 	shards    [fec.MaxK][]byte
 	par1      [1][]byte
@@ -366,9 +366,6 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
-	if s.fec.Kind == fec.ModeFixed && s.fec.M > 0 {
-		s.path.WarmFEC()
-	}
 	defer func() {
 		s.stats.CC = s.cc.Stats()
 		// The last snapshot, for the progress line's final report (the loop stores one every
@@ -528,7 +525,7 @@ func (s *Sender) addBlock(b *fcopy.Block) {
 	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
 	if k := s.fecK; k != 0 && tb.nChunks > 0 {
 		if k < 0 {
-			k = tb.nChunks
+			k = fec.GroupSize(tb.nChunks)
 		}
 		tb.k = k
 		tb.groups = make([]txGroup, (tb.nChunks+k-1)/k)
@@ -546,10 +543,7 @@ func (s *Sender) release(b *txBlock) {
 	delete(s.blocks, b.id)
 	b.unref(s.pool) // a re-sent chunk may still wait in a batch: the last reference frees it
 	for i := range b.groups {
-		if p := b.groups[i].par; p != nil {
-			wideParPool.Put(p)
-			b.groups[i].par = nil
-		}
+		b.groups[i].dropParity()
 	}
 }
 
@@ -974,6 +968,7 @@ func (s *Sender) ackSeq(now time.Time, lane int, l *laneTx, q uint64, rtt time.D
 	if fresh && !gr.done && gr.acked() >= int(gr.k) {
 		gr.done = true
 		b.groupsDone++
+		gr.dropParity() // a later repair (rebuildGrace) codes it again
 	}
 	if !fresh && wasInflight && !gr.done && !gr.queued {
 		// A shard the receiver already had (a spurious loss's copy): the group is one shard
@@ -1000,9 +995,7 @@ func (s *Sender) rebuildable(b *txBlock) bool {
 func (s *Sender) lose(now time.Time, lane int, q uint64, p *sentPkt) {
 	p.state = stLost
 	s.cc.OnLoss(now, lane, q, int(p.size)) // FEC may recover it, but cc still counts it lost
-	if s.stats.Lost++; s.stats.Lost == 1 && s.path != nil && s.fec.Kind != fec.ModeOff {
-		s.path.WarmFEC() // parity is planned from now on
-	}
+	s.stats.Lost++
 	b := s.blocks[p.block]
 	if b == nil {
 		return

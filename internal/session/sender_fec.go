@@ -30,13 +30,22 @@ type txGroup struct {
 	tail       bool   // planned as a tail group
 	urgent     bool   // a shard sent before the last repair was lost since
 	lastRepair int64  // ns since the sender's start
-	// par holds a wide group's parity rows (fec.MaxParity of them, parLen bytes each) once the
-	// first is needed: the GF(2^16) code computes them all in one pass.
+	// par holds a wide group's parity rows (fec.MaxParity of them, parLen bytes each) from when
+	// the first is needed until the group is done: the Leopard code computes them all in one
+	// pass.
 	par    *[fec.MaxParity * fec.ShardSize]byte
 	parLen int
 }
 
 var wideParPool = sync.Pool{New: func() any { return new([fec.MaxParity * fec.ShardSize]byte) }}
+
+// dropParity returns a wide group's parity rows to the pool.
+func (g *txGroup) dropParity() {
+	if g.par != nil {
+		wideParPool.Put(g.par)
+		g.par = nil
+	}
+}
 
 func (g *txGroup) acked() int { return int(g.dataAcked) + bits.OnesCount64(g.parAcked) }
 
@@ -93,9 +102,9 @@ const tailFactor = 2
 // planParity returns the parity count of a group of k data shards whose first chunk is about to be
 // sent, and whether the group is in the tail.
 //
-// Auto mode makes each block one group, so parity is cheap: at 3 % loss a 746-chunk group needs
-// 29 parity shards (3.9 %) to complete without a repair round trip nine times in ten, where
-// groups of 10 would need 20 %. The parity replaces most of the re-sending the losses would
+// Auto mode makes each block four groups of about 187 chunks (fec.GroupSize), so parity is cheap:
+// at 3 % loss a 187-chunk group needs 9 parity shards (4.8 %) to complete without a repair round
+// trip nine times in ten, where groups of 10 would need 20 %. The parity replaces most of the re-sending the losses would
 // otherwise cause, so the body's parity costs little more than the loss itself, and blocks
 // complete about one round trip sooner, which keeps the receiver's window moving. Tail groups
 // get the tail count, since a failure there delays the end of the transfer by a round trip.

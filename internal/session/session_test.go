@@ -312,7 +312,7 @@ func TestTransferUnderLoss(t *testing.T) {
 
 // TestFECRepairsUnderLoss: at 3 % random loss each way, parity rebuilds groups at the receiver
 // without a repair round trip, so far fewer datagrams are re-sent than without FEC: with a fixed
-// 10+2, and with auto (one group per block) at a loss estimate of 3 %, where most groups need no
+// 10+2, and with auto (groups of fec.GroupSize per block) at a loss estimate of 3 %, where most groups need no
 // repair at all.
 func TestFECRepairsUnderLoss(t *testing.T) {
 	cfg := SenderConfig{Rate: 200e6, Window: 4, InitialRTT: 5 * time.Millisecond}
@@ -339,11 +339,12 @@ func TestFECRepairsUnderLoss(t *testing.T) {
 		t.Logf("fec %s: %d groups, %d repaired; %d parity (%d repair) of %d datagrams; %d re-sent (off: %d)",
 			c.FEC, st.Groups, st.RepairGroups, st.Parity, st.RepairParity, st.Datagrams, st.Retransmitted, off.Retransmitted)
 	}
-	// Auto: one group per block (the 5 MiB file's 6 blocks and the small file's one), parity
-	// about the loss rate, and no more than one group in three needing a repair round trip.
+	// Auto: four groups per whole block (the 5 MiB file's 5, then its last block's one and the
+	// small file's one), parity about the loss rate, and no more than one group in three needing a
+	// repair round trip.
 	st, _ := transfer(t, loss, 8, testSizes, auto)
-	if st.Groups != 7 || st.RepairGroups > st.Groups/3 {
-		t.Fatalf("auto: %d groups, %d needed a repair", st.Groups, st.RepairGroups)
+	if want := autoGroups(testSizes); st.Groups != want || want != 22 || st.RepairGroups > st.Groups/3 {
+		t.Fatalf("auto: %d groups (want %d), %d needed a repair", st.Groups, want, st.RepairGroups)
 	}
 	if body := st.Parity - st.RepairParity; body > st.Datagrams/10 {
 		t.Fatalf("auto: %d proactive parity of %d datagrams", body, st.Datagrams)
@@ -376,18 +377,35 @@ func digestFrom(sums *sync.Map) func(context.Context, int) ([32]byte, error) {
 	}
 }
 
-// TestFECWholeBlockGroups runs auto FEC (one group per 1 MiB block) through 3 % random loss with
+// autoGroups counts the groups auto FEC makes of files of the given sizes: each block of n chunks
+// is split into groups of fec.GroupSize(n).
+func autoGroups(sizes []int) uint64 {
+	groups := uint64(0)
+	for _, size := range sizes {
+		for off := 0; off < size; off += fcopy.BlockSize {
+			n := chunksIn(min(fcopy.BlockSize, size-off), wire.ChunkSize)
+			groups += uint64((n + fec.GroupSize(n) - 1) / fec.GroupSize(n))
+		}
+	}
+	return groups
+}
+
+// TestFECAutoGroups runs auto FEC (four groups per 1 MiB block) through 3 % random loss with
 // the controller's own loss estimate, which starts at zero and grows: losses early in a block are
 // detected while its later chunks are still unsent, so repairs can precede the block's planned
 // parity. Parity indices must stay distinct (a duplicate counted as a second shard once left a
 // group short with nothing queued to complete it, and the transfer hung).
-func TestFECWholeBlockGroups(t *testing.T) {
+func TestFECAutoGroups(t *testing.T) {
 	sizes := []int{20<<20 + 12345, 3<<20 + 1}
+	want := autoGroups(sizes)
+	if want != 4*23+2 {
+		t.Fatalf("autoGroups: %d, want 94", want)
+	}
 	for seed := range uint64(4) {
 		cfg := SenderConfig{Rate: 300e6, Window: 16, InitialRTT: 5 * time.Millisecond}
 		st, rs := transfer(t, 0.03, 100+seed, sizes, cfg)
-		if st.Groups != 25 || rs.FECRebuilt == 0 {
-			t.Fatalf("seed %d: %d groups (want one per block, 25), %d rebuilt by FEC", seed, st.Groups, rs.FECRebuilt)
+		if st.Groups != want || rs.FECRebuilt == 0 {
+			t.Fatalf("seed %d: %d groups (want %d), %d rebuilt by FEC", seed, st.Groups, want, rs.FECRebuilt)
 		}
 	}
 }

@@ -122,53 +122,20 @@ func TestTimeLossTail(t *testing.T) {
 	}
 }
 
-// The Reed-Solomon tables are built on the first gap in a lane's sequence numbers, not before: a
-// path that loses nothing never needs them.
-func TestWarmFECOnFirstGap(t *testing.T) {
-	var p Path
-	var rx laneRx
-	now := time.Now()
-	for seq := uint64(1); seq <= 100; seq++ {
-		p.mark(&rx, seq, now)
-	}
-	p.mark(&rx, 100, now) // a duplicate is no gap
-	if p.fecWarm.Load() {
-		t.Fatal("FEC tables warmed on a path without a gap")
-	}
-	p.mark(&rx, 102, now)
-	if !p.fecWarm.Load() {
-		t.Fatal("FEC tables not warmed after a gap (101 missing)")
-	}
-}
-
-// The tables are built ahead of any loss on every path but loopback.
-func TestWarmFECEarlyNotOnLoopback(t *testing.T) {
+// Automatic FEC is off on loopback, and an explicit mode is left alone.
+func TestFECForLoopback(t *testing.T) {
 	for _, c := range []struct {
 		peer string
-		warm bool
+		on   bool
 	}{{"127.0.0.1:9", false}, {"[::1]:9", false}, {"[::ffff:127.0.0.1]:9", false}, {"198.18.0.2:9", true}, {"[2001:db8::1]:9", true}} {
 		var p Path
 		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
-		p.warmEarly()
-		if p.fecWarm.Load() != c.warm {
-			t.Errorf("peer %s: tables built early %v, want %v", c.peer, p.fecWarm.Load(), c.warm)
-		}
-		// The same rule turns automatic FEC off on loopback, and leaves an explicit mode alone.
 		auto := FECFor(&p, fec.Mode{Kind: fec.ModeAuto})
-		if off := auto.Kind == fec.ModeOff; off == c.warm {
+		if off := auto.Kind == fec.ModeOff; off == c.on {
 			t.Errorf("peer %s: automatic FEC resolves to %v", c.peer, auto)
 		}
 		if m := FECFor(&p, fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}); m.Kind != fec.ModeFixed || m.K != 10 || m.M != 2 {
 			t.Errorf("peer %s: fixed FEC 10+2 resolves to %v", c.peer, m)
-		}
-		// A gap in a lane's sequence builds the tables on a network path, not on loopback.
-		var q Path
-		q.SetPeer(0, netip.MustParseAddrPort(c.peer))
-		rx := &q.rx[0]
-		q.mark(rx, 1, time.Now())
-		q.mark(rx, 5, time.Now())
-		if q.fecWarm.Load() != c.warm {
-			t.Errorf("peer %s: a gap built the tables %v, want %v", c.peer, q.fecWarm.Load(), c.warm)
 		}
 	}
 }

@@ -90,7 +90,6 @@ func (p *Path) sendTrain(i int, dst netip.AddrPort) {
 	}
 	p.sendTo(i, dst, pkts)
 	p.stopStamps()
-	p.warmEarly()
 }
 
 // onTrain records a train datagram; the report goes back when the last one arrives, or trainWait
@@ -151,7 +150,6 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 	if err := p.sendTo(i, to, pkts); err != nil && debug {
 		fmt.Fprintf(os.Stderr, "train: report to %s not sent: %v\n", to, err)
 	}
-	p.warmEarly()
 }
 
 // TrainEstimate is the capacity the peer measured from this side's probe, in bits/s, once its

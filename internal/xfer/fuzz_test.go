@@ -11,7 +11,7 @@ import (
 // line; what is read re-encodes to a message that reads back the same, and what is refused is a
 // protocol violation or the end of the channel.
 func FuzzControl(f *testing.F) {
-	f.Add([]byte(`{"t":"ready","proto":6,"ports":[1,2,3,4],"pub":"x"}` + "\n" + `{"t":"files","files":[{"name":"a","size":3}]}` + "\n"))
+	f.Add([]byte(`{"t":"ready","proto":7,"ports":[1,2,3,4],"pub":"x"}` + "\n" + `{"t":"files","files":[{"name":"a","size":3}]}` + "\n"))
 	f.Add([]byte(`{"t":"error","err":"\u001b[2Jboom","code":77}` + "\n{\n"))
 	f.Add([]byte(`{"t":"digest","file":-1,"sum":"zz"}` + "\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/farwing/farwing/bootstrap"
+)
+
+// sshFlags are the ssh flags every command that reaches a host takes (copy, bench), defined once.
+type sshFlags struct {
+	config, identity, jump string
+	port                   int
+	options                []string
+	persist                time.Duration
+}
+
+func (f *sshFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.config, "ssh-config", "F", "", "ssh configuration file")
+	fs.StringVarP(&f.identity, "identity", "i", "", "ssh identity (private key) file")
+	fs.IntVarP(&f.port, "port", "P", 0, "ssh port")
+	fs.StringArrayVarP(&f.options, "option", "o", nil, "ssh option, as in ssh -o (repeatable)")
+	fs.StringVarP(&f.jump, "jump", "J", "", "ssh jump host (ProxyJump)")
+	fs.DurationVar(&f.persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the command, so the next one to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")
+}
+
+// ssh returns the bootstrap settings; FARWING_SSH and FARWING_SCP name other ssh and scp
+// programs (tests), FARWING_DEBUG turns verbose on.
+func (f *sshFlags) ssh(verbose bool) bootstrap.SSH {
+	s := bootstrap.SSH{Config: f.config, Identity: f.identity, Port: f.port, Options: f.options, Jump: f.jump,
+		Persist: f.persist, Verbose: verbose || os.Getenv("FARWING_DEBUG") != ""}
+	if p := os.Getenv("FARWING_SSH"); p != "" {
+		s.SSHPath = p
+	}
+	if p := os.Getenv("FARWING_SCP"); p != "" {
+		s.SCPPath = p
+	}
+	return s
+}

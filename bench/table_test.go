@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func ok(v float64) Sample { return Sample{Outcome: OK, Mbps: v, Seconds: v} }
+func ok(v float64) Sample  { return Sample{Outcome: OK, Mbps: v, Seconds: v} }
 func not(o Outcome) Sample { return Sample{Outcome: o} }
 
 func TestSummarize(t *testing.T) {

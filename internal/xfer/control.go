@@ -15,7 +15,9 @@ import (
 
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tcpbench"
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
@@ -23,7 +25,7 @@ const Proto = 7
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
-	T       string `json:"t"` // hello ready files accept digest done error bye
+	T       string `json:"t"` // hello ready files accept digest done error bye; facts tcp listen tcp-done (bench)
 	Version string `json:"version,omitempty"`
 	Proto   int    `json:"proto,omitempty"`
 
@@ -60,6 +62,15 @@ type Msg struct {
 	// done
 	Results []fcopy.FileResult `json:"results,omitempty"`
 	Stats   *PeerStats         `json:"stats,omitempty"`
+
+	// bench (hello role "bench"): the peer's host facts ("facts"), a TCP test asked for ("tcp"),
+	// the listener for it ("listen": port and the token every stream sends first) and its outcome
+	// ("tcp-done")
+	Facts     *hostinfo.Facts  `json:"facts,omitempty"`
+	TCPTest   *TCPTest         `json:"tcp_test,omitempty"`
+	Port      int              `json:"port,omitempty"`
+	Token     string           `json:"token,omitempty"`
+	TCPResult *tcpbench.Result `json:"tcp_result,omitempty"`
 
 	// error
 	Err  string `json:"err,omitempty"`

@@ -83,6 +83,8 @@ type env struct {
 	net *lanetest.Network
 	// serve runs the remote end (Serve, or a hostile double).
 	serve func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error
+	// sshConn is the peer's SSH_CONNECTION (default: clientHost to serverHost).
+	sshConn string
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -133,7 +135,11 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 	}
 	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{})}
 	r.in.Write(preface)
-	so := ServeOptions{SSHConnection: fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost), Lanes: e.lanes(serverHost)}
+	sshConn := e.sshConn
+	if sshConn == "" {
+		sshConn = fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost)
+	}
+	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost)}
 	e.mu.Lock()
 	e.serves = append(e.serves, r)
 	e.mu.Unlock()

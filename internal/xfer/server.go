@@ -160,6 +160,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
 		return err
+	case "bench":
+		return serveBench(ctx, ctl, so.SSHConnection)
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))
 	}

@@ -1,0 +1,32 @@
+package hostinfo
+
+import (
+	"net/netip"
+	"runtime"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestGather(t *testing.T) {
+	f := Gather(netip.MustParseAddr("127.0.0.1"), []string{"sh", "-c", "echo OpenSSH_test, fake; echo second line"}, "v1")
+	if f.Cores != runtime.NumCPU() || f.Farwing != "v1" || f.OpenSSH != "OpenSSH_test, fake" || len(f.SHA256) != 64 {
+		t.Errorf("facts %+v", f)
+	}
+	if runtime.GOOS == "linux" {
+		if f.Kernel == "" || f.MemBytes <= 0 || f.TCP.Rmem[2] <= 0 || f.TCP.Wmem[2] <= 0 || f.TCP.Default == "" {
+			t.Errorf("linux facts missing: %+v", f)
+		}
+		if f.MTU <= 0 || f.Interface == "" {
+			t.Errorf("route to loopback: interface %q, MTU %d", f.Interface, f.MTU)
+		}
+	}
+}
+
+func TestClean(t *testing.T) {
+	f := Facts{CPU: strings.Repeat("é", 300), Hostname: "a\xffb", TCP: TCP{Available: make([]string, 100)}}
+	f.Clean()
+	if len(f.CPU) > MaxText || !utf8.ValidString(f.CPU) || f.Hostname != "a?b" || len(f.TCP.Available) != 32 {
+		t.Errorf("cleaned: %d bytes of CPU, hostname %q, %d ccs", len(f.CPU), f.Hostname, len(f.TCP.Available))
+	}
+}

@@ -1,0 +1,265 @@
+// Package tcpbench measures TCP between the bench's two ends: streams with a chosen congestion
+// control, timed and counted at the receiver, with what the kernel actually used read back from
+// each sending socket. The listener side accepts only connections that present the token agreed
+// over the control channel, so nobody else's bytes are counted and nobody else holds a stream.
+package tcpbench
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TokenLen is the length of the token each connection sends first.
+const TokenLen = 16
+
+// Limits on what a peer may ask for.
+const (
+	MaxStreams = 16
+	MaxSeconds = 300
+)
+
+// Result is one test as its receiving end measured it, with the sending end's socket facts.
+type Result struct {
+	Streams int     `json:"streams"`
+	Bytes   int64   `json:"bytes"`   // received, all streams together
+	Seconds float64 `json:"seconds"` // the receiver's first byte to its last
+	// Sending sockets, read back from the kernel: the congestion control each one used and
+	// their TCP_INFO retransmissions, summed.
+	CC          []string `json:"cc,omitempty"`
+	Retransmits uint64   `json:"retransmits"`
+}
+
+// Mbps is the receiver's goodput.
+func (r Result) Mbps() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.Bytes) * 8 / r.Seconds / 1e6
+}
+
+// NewToken returns a fresh random token.
+func NewToken() []byte {
+	t := make([]byte, TokenLen)
+	rand.Read(t)
+	return t
+}
+
+var ccName = regexp.MustCompile(`^[a-z0-9_]{1,15}$`)
+
+// CheckCC reports whether name is a congestion control this kernel offers (an empty name is the
+// default), with the reason when not: a missing module, or a name no kernel has.
+func CheckCC(name string) error {
+	if name == "" {
+		return nil
+	}
+	if !ccName.MatchString(name) {
+		return fmt.Errorf("%q is not a TCP congestion control name", name)
+	}
+	avail := Available()
+	for _, a := range avail {
+		if a == name {
+			return nil
+		}
+	}
+	if len(avail) == 0 {
+		return fmt.Errorf("this kernel lists no TCP congestion controls")
+	}
+	return fmt.Errorf("the kernel lacks tcp_%s (available: %s)", name, strings.Join(avail, " "))
+}
+
+// Available lists the kernel's available congestion controls (a module not loaded yet is
+// loaded when a socket asks for it by a root process, so a root sender may still get one that
+// is not listed: CheckCC is the unprivileged view).
+func Available() []string {
+	return strings.Fields(readProc("net/ipv4/tcp_available_congestion_control"))
+}
+
+// Default is the kernel's default congestion control.
+func Default() string { return strings.TrimSpace(readProc("net/ipv4/tcp_congestion_control")) }
+
+func readProc(name string) string {
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// Dial opens n streams to addr, each with congestion control cc (empty: the default) set before
+// it connects, and sends the token on each.
+func Dial(ctx context.Context, addr string, n int, cc string, token []byte) ([]*net.TCPConn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, rc rawConn) error { return setCC(rc, cc) }}
+	var conns []*net.TCPConn
+	for range n {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			Close(conns)
+			return nil, err
+		}
+		tc := c.(*net.TCPConn)
+		conns = append(conns, tc)
+		if _, err := tc.Write(token); err != nil {
+			Close(conns)
+			return nil, err
+		}
+	}
+	return conns, nil
+}
+
+// Close closes every connection.
+func Close(conns []*net.TCPConn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// Accept takes n connections from ln that each send token first, within the given time; others
+// are closed and not counted. It closes ln when done.
+func Accept(ctx context.Context, ln *net.TCPListener, n int, token []byte, within time.Duration) ([]*net.TCPConn, error) {
+	defer ln.Close()
+	deadline := time.Now().Add(within)
+	ln.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Now()) })
+	defer stop()
+	var conns []*net.TCPConn
+	for len(conns) < n {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			Close(conns)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%d of %d bench streams connected within %s: %w", len(conns), n, within, err)
+		}
+		got := make([]byte, TokenLen)
+		c.SetReadDeadline(time.Now().Add(min(5*time.Second, time.Until(deadline))))
+		if _, err := io.ReadFull(c, got); err != nil || subtle.ConstantTimeCompare(got, token) != 1 {
+			c.Close() // not the bench's: a port scan, another user
+			continue
+		}
+		c.SetReadDeadline(time.Time{})
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+// Receive reads every stream to its end, or until the deadline, and returns the bytes and the
+// times of the first and last byte.
+func Receive(ctx context.Context, conns []*net.TCPConn, deadline time.Time) (Result, error) {
+	var (
+		total       atomic.Int64
+		mu          sync.Mutex
+		first, last time.Time
+		wg          sync.WaitGroup
+		errs        = make([]error, len(conns))
+	)
+	stop := context.AfterFunc(ctx, func() {
+		for _, c := range conns {
+			c.SetReadDeadline(time.Now())
+		}
+	})
+	defer stop()
+	for i, c := range conns {
+		c.SetReadDeadline(deadline)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					now := time.Now()
+					total.Add(int64(n))
+					mu.Lock()
+					if first.IsZero() {
+						first = now
+					}
+					if now.After(last) {
+						last = now
+					}
+					mu.Unlock()
+				}
+				if err != nil {
+					if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) {
+						errs[i] = err
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r := Result{Streams: len(conns), Bytes: total.Load()}
+	if !first.IsZero() {
+		r.Seconds = last.Sub(first).Seconds()
+	}
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	return r, errors.Join(errs...)
+}
+
+// Send writes to every stream for d, then reads back each socket's congestion control and
+// retransmissions and shuts the streams' sending side, so the receiver sees their end.
+func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration) (Result, error) {
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	errs := make([]error, len(conns))
+	for i, c := range conns {
+		c.SetWriteDeadline(end)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for ctx.Err() == nil {
+				if _, err := c.Write(buf); err != nil {
+					if !errors.Is(err, os.ErrDeadlineExceeded) {
+						errs[i] = err
+					}
+					return
+				}
+			}
+		}()
+	}
+	stop := context.AfterFunc(ctx, func() {
+		for _, c := range conns {
+			c.SetWriteDeadline(time.Now())
+		}
+	})
+	wg.Wait()
+	stop()
+	r := Result{Streams: len(conns)}
+	for _, c := range conns {
+		cc, retrans, err := socketFacts(c)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		r.CC = append(r.CC, cc)
+		r.Retransmits += retrans
+		c.CloseWrite()
+	}
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	return r, errors.Join(errs...)
+}
+
+// SetCC sets an accepted connection's congestion control (the sending end of a pull).
+func SetCC(c *net.TCPConn, cc string) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return setCC(rc, cc)
+}

@@ -1,0 +1,112 @@
+package tcpbench
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run streams n connections over loopback for d with congestion control cc, the way the bench
+// does: the listener checks tokens, the receiver counts.
+func run(t *testing.T, n int, cc string, d time.Duration) (sent, got Result) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := NewToken()
+	ctx := context.Background()
+	accepted := make(chan []*net.TCPConn, 1)
+	go func() {
+		conns, err := Accept(ctx, ln, n, token, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- conns
+	}()
+	// Someone else's connection first: wrong token, never counted, never holds a slot.
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Write([]byte(strings.Repeat("x", TokenLen)))
+		defer c.Close()
+	}
+	conns, err := Dial(ctx, ln.Addr().String(), n, cc, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Close(conns)
+	server := <-accepted
+	defer Close(server)
+	if len(server) != n {
+		t.Fatalf("accepted %d streams, want %d", len(server), n)
+	}
+	recv := make(chan Result, 1)
+	go func() {
+		r, err := Receive(ctx, server, time.Now().Add(d+10*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		recv <- r
+	}()
+	sent, err = Send(ctx, conns, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sent, <-recv
+}
+
+// TestStreamsUseTheirCongestionControl: every sending socket really used the congestion control
+// the row names, read back from the kernel, and the receiver counted the streams' bytes.
+func TestStreamsUseTheirCongestionControl(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("congestion control choice is Linux only")
+	}
+	for _, cc := range []string{"cubic", "bbr", ""} {
+		if err := CheckCC(cc); err != nil {
+			t.Logf("%s: %v", cc, err)
+			continue
+		}
+		sent, got := run(t, 2, cc, 300*time.Millisecond)
+		want := cc
+		if want == "" {
+			want = Default()
+		}
+		if len(sent.CC) != 2 || slices.ContainsFunc(sent.CC, func(s string) bool { return s != want }) {
+			t.Errorf("asked for %q: sockets used %v, want %s", cc, sent.CC, want)
+		}
+		if got.Streams != 2 || got.Bytes <= 0 || got.Seconds <= 0 || got.Mbps() <= 0 {
+			t.Errorf("%s: receiver counted %+v", cc, got)
+		}
+	}
+}
+
+func TestCheckCC(t *testing.T) {
+	if err := CheckCC("no_such_cc"); err == nil || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") && !strings.Contains(err.Error(), "lists no") {
+		t.Errorf("missing algorithm: %v", err)
+	}
+	if err := CheckCC("bbr; rm -rf"); err == nil || !strings.Contains(err.Error(), "not a TCP congestion control name") {
+		t.Errorf("bad name: %v", err)
+	}
+	if err := CheckCC(""); err != nil {
+		t.Errorf("default: %v", err)
+	}
+}
+
+// A listener that gets only strangers gives up at its deadline and says how many came.
+func TestAcceptTimesOut(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Write(make([]byte, TokenLen))
+		defer c.Close()
+	}
+	_, err = Accept(context.Background(), ln, 1, NewToken(), 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "0 of 1 bench streams") {
+		t.Errorf("got %v", err)
+	}
+}

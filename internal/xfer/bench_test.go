@@ -1,0 +1,78 @@
+package xfer
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// benchEnv is an in-process bench peer whose TCP listener is on loopback.
+func benchEnv(t *testing.T) (*BenchPeer, *env) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.sshConn = "127.0.0.1 50000 127.0.0.1 22"
+	b, err := OpenBench(context.Background(), e.options(), "bench-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, e
+}
+
+// TestBenchTCP runs the bench's TCP rows against an in-process peer, both directions: the
+// receiver counts, and the sending sockets used the congestion control asked for.
+func TestBenchTCP(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("congestion control choice is Linux only")
+	}
+	b, _ := benchEnv(t)
+	if b.Facts.Cores <= 0 || b.Facts.Go == "" || b.Addr.String() != "127.0.0.1" {
+		t.Fatalf("peer facts %+v at %s", b.Facts, b.Addr)
+	}
+	ctx := context.Background()
+	for _, tt := range []TCPTest{{Streams: 1, CC: "cubic", Seconds: 1}, {Streams: 2, CC: "cubic", Seconds: 1, PeerSends: true}} {
+		r, err := b.TCP(ctx, tt)
+		if err != nil {
+			t.Fatalf("%+v: %v", tt, err)
+		}
+		if r.Streams != tt.Streams || r.Bytes <= 0 || r.Seconds <= 0 || len(r.CC) != tt.Streams || slices.ContainsFunc(r.CC, func(s string) bool { return s != "cubic" }) {
+			t.Errorf("%+v: result %+v", tt, r)
+		}
+	}
+	f, err := b.HostFacts(ctx)
+	if err != nil || f.Cores <= 0 {
+		t.Errorf("fresh facts %+v: %v", f, err)
+	}
+}
+
+// TestBenchRefusals: a peer refuses tests beyond its limits and congestion controls its kernel
+// lacks, with the reason, and stays for the next test.
+func TestBenchRefusals(t *testing.T) {
+	b, _ := benchEnv(t)
+	ctx := context.Background()
+	// The client checks its own request first; send a bad one as a hostile client would.
+	b.c.ctl.Send(Msg{T: "tcp", TCPTest: &TCPTest{Streams: 1000, Seconds: 1}})
+	if _, err := b.c.ctl.Expect(ctx, "listen", PeerIdle); !IsRemote(err) || !strings.Contains(err.Error(), "1000 streams") {
+		t.Errorf("1000 streams: %v", err)
+	}
+	_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc", PeerSends: true})
+	if !IsRemote(err) || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
+		t.Errorf("missing algorithm: %v", err)
+	}
+	if _, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc"}); err == nil || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
+		t.Errorf("missing algorithm, this end: %v", err)
+	}
+	if _, err := b.TCP(ctx, TCPTest{Streams: tcpbench.MaxStreams + 1, Seconds: 1}); !errors.Is(err, ErrProtocol) {
+		t.Errorf("too many streams, this end: %v", err)
+	}
+	if runtime.GOOS == "linux" {
+		if r, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1}); err != nil || r.Bytes <= 0 {
+			t.Errorf("a good test after refusals: %+v, %v", r, err)
+		}
+	}
+}

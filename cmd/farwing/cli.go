@@ -21,12 +21,13 @@ const usage = `farwing — fast file copy over long, lossy networks
 Usage:
   farwing copy [flags] SRC... [user@]host:DST     push local files to a host
   farwing copy [flags] [user@]host:SRC... DST     pull files from a host
-  farwing bench [user@]host [--size 5G]           compare with TCP, HTTP and scp (not yet)
+  farwing bench [flags] [user@]host               compare with TCP and scp on the path to host
+  farwing bench --lab [flags]                     the same through the built-in emulated WAN (root)
   farwing lab [flags] -- COMMAND                  run COMMAND through an emulated WAN (root)
   farwing version
   farwing serve                                   the remote peer (started over ssh)
 
-Run 'farwing copy --help' for the copy flags.
+Run 'farwing copy --help' and 'farwing bench --help' for their flags.
 
 Exit status:
   0 success; 1 other failure; 2 bad command line; 3 source missing or unreadable;
@@ -51,8 +52,7 @@ func run(args []string) int {
 	case "serve":
 		return cmdServe(ctx, args[1:])
 	case "bench":
-		fmt.Fprintln(stderr, "farwing bench: not yet implemented; see the issue tracker")
-		return xfer.ExitFail
+		return cmdBench(ctx, args[1:])
 	case "lab":
 		return cmdLab(ctx, args[1:])
 	case "version", "--version":

@@ -5,11 +5,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/zeebo/blake3"
+
+	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/tcpbench"
@@ -23,6 +30,9 @@ type BenchPeer struct {
 	// Uploaded says whether starting it installed the peer (a first contact).
 	Uploaded bool
 	Facts    hostinfo.Facts // as it reported them when it started
+	// Dir is the directory on the host where the copy rows put their files (the peer removes it
+	// when the bench ends).
+	Dir string
 }
 
 // OpenBench starts the bench's remote peer on host.
@@ -37,10 +47,16 @@ func OpenBench(ctx context.Context, o Options, host string) (*BenchPeer, error) 
 		b.Close()
 		return nil, err
 	}
-	if b.Facts, err = b.facts(PeerIdle); err != nil {
+	m, err := c.ctl.Expect(c.ctx, "facts", PeerIdle)
+	if err == nil && (m.Facts == nil || !strings.HasPrefix(m.Dest, "/") || fcopy.ValidName(strings.TrimPrefix(m.Dest, "/")) != nil) {
+		err = fmt.Errorf("%w: the bench peer's first message has no facts or no directory (%s)", ErrProtocol, escape.Quote(m.Dest))
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}
+	b.Facts, b.Dir = *m.Facts, m.Dest
+	b.Facts.Clean()
 	return b, nil
 }
 
@@ -136,6 +152,113 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest) (tcpbench.Result, error)
 	}
 	local.Bytes, local.Seconds = r.Bytes, r.Seconds
 	return local, nil
+}
+
+// Check asks the peer for the BLAKE3 (hex) of the copy rows' file name in Dir, which it then
+// removes.
+func (b *BenchPeer) Check(ctx context.Context, name string) (string, error) {
+	if err := b.c.ctl.Send(Msg{T: "check", Name: name}); err != nil {
+		return "", err
+	}
+	m, err := b.c.ctl.Expect(ctx, "checked", 0)
+	if err != nil {
+		return "", err
+	}
+	if len(m.Sum) != 64 {
+		return "", fmt.Errorf("%w: a digest of %d hex digits", ErrProtocol, len(m.Sum))
+	}
+	if _, err := hex.DecodeString(m.Sum); err != nil {
+		return "", fmt.Errorf("%w: a digest that is not hex", ErrProtocol)
+	}
+	return m.Sum, nil
+}
+
+// HTTP is the HTTP row: the peer serves a random file of size bytes (made once per bench) to one
+// GET over a single TCP stream with the kernel's default congestion control; this end writes it
+// to dst, hashing it as it arrives. It returns the time from the GET to the checked file, and an
+// error for a file that did not arrive whole within limit (ErrStalled) or arrived wrong.
+func (b *BenchPeer) HTTP(ctx context.Context, size int64, dst string, limit time.Duration) (time.Duration, []string, error) {
+	if err := b.c.ctl.Send(Msg{T: "http", Size: size}); err != nil {
+		return 0, nil, err
+	}
+	// The peer makes the file first (once per bench): allow 20 MB/s.
+	m, err := b.c.ctl.Expect(ctx, "listen", PeerIdle+time.Duration(size/20e6)*time.Second)
+	if err != nil {
+		return 0, nil, err
+	}
+	if m.Port < 1 || m.Port > 65535 || len(m.Token) != 2*tcpbench.TokenLen || len(m.Sum) != 64 {
+		return 0, nil, fmt.Errorf("%w: the peer's HTTP server is port %d, path of %d bytes, digest of %d", ErrProtocol, m.Port, len(m.Token), len(m.Sum))
+	}
+	if _, err := hex.DecodeString(m.Token + m.Sum); err != nil {
+		return 0, nil, fmt.Errorf("%w: the peer's HTTP path or digest is not hex", ErrProtocol)
+	}
+	url := "http://" + net.JoinHostPort(b.Addr.String(), strconv.Itoa(m.Port)) + "/" + m.Token
+	el, err := getChecked(ctx, url, dst, size, m.Sum, limit)
+	if serr := b.c.ctl.Send(Msg{T: "http-stop"}); serr == nil {
+		_, serr = b.c.ctl.Expect(ctx, "http-stopped", PeerIdle)
+		if err == nil {
+			err = serr
+		}
+	}
+	return el, []string{"GET", url}, err
+}
+
+// ErrStalled: a bench copy that did not produce a checked file within its limit.
+var ErrStalled = errors.New("no checked file within the time limit")
+
+func getChecked(ctx context.Context, url, dst string, size int64, sum string, limit time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	// No proxy: the bench measures the path to the host, nothing in between.
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		err = fmt.Errorf("HTTP GET: %s", resp.Status)
+	}
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return 0, ErrStalled
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(dst)
+	h := blake3.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, size+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	el := time.Since(start)
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return el, ErrStalled
+	case err != nil:
+		return el, err
+	case n != size:
+		return el, fmt.Errorf("HTTP GET brought %d bytes of %d", n, size)
+	case hex.EncodeToString(h.Sum(nil)) != sum:
+		return el, fmt.Errorf("the HTTP copy's BLAKE3 differs from the file's")
+	}
+	return el, nil
+}
+
+// Uncache removes the peer's build from the remote cache, so that the next copy installs it.
+func (b *BenchPeer) Uncache(ctx context.Context) error {
+	if err := b.c.ctl.Send(Msg{T: "uncache"}); err != nil {
+		return err
+	}
+	_, err := b.c.ctl.Expect(ctx, "uncached", PeerIdle)
+	return err
 }
 
 // Close says bye and stops the peer.

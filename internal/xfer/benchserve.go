@@ -2,14 +2,24 @@ package xfer
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/zeebo/blake3"
+
+	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/tcpbench"
@@ -56,7 +66,15 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 		f := hostinfo.Gather(client, sshdVersion(), Version)
 		return &f
 	}
-	if err := ctl.Send(Msg{T: "facts", Facts: facts()}); err != nil {
+	// The copy rows' destination: a directory of its own next to the peer's cache (on a disk,
+	// where /tmp may be memory), removed when the bench ends; one left by a killed bench is
+	// removed by the next.
+	dir, err := benchDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := ctl.Send(Msg{T: "facts", Facts: facts(), Dest: dir}); err != nil {
 		return err
 	}
 	for {
@@ -85,6 +103,41 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				continue
 			}
 			if err := ctl.Send(Msg{T: "tcp-done", TCPResult: &r}); err != nil {
+				return err
+			}
+		case "check":
+			// A copy row's file: its digest, then it goes. Only a plain name in the bench's own
+			// directory; nothing else on this host is looked at.
+			sum, err := checkBenchFile(dir, m.Name)
+			if err != nil {
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := ctl.Send(Msg{T: "checked", Sum: sum}); err != nil {
+				return err
+			}
+		case "http":
+			if err := serveHTTP(ctx, ctl, bind, dir, m.Size); err != nil {
+				var re *RemoteError
+				if errors.As(err, &re) || ctx.Err() != nil {
+					return err
+				}
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail}); err != nil {
+					return err
+				}
+			}
+		case "uncache":
+			// The "first copy" row: this build leaves the remote cache, so the next copy installs
+			// it again. The running peer keeps its (now unlinked) executable.
+			if err := uncache(); err != nil {
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := ctl.Send(Msg{T: "uncached"}); err != nil {
 				return err
 			}
 		default:
@@ -136,4 +189,141 @@ func sshdVersion() []string {
 		}
 	}
 	return []string{"ssh", "-V"}
+}
+
+// benchDir makes the bench's directory, ~/.cache/farwing/bench-PID-*, after removing those of
+// benches whose process is gone.
+func benchDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	base = filepath.Join(base, "farwing")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", err
+	}
+	old, _ := filepath.Glob(filepath.Join(base, "bench-*"))
+	for _, d := range old {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "bench-"), "-")
+		if n, err := strconv.Atoi(pid); err == nil && n > 0 && syscall.Kill(n, 0) == syscall.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
+	return os.MkdirTemp(base, fmt.Sprintf("bench-%d-", os.Getpid()))
+}
+
+// checkBenchFile returns the BLAKE3 of dir/name (hex) and removes it.
+func checkBenchFile(dir, name string) (string, error) {
+	if err := fcopy.ValidName(name); err != nil || strings.Contains(name, "/") {
+		return "", fmt.Errorf("%w: the bench checks files of its own directory only, not %s", ErrProtocol, escape.Quote(name))
+	}
+	p := filepath.Join(dir, name)
+	f, err := os.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("bench file %s: %w", escape.Quote(name), err)
+	}
+	defer os.Remove(p)
+	defer f.Close()
+	h := blake3.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// uncache removes this executable when it is the bootstrap's cached copy.
+func uncache() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(filepath.Join(cache, "farwing"), exe); err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("the remote farwing (%s) is not in the cache %s; a first copy cannot be measured", exe, filepath.Join(cache, "farwing"))
+	}
+	return os.Remove(exe)
+}
+
+// maxHTTPSize bounds the HTTP row's file.
+const maxHTTPSize = 1 << 40
+
+// serveHTTP serves the HTTP row's file (made once per bench: size random bytes in dir) to one
+// GET of a random path on an ephemeral port of bind, until the client says http-stop.
+func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) error {
+	if size < 1 || size > maxHTTPSize {
+		return fmt.Errorf("%w: an HTTP file of %d bytes", ErrProtocol, size)
+	}
+	name := filepath.Join(dir, "http-source")
+	sum, err := httpSource(name, size)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return err
+	}
+	token := hex.EncodeToString(tcpbench.NewToken())
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/"+token || r.Method != http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			http.Error(w, "gone", http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		http.ServeContent(w, r, "", time.Time{}, f)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	if err := ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
+		return err
+	}
+	if _, err := ctl.Expect(ctx, "http-stop", benchIdle); err != nil {
+		return err
+	}
+	srv.Close()
+	return ctl.Send(Msg{T: "http-stopped"})
+}
+
+// httpSource makes the HTTP row's file of size random bytes at name, unless it is there, and
+// returns its BLAKE3 (hex).
+func httpSource(name string, size int64) (string, error) {
+	if st, err := os.Stat(name + ".sum"); err == nil && st.Size() == 64 {
+		if fst, err := os.Stat(name); err == nil && fst.Size() == size {
+			b, err := os.ReadFile(name + ".sum")
+			return string(b), err
+		}
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(name), &fs); err == nil && uint64(size) > fs.Bavail*uint64(fs.Bsize) {
+		return "", fmt.Errorf("the HTTP row's %d-byte file does not fit on the host's disk (%d bytes free)", size, fs.Bavail*uint64(fs.Bsize))
+	}
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", err
+	}
+	h := blake3.New()
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		n := int(min(left, int64(len(buf))))
+		rand.Read(buf[:n])
+		h.Write(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			os.Remove(name)
+			return "", err
+		}
+		left -= int64(n)
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	return sum, os.WriteFile(name+".sum", []byte(sum), 0o600)
 }

@@ -71,6 +71,8 @@ type Msg struct {
 	Port      int              `json:"port,omitempty"`
 	Token     string           `json:"token,omitempty"`
 	TCPResult *tcpbench.Result `json:"tcp_result,omitempty"`
+	Name      string           `json:"name,omitempty"` // "check": a file of the bench's directory (facts' dest)
+	Size      int64            `json:"size,omitempty"` // "http": the HTTP row's file size
 
 	// error
 	Err  string `json:"err,omitempty"`

@@ -1,0 +1,538 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/units"
+	"github.com/farwing/farwing/internal/xfer"
+)
+
+// Schema is the ledger's version; it changes when a field changes meaning.
+const Schema = 1
+
+// Config is one bench: what to measure, on which path, how often.
+type Config struct {
+	Host     string       // [user@]host, as for farwing copy
+	Options  xfer.Options // ssh settings for the bench peer (and Start, Lanes in tests)
+	SSHArgs  []string     // the ssh flags as given (-F, -i, -P, -o, -J), for the copy commands
+	Farwing  string       // the farwing executable the copy rows run
+	SCP      string       // the scp program ("scp")
+	Size     int64        // copy rows' file size
+	Runs     int
+	Duration time.Duration // each throughput run
+	Limit    time.Duration // each copy run
+	Rows     []Row
+	Pull     bool // measure host → this end
+	Levels   []Level
+	Argv     []string // the bench's own command line, for the ledger
+	// Progress receives a line as each run starts and ends (nil: none).
+	Progress func(line string, final bool)
+	// Env is added to the environment of the copy commands (tests, the lab).
+	Env []string
+}
+
+// Level is one condition of the path: the lab's loss level, or the path as it is.
+type Level struct {
+	Name string
+	Set  func(context.Context) error // nil: nothing to set
+}
+
+// Ledger is the bench's evidence: every sample and the facts needed to audit the table.
+type Ledger struct {
+	Schema    int            `json:"schema"`
+	Complete  bool           `json:"complete"` // false: interrupted, or ended by an error (Error)
+	Error     string         `json:"error,omitempty"`
+	Argv      []string       `json:"argv"`
+	Started   time.Time      `json:"started"`
+	Ended     time.Time      `json:"ended"`
+	Host      string         `json:"host"`
+	Direction string         `json:"direction"` // push (this end sends) or pull
+	Size      int64          `json:"size"`
+	Runs      int            `json:"runs"`
+	Duration  float64        `json:"duration_seconds"`
+	Limit     float64        `json:"limit_seconds"`
+	Rows      []string       `json:"rows"`
+	Client    hostinfo.Facts `json:"client"`
+	Server    hostinfo.Facts `json:"server"`
+	Levels    []LevelFacts   `json:"levels"`
+	Samples   []Sample       `json:"samples"`
+}
+
+// LevelFacts are what Farwing measured of the path at a level, and the caveats under its tables.
+type LevelFacts struct {
+	Name        string   `json:"name"`
+	MinRTTms    float64  `json:"min_rtt_ms,omitempty"`
+	CapacityBps float64  `json:"capacity_bps,omitempty"` // Farwing's packet-train estimate
+	RandomLoss  float64  `json:"random_loss,omitempty"`  // the loss Farwing's rate controller measured
+	Notes       []string `json:"notes,omitempty"`
+	Argv        []string `json:"argv,omitempty"` // the bench command that measured the level (--lab)
+}
+
+// Run measures every row at every level, Runs times, and returns the ledger (also when it ends
+// early: Complete says whether it did not).
+func Run(ctx context.Context, cfg Config) *Ledger {
+	l := &Ledger{Schema: Schema, Argv: cfg.Argv, Started: time.Now().UTC(), Host: cfg.Host, Direction: "push",
+		Size: cfg.Size, Runs: cfg.Runs, Duration: cfg.Duration.Seconds(), Limit: cfg.Limit.Seconds()}
+	if cfg.Pull {
+		l.Direction = "pull"
+	}
+	for _, r := range cfg.Rows {
+		l.Rows = append(l.Rows, TableName(r.Kind)+":"+r.ID)
+	}
+	err := run(ctx, cfg, l)
+	l.Ended = time.Now().UTC()
+	switch {
+	case ctx.Err() != nil:
+		l.Error = "interrupted"
+	case err != nil:
+		l.Error = escape.Text(err.Error())
+	default:
+		l.Complete = true
+	}
+	return l
+}
+
+type runner struct {
+	cfg  Config
+	l    *Ledger
+	peer *xfer.BenchPeer
+	dir  string // this end's temporary directory
+	src  string // the copy rows' random file
+	sum  string // its BLAKE3
+}
+
+func run(ctx context.Context, cfg Config, l *Ledger) error {
+	peer, err := xfer.OpenBench(ctx, cfg.Options, cfg.Host)
+	if err != nil {
+		return err
+	}
+	defer peer.Close()
+	r := &runner{cfg: cfg, l: l, peer: peer}
+	l.Server = peer.Facts
+	l.Client = hostinfo.Gather(peer.Addr, []string{"ssh", "-V"}, xfer.Version)
+	if r.dir, err = os.MkdirTemp("", "farwing-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(r.dir)
+	for _, lv := range cfg.Levels {
+		if lv.Set != nil {
+			if err := lv.Set(ctx); err != nil {
+				return fmt.Errorf("level %s: %w", lv.Name, err)
+			}
+		}
+		l.Levels = append(l.Levels, LevelFacts{Name: lv.Name})
+		for _, row := range runOrder(cfg.Rows) {
+			if err := r.row(ctx, lv.Name, row); err != nil {
+				return err
+			}
+		}
+		r.notes(len(l.Levels) - 1)
+	}
+	return nil
+}
+
+// runOrder is the order rows are measured in at a level: the TCP rows before Farwing's
+// throughput row, which sizes its first run from what they reached; the rest as listed.
+func runOrder(rows []Row) []Row {
+	var tcp, rest []Row
+	for _, r := range rows {
+		if _, ok := tcpRows[r.ID]; ok && r.Kind == Throughput {
+			tcp = append(tcp, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return append(tcp, rest...)
+}
+
+// row runs one row's runs at a level; after a stall the remaining runs are skipped.
+func (r *runner) row(ctx context.Context, level string, row Row) error {
+	var runs []Sample
+	for i := 1; i <= r.cfg.Runs; i++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s := Sample{Row: row.ID, Table: TableName(row.Kind), Level: level, Run: i}
+		if SkipRest(runs) {
+			s.Outcome = Skipped
+		} else {
+			s.Detail = map[string]any{"load_client": hostinfo.Load()}
+			if f, err := r.peer.HostFacts(ctx); err == nil {
+				s.Detail["load_server"] = f.Load
+			}
+			r.progress(fmt.Sprintf("[%s] %s %s run %d/%d", level, TableName(row.Kind), row.ID, i, r.cfg.Runs), false)
+			s.Start = time.Now().UTC()
+			r.measure(ctx, row, &s)
+			s.End = time.Now().UTC()
+			r.progress(fmt.Sprintf("[%s] %s %s run %d/%d: %s", level, TableName(row.Kind), row.ID, i, r.cfg.Runs, s.text(row.Kind)), true)
+		}
+		runs = append(runs, s)
+		r.l.Samples = append(r.l.Samples, s)
+		if s.Outcome == Unavailable {
+			break // the same reason holds for every run
+		}
+	}
+	return ctx.Err()
+}
+
+func (s Sample) text(k Kind) string {
+	switch {
+	case s.Outcome != OK && s.Error != "":
+		return string(s.Outcome) + ": " + s.Error
+	case s.Outcome != OK:
+		return string(s.Outcome)
+	case k == Copy:
+		return fmt.Sprintf("%.2f s", s.Seconds)
+	}
+	return fmt.Sprintf("%.1f Mbit/s", s.Mbps)
+}
+
+func (r *runner) progress(line string, final bool) {
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(line, final)
+	}
+}
+
+// tcpRows are the TCP throughput rows: streams and congestion control ("" is the default).
+var tcpRows = map[string]struct {
+	streams int
+	cc      string
+}{"tcp": {1, ""}, "tcp-cubic": {1, "cubic"}, "tcp-bbr": {1, "bbr"}, "tcp-8bbr": {8, "bbr"}}
+
+func (r *runner) measure(ctx context.Context, row Row, s *Sample) {
+	switch {
+	case row.Kind == Throughput && row.ID == "farwing":
+		r.farwingStream(ctx, s)
+	case row.Kind == Throughput:
+		t := tcpRows[row.ID]
+		r.tcp(ctx, t.streams, t.cc, s)
+	case row.ID == "farwing":
+		r.farwingCopy(ctx, s, false)
+	case row.ID == "farwing-first":
+		r.farwingCopy(ctx, s, true)
+	case row.ID == "scp":
+		r.scp(ctx, s)
+	case row.ID == "http":
+		r.http(ctx, s)
+	default:
+		s.Outcome, s.Error = Unavailable, "this build does not measure the "+row.ID+" row yet"
+	}
+}
+
+func (r *runner) tcp(ctx context.Context, streams int, cc string, s *Sample) {
+	secs := max(1, int(r.cfg.Duration.Round(time.Second)/time.Second))
+	t := xfer.TCPTest{Streams: streams, CC: cc, Seconds: secs, PeerSends: r.cfg.Pull}
+	s.Detail["streams"], s.Detail["cc_asked"] = streams, cc
+	res, err := r.peer.TCP(ctx, t)
+	if err != nil {
+		s.Outcome, s.Error = Failed, escape.Text(err.Error())
+		if strings.Contains(err.Error(), "lacks tcp_") {
+			s.Outcome = Unavailable
+		}
+		return
+	}
+	s.Outcome, s.Mbps = OK, res.Mbps()
+	s.Detail["bytes"], s.Detail["receiver_seconds"] = res.Bytes, res.Seconds
+	s.Detail["cc_used"], s.Detail["retransmits"] = res.CC, res.Retransmits
+	// The row names what the kernel used: a socket that got another algorithm fails the run.
+	for _, used := range res.CC {
+		if cc != "" && used != cc {
+			s.Outcome, s.Error = Failed, fmt.Sprintf("asked for %s, the kernel used %s", cc, escape.Text(used))
+		}
+	}
+}
+
+// farwingStream is the Farwing throughput row: a --sink copy (verified, discarded) of a sparse
+// file sized to last about Duration at the rate seen before (the previous run, or the TCP rows),
+// so no disk is involved at either end; the figure is the data phase's goodput.
+func (r *runner) farwingStream(ctx context.Context, s *Sample) {
+	est := 200e6
+	for _, p := range r.l.Samples {
+		if p.Level == s.Level && p.Outcome == OK && p.Table == "throughput" {
+			if p.Row == "farwing" {
+				est = p.Mbps * 1e6 // the latest Farwing run wins
+			} else if p.Mbps*1.25e6 > est {
+				est = p.Mbps * 1.25e6
+			}
+		}
+	}
+	size := min(max(int64(est/8*r.cfg.Duration.Seconds()), 16<<20), 1<<40)
+	src := filepath.Join(r.dir, "stream")
+	if err := sparse(src, size); err != nil {
+		s.Outcome, s.Error = Failed, err.Error()
+		return
+	}
+	defer os.Remove(src)
+	s.Detail["size"] = size
+	var res map[string]any
+	var err error
+	if r.cfg.Pull {
+		s.Outcome, s.Error = Unavailable, "this build measures the Farwing throughput row in the push direction only"
+		return
+	}
+	res, _, err = r.farwing(ctx, r.cfg.Limit, "--sink", src, r.cfg.Host+":", s)
+	if err != nil {
+		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
+		return
+	}
+	s.Outcome = OK
+	s.Mbps, _ = res["goodput_bps"].(float64)
+	s.Mbps /= 1e6
+	r.pathFacts(s.Level, res)
+}
+
+// farwing runs `farwing copy --json -q` with the bench's ssh flags and returns its JSON summary.
+func (r *runner) farwing(ctx context.Context, limit time.Duration, args ...any) (map[string]any, time.Duration, error) {
+	var s *Sample
+	argv := []string{r.cfg.Farwing, "copy", "--json", "-q"}
+	argv = append(argv, r.cfg.SSHArgs...)
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			argv = append(argv, v)
+		case *Sample:
+			s = v
+		}
+	}
+	out, el, err := r.command(ctx, limit, argv, s)
+	var res map[string]any
+	if jerr := json.Unmarshal(out, &res); jerr != nil && err == nil {
+		err = fmt.Errorf("farwing copy printed no summary: %v", jerr)
+	}
+	if err == nil && res["error"] != nil {
+		err = fmt.Errorf("%v", res["error"])
+	}
+	if s != nil && res != nil {
+		for _, k := range []string{"seconds", "data_seconds", "goodput_bps", "wire_bytes", "wire_ratio", "retransmitted", "parity_sent",
+			"datagrams_sent", "rx_dropped", "cc", "probe_bps", "rtt_ms", "peer_uploaded", "max_rss_bytes", "peer_max_rss_bytes",
+			"cpu_seconds", "peer_cpu_seconds", "drops", "peer_drops", "blake3"} {
+			if v, ok := res[k]; ok {
+				s.Detail[k] = v
+			}
+		}
+	}
+	return res, el, err
+}
+
+// command runs argv within limit, records it in the sample, and returns its stdout.
+func (r *runner) command(ctx context.Context, limit time.Duration, argv []string, s *Sample) ([]byte, time.Duration, error) {
+	if s != nil {
+		s.Commands = append(s.Commands, argv)
+	}
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	cmd.WaitDelay = 5 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
+	start := time.Now()
+	out, err := cmd.Output()
+	el := time.Since(start)
+	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return out, el, xfer.ErrStalled
+	}
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndex(msg, "\n"); i >= 0 {
+			msg = msg[i+1:]
+		}
+		return out, el, fmt.Errorf("%s: %v: %s", filepath.Base(argv[0]), err, msg)
+	}
+	return out, el, nil
+}
+
+func outcome(ctx context.Context, err error) Outcome {
+	if errors.Is(err, xfer.ErrStalled) && ctx.Err() == nil {
+		return Stalled
+	}
+	return Failed
+}
+
+// limitWriter keeps the first n bytes written to it.
+type limitWriter struct {
+	w io.Writer
+	n int
+}
+
+func (w *limitWriter) Write(b []byte) (int, error) {
+	if w.n > 0 {
+		k := min(len(b), w.n)
+		w.w.Write(b[:k])
+		w.n -= k
+	}
+	return len(b), nil
+}
+
+// farwingCopy is a copy row: the random file to the bench's directory on the host, timed from
+// the start of the command to its end (farwing verifies end to end before it exits), then
+// checked again by the peer, independently. first: this build is removed from the remote cache
+// before, so the time includes installing it.
+func (r *runner) farwingCopy(ctx context.Context, s *Sample, first bool) {
+	if r.cfg.Pull {
+		s.Outcome, s.Error = Unavailable, "this build measures copy rows in the push direction only"
+		return
+	}
+	if err := r.source(); err != nil {
+		s.Outcome, s.Error = Failed, err.Error()
+		return
+	}
+	if first {
+		if err := r.peer.Uncache(ctx); err != nil {
+			s.Outcome, s.Error = Unavailable, escape.Text(err.Error())
+			return
+		}
+	}
+	name := "copy-" + s.Row
+	_, el, err := r.farwing(ctx, r.cfg.Limit, r.src, r.cfg.Host+":"+r.peer.Dir+"/"+name, s)
+	r.finishCopy(ctx, s, name, el, err)
+}
+
+// scp is the system scp, with the same ssh flags.
+func (r *runner) scp(ctx context.Context, s *Sample) {
+	if r.cfg.Pull {
+		s.Outcome, s.Error = Unavailable, "this build measures copy rows in the push direction only"
+		return
+	}
+	if err := r.source(); err != nil {
+		s.Outcome, s.Error = Failed, err.Error()
+		return
+	}
+	name := "copy-scp"
+	argv := append([]string{r.cfg.SCP, "-q"}, r.cfg.SSHArgs...)
+	argv = append(argv, r.src, r.cfg.Host+":"+r.peer.Dir+"/"+name)
+	_, el, err := r.command(ctx, r.cfg.Limit, argv, s)
+	r.finishCopy(ctx, s, name, el, err)
+}
+
+// http is the HTTP row: one GET of a random file of the copy size from an HTTP server the peer
+// runs for the bench (a single TCP stream, default congestion control), into this end's
+// directory, hashed as it arrives. It runs host → this end whatever the direction: the server is
+// the peer.
+func (r *runner) http(ctx context.Context, s *Sample) {
+	el, cmd, err := r.peer.HTTP(ctx, r.cfg.Size, filepath.Join(r.dir, "http"), r.cfg.Limit)
+	s.Commands = append(s.Commands, cmd)
+	s.Detail["direction"] = "host to this end"
+	if err != nil {
+		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
+		return
+	}
+	s.Outcome, s.Seconds = OK, el.Seconds()
+}
+
+// finishCopy checks a copy row's file at the peer against the source digest: a wrong or missing
+// file is a failed run, never a time.
+func (r *runner) finishCopy(ctx context.Context, s *Sample, name string, el time.Duration, err error) {
+	sum, cerr := r.peer.Check(ctx, name) // also removes it, stalled or not
+	switch {
+	case err != nil:
+		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
+	case cerr != nil:
+		s.Outcome, s.Error = Failed, "the copy's file could not be checked: "+escape.Text(cerr.Error())
+	case sum != r.sum:
+		s.Outcome, s.Error = Failed, fmt.Sprintf("the copy's BLAKE3 is %.16s…, the source's %.16s…", sum, r.sum)
+	default:
+		s.Outcome, s.Seconds = OK, el.Seconds()
+	}
+	s.Detail["blake3_source"], s.Detail["blake3_copy"] = r.sum, sum
+}
+
+// source makes the copy rows' random file once.
+func (r *runner) source() error {
+	if r.src != "" {
+		return nil
+	}
+	p := filepath.Join(r.dir, "random")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	h := blake3.New()
+	buf := make([]byte, 1<<20)
+	for left := r.cfg.Size; left > 0; {
+		n := int(min(left, int64(len(buf))))
+		rand.Read(buf[:n])
+		h.Write(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			return err
+		}
+		left -= int64(n)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	r.src, r.sum = p, hex.EncodeToString(h.Sum(nil))
+	return nil
+}
+
+func sparse(p string, size int64) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// pathFacts keeps what a Farwing run measured of the path (the first run of a level).
+func (r *runner) pathFacts(level string, res map[string]any) {
+	lf := &r.l.Levels[len(r.l.Levels)-1]
+	if lf.Name != level || lf.MinRTTms != 0 {
+		return
+	}
+	lf.CapacityBps, _ = res["probe_bps"].(float64)
+	if cc, ok := res["cc"].(map[string]any); ok {
+		lf.MinRTTms, _ = cc["min_rtt_ms"].(float64)
+		lf.RandomLoss, _ = cc["random_loss"].(float64)
+	}
+}
+
+// notes adds the caveats of a level: where TCP's buffers are below the bandwidth-delay product,
+// a TCP row cannot show the path, and the table must say so.
+func (r *runner) notes(i int) {
+	lf := &r.l.Levels[i]
+	if lf.MinRTTms <= 0 || lf.CapacityBps <= 0 {
+		return
+	}
+	snd, rcv := r.l.Client, r.l.Server
+	if r.cfg.Pull {
+		snd, rcv = rcv, snd
+	}
+	buf := min(snd.TCP.Wmem[2], rcv.TCP.Rmem[2])
+	if buf <= 0 {
+		return
+	}
+	rtt := lf.MinRTTms / 1e3
+	bdp := lf.CapacityBps / 8 * rtt
+	if float64(buf) >= bdp {
+		return
+	}
+	which := []string{}
+	if snd.TCP.Wmem[2] < int64(bdp) {
+		which = append(which, fmt.Sprintf("net.ipv4.tcp_wmem on the sender (max %s)", units.Size(snd.TCP.Wmem[2])))
+	}
+	if rcv.TCP.Rmem[2] < int64(bdp) {
+		which = append(which, fmt.Sprintf("net.ipv4.tcp_rmem on the receiver (max %s)", units.Size(rcv.TCP.Rmem[2])))
+	}
+	lf.Notes = append(lf.Notes, fmt.Sprintf("TCP limited by buffers to %s (the path's bandwidth-delay product is %s): raise %s",
+		units.Rate(float64(buf)*8/rtt), units.Size(int64(bdp)), strings.Join(which, " and ")))
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/farwing/farwing/bench"
+	"github.com/farwing/farwing/bench/lab"
+	"github.com/farwing/farwing/bench/lab/labcli"
+	"github.com/farwing/farwing/bench/lab/sshlab"
+	"github.com/farwing/farwing/internal/units"
+	"github.com/farwing/farwing/internal/xfer"
+)
+
+// benchOptions are farwing bench's flags.
+type benchOptions struct {
+	size, rows, jsonFile   string
+	runs                   int
+	duration, limit        time.Duration
+	pull, quiet            bool
+	lab                    bool
+	labRate, labLoss       string
+	labRTT                 time.Duration
+	level                  string // the level's name in the tables (set by --lab for each level)
+	ssh                    sshFlags
+	sizeBytes              int64
+	selected               []bench.Row
+	labRateBps             float64
+	labLosses              []float64
+	labLossNames, sshGiven []string
+}
+
+func (b *benchOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&b.size, "size", "5G", "size of the copy rows' random file")
+	fs.IntVar(&b.runs, "runs", 3, "runs of each row at each level (the median is shown, with the fastest and slowest)")
+	fs.DurationVar(&b.duration, "duration", 20*time.Second, "length of each throughput run")
+	fs.DurationVar(&b.limit, "limit", 5*time.Minute, "time limit of each copy run: a copy not checked by then stalled")
+	fs.StringVar(&b.rows, "rows", "", "rows to measure, comma separated (default all): farwing, tcp-8bbr, tcp-bbr, tcp-cubic, tcp, farwing-first, http, scp")
+	fs.BoolVar(&b.pull, "pull", false, "measure from the host to this one (default: this one to the host)")
+	fs.StringVar(&b.jsonFile, "json", "", "write the evidence ledger (every sample, command, host and path fact) to this file")
+	fs.BoolVarP(&b.quiet, "quiet", "q", false, "no progress lines")
+	fs.BoolVar(&b.lab, "lab", false, "run against the built-in emulated WAN on this machine (root, Linux), one level per --lab-loss")
+	fs.StringVar(&b.labRate, "lab-rate", "400M", "the lab's rate each way (IP bytes)")
+	fs.DurationVar(&b.labRTT, "lab-rtt", 140*time.Millisecond, "the lab's round trip")
+	fs.StringVar(&b.labLoss, "lab-loss", "0,0.1%,1%,3%", "the lab's random loss levels, each way")
+	fs.StringVar(&b.level, "level", "", "name of the path in the tables (default: the host)")
+	fs.MarkHidden("level")
+	b.ssh.register(fs)
+}
+
+func (b *benchOptions) check() error {
+	var err error
+	if b.sizeBytes, err = units.ParseSize(b.size); err != nil || b.sizeBytes <= 0 {
+		return fmt.Errorf("--size %q: want a size such as 256M or 5G", b.size)
+	}
+	if b.runs < 1 || b.runs > 100 {
+		return fmt.Errorf("--runs must be 1..100")
+	}
+	if b.duration < time.Second || b.duration > 300*time.Second {
+		return fmt.Errorf("--duration must be 1s..300s")
+	}
+	if b.limit < time.Second {
+		return fmt.Errorf("--limit must be at least 1s")
+	}
+	if b.selected, err = bench.SelectRows(b.rows); err != nil {
+		return err
+	}
+	if b.lab {
+		if b.labRateBps, err = labcli.ParseRate(b.labRate); err != nil {
+			return fmt.Errorf("--lab-rate: %v", err)
+		}
+		for _, f := range strings.Split(b.labLoss, ",") {
+			loss, err := labcli.ParseLoss(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("--lab-loss: %v", err)
+			}
+			b.labLosses = append(b.labLosses, loss)
+			b.labLossNames = append(b.labLossNames, lossName(loss))
+		}
+	}
+	return nil
+}
+
+// lossName is a loss level as the published table names it.
+func lossName(loss float64) string {
+	if loss == 0 {
+		return "None"
+	}
+	return strconv.FormatFloat(loss*100, 'g', 3, 64) + "%"
+}
+
+// sshArgs are the ssh flags as farwing copy and scp take them.
+func (f *sshFlags) args() []string {
+	var a []string
+	if f.config != "" {
+		a = append(a, "-F", f.config)
+	}
+	if f.identity != "" {
+		a = append(a, "-i", f.identity)
+	}
+	if f.port != 0 {
+		a = append(a, "-P", fmt.Sprint(f.port))
+	}
+	for _, o := range f.options {
+		a = append(a, "-o", o)
+	}
+	if f.jump != "" {
+		a = append(a, "-J", f.jump)
+	}
+	return a
+}
+
+func cmdBench(ctx context.Context, args []string) int {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var b benchOptions
+	b.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage:\n  farwing bench [flags] [user@]host\n  farwing bench --lab [flags]\n\n"+
+			"Measures Farwing, TCP (default, CUBIC, BBR, 8 × BBR) and scp on one path and prints the\n"+
+			"published tables: medians with the fastest and slowest run.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return xfer.ExitUsage
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintf(stderr, "farwing bench: %s\n", oneLine(err))
+		return code
+	}
+	if err := b.check(); err != nil {
+		return fail(xfer.ExitUsage, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(xfer.ExitFail, err)
+	}
+	argv := append([]string{"farwing", "bench"}, args...)
+	var l *bench.Ledger
+	if b.lab {
+		if fs.NArg() != 0 {
+			return fail(xfer.ExitUsage, fmt.Errorf("--lab takes no host: it measures the emulated WAN"))
+		}
+		l, err = b.runLab(ctx, exe, args)
+		if err != nil {
+			return fail(xfer.ExitFail, err)
+		}
+		l.Argv = argv
+	} else {
+		if fs.NArg() != 1 {
+			return fail(xfer.ExitUsage, fmt.Errorf("bench needs one host, [user@]host; see 'farwing bench --help'"))
+		}
+		host := fs.Arg(0)
+		level := b.level
+		if level == "" {
+			level = host
+		}
+		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false)}, SSHArgs: b.ssh.args(), Farwing: exe,
+			SCP: "scp", Size: b.sizeBytes, Runs: b.runs, Duration: b.duration, Limit: b.limit, Rows: b.selected, Pull: b.pull,
+			Levels: []bench.Level{{Name: level}}, Argv: argv}
+		if p := os.Getenv("FARWING_SCP"); p != "" {
+			cfg.SCP = p
+		}
+		if !b.quiet {
+			cfg.Progress = benchProgress()
+		}
+		l = bench.Run(ctx, cfg)
+	}
+	if b.jsonFile != "" {
+		if err := writeLedger(b.jsonFile, l); err != nil {
+			return fail(xfer.ExitFail, err)
+		}
+	}
+	if b.level == "" { // a --lab child prints nothing: its parent prints the whole table
+		printTables(l, b)
+	}
+	switch {
+	case l.Complete:
+		return 0
+	case ctx.Err() != nil:
+		return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; the ledger holds what finished"))
+	}
+	return fail(xfer.ExitFail, errors.New(l.Error))
+}
+
+// benchProgress prints a line as each run starts (redrawn in place on a terminal) and ends.
+func benchProgress() func(string, bool) {
+	term := isTerminal(os.Stderr)
+	start := time.Now()
+	return func(line string, final bool) {
+		line = fmt.Sprintf("bench [%s] %s", time.Since(start).Round(time.Second), line)
+		switch {
+		case !term && final:
+			fmt.Fprintln(stderr, line)
+		case term && final:
+			fmt.Fprintf(stderr, "\r\033[K%s\n", line)
+		case term:
+			fmt.Fprintf(stderr, "\r\033[K%s", line)
+		}
+	}
+}
+
+func writeLedger(name string, l *bench.Ledger) error {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}
+
+// printTables prints the throughput and copy tables in the published layout, with their notes.
+func printTables(l *bench.Ledger, b benchOptions) {
+	var levels []string
+	var notes []string
+	for _, lv := range l.Levels {
+		levels = append(levels, lv.Name)
+		for _, n := range lv.Notes {
+			notes = append(notes, lv.Name+": "+n)
+		}
+	}
+	title := "Path"
+	if b.lab {
+		title = "Added loss"
+	}
+	dir := "to " + l.Host
+	if l.Direction == "pull" {
+		dir = "from " + l.Host
+	}
+	if t := bench.Markdown(bench.Throughput, title, b.selected, levels, l.Samples); t != "" {
+		fmt.Fprintf(stdout, "Throughput %s\n\nMbit/s of useful data. %s runs, median of %d, with the slowest and fastest run beside it.\n\n%s",
+			dir, b.duration, b.runs, t)
+		for _, n := range notes {
+			fmt.Fprintf(stdout, "\n%s\n", n)
+		}
+		fmt.Fprintln(stdout)
+	}
+	if t := bench.Markdown(bench.Copy, title, b.selected, levels, l.Samples); t != "" {
+		fmt.Fprintf(stdout, "%s copy %s, start of command to checked file\n\nDisk to disk, %s limit per run, median of %d.\n\n%s\n",
+			units.Size(b.sizeBytes), dir, b.limit, b.runs, t)
+	}
+	if !l.Complete {
+		fmt.Fprintf(stdout, "Incomplete: %s.\n", l.Error)
+	}
+}
+
+// runLab builds the emulated WAN, and for each loss level runs this bench against the lab's
+// sshd as an ordinary host from namespace A, then merges the levels' ledgers.
+func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*bench.Ledger, error) {
+	if err := lab.Check(); err != nil {
+		return nil, err
+	}
+	if err := sshlab.Check(); err != nil {
+		return nil, err
+	}
+	l, err := lab.Start(lab.Symmetric(b.labRateBps, b.labRTT, 0, 0, 1))
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	srv, err := sshlab.Start(l)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	dir, err := os.MkdirTemp("", "farwing-bench-lab-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	// The children get this command's flags, less the lab's, plus the lab's host.
+	var child []string
+	skip := map[string]bool{"--lab": true}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(a, "=")
+		switch {
+		case skip[name]:
+			continue
+		case name == "--lab-rate" || name == "--lab-rtt" || name == "--lab-loss" || name == "--json":
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		child = append(child, a)
+	}
+	merged := &bench.Ledger{Schema: bench.Schema, Started: time.Now().UTC(), Host: fmt.Sprintf("lab %s, %s", b.labRate, b.labRTT), Complete: true}
+	for i, loss := range b.labLosses {
+		if ctx.Err() != nil {
+			break
+		}
+		for _, d := range []lab.Direction{lab.AtoB, lab.BtoA} {
+			p := l.Path(d)
+			p.Loss = loss
+			l.SetPath(d, p)
+		}
+		name := b.labLossNames[i]
+		ledger := filepath.Join(dir, fmt.Sprintf("level-%d.json", i))
+		argv := append([]string{"bench", "-F", srv.ConfigFile, "--level", name, "--json", ledger}, child...)
+		argv = append(argv, srv.Host)
+		cmd := l.Command(l.NSA, exe, argv...)
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		cmd.Env = os.Environ()
+		runErr := cmd.Run()
+		var lv bench.Ledger
+		raw, err := os.ReadFile(ledger)
+		if err == nil {
+			err = json.Unmarshal(raw, &lv)
+		}
+		if err != nil {
+			merged.Complete, merged.Error = false, fmt.Sprintf("level %s: %v (bench %v)", name, err, runErr)
+			break
+		}
+		if i == 0 {
+			merged.Client, merged.Server, merged.Direction = lv.Client, lv.Server, lv.Direction
+			merged.Size, merged.Runs, merged.Duration, merged.Limit, merged.Rows = lv.Size, lv.Runs, lv.Duration, lv.Limit, lv.Rows
+		}
+		for _, f := range lv.Levels {
+			f.Argv = append([]string{"ip", "netns", "exec", l.NSA, exe}, argv...)
+			merged.Levels = append(merged.Levels, f)
+		}
+		merged.Samples = append(merged.Samples, lv.Samples...)
+		if !lv.Complete {
+			merged.Complete, merged.Error = false, "level "+name+": "+lv.Error
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		merged.Complete, merged.Error = false, "interrupted"
+	}
+	merged.Ended = time.Now().UTC()
+	return merged, nil
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/tcpbench"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -241,7 +243,7 @@ func (r *runner) tcp(ctx context.Context, streams int, cc string, s *Sample) {
 	res, err := r.peer.TCP(ctx, t)
 	if err != nil {
 		s.Outcome, s.Error = Failed, escape.Text(err.Error())
-		if strings.Contains(err.Error(), "lacks tcp_") {
+		if strings.Contains(err.Error(), tcpbench.Unavailable) {
 			s.Outcome = Unavailable
 		}
 		return
@@ -272,20 +274,25 @@ func (r *runner) farwingStream(ctx context.Context, s *Sample) {
 		}
 	}
 	size := min(max(int64(est/8*r.cfg.Duration.Seconds()), 16<<20), 1<<40)
-	src := filepath.Join(r.dir, "stream")
-	if err := sparse(src, size); err != nil {
-		s.Outcome, s.Error = Failed, err.Error()
-		return
-	}
-	defer os.Remove(src)
 	s.Detail["size"] = size
 	var res map[string]any
 	var err error
 	if r.cfg.Pull {
-		s.Outcome, s.Error = Unavailable, "this build measures the Farwing throughput row in the push direction only"
-		return
+		name, _, serr := r.peer.Source(ctx, size, true)
+		if serr != nil {
+			s.Outcome, s.Error = Failed, escape.Text(serr.Error())
+			return
+		}
+		res, _, err = r.farwing(ctx, r.cfg.Limit, "--sink", r.cfg.Host+":"+r.peer.Dir+"/"+name, r.dir, s)
+	} else {
+		src := filepath.Join(r.dir, "stream")
+		if err := sparse(src, size); err != nil {
+			s.Outcome, s.Error = Failed, err.Error()
+			return
+		}
+		defer os.Remove(src)
+		res, _, err = r.farwing(ctx, r.cfg.Limit, "--sink", src, r.cfg.Host+":", s)
 	}
-	res, _, err = r.farwing(ctx, r.cfg.Limit, "--sink", src, r.cfg.Host+":", s)
 	if err != nil {
 		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
 		return
@@ -294,6 +301,11 @@ func (r *runner) farwingStream(ctx context.Context, s *Sample) {
 	s.Mbps, _ = res["goodput_bps"].(float64)
 	s.Mbps /= 1e6
 	r.pathFacts(s.Level, res)
+	if lim, ok := res["limiter"].(map[string]any); ok {
+		if d, ok := lim["detail"].(string); ok {
+			s.Detail["held_by"] = escape.Text(d)
+		}
+	}
 }
 
 // farwing runs `farwing copy --json -q` with the bench's ssh flags and returns its JSON summary.
@@ -320,7 +332,7 @@ func (r *runner) farwing(ctx context.Context, limit time.Duration, args ...any) 
 	if s != nil && res != nil {
 		for _, k := range []string{"seconds", "data_seconds", "goodput_bps", "wire_bytes", "wire_ratio", "retransmitted", "parity_sent",
 			"datagrams_sent", "rx_dropped", "cc", "probe_bps", "rtt_ms", "peer_uploaded", "max_rss_bytes", "peer_max_rss_bytes",
-			"cpu_seconds", "peer_cpu_seconds", "drops", "peer_drops", "blake3"} {
+			"cpu_seconds", "peer_cpu_seconds", "drops", "peer_drops", "blake3", "limiter"} {
 			if v, ok := res[k]; ok {
 				s.Detail[k] = v
 			}
@@ -338,6 +350,9 @@ func (r *runner) command(ctx context.Context, limit time.Duration, argv []string
 	defer cancel()
 	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	// Stopped as Ctrl-C would stop it, so that it cleans up at both ends (farwing removes its
+	// partial files, and its peer ends with the ssh session); killed 5 s later if still there.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 5 * time.Second
 	var stderr strings.Builder
 	cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
@@ -384,12 +399,9 @@ func (w *limitWriter) Write(b []byte) (int, error) {
 // checked again by the peer, independently. first: this build is removed from the remote cache
 // before, so the time includes installing it.
 func (r *runner) farwingCopy(ctx context.Context, s *Sample, first bool) {
-	if r.cfg.Pull {
-		s.Outcome, s.Error = Unavailable, "this build measures copy rows in the push direction only"
-		return
-	}
-	if err := r.source(); err != nil {
-		s.Outcome, s.Error = Failed, err.Error()
+	src, dst, name, err := r.copyEnds(ctx, "copy-"+s.Row)
+	if err != nil {
+		s.Outcome, s.Error = Failed, escape.Text(err.Error())
 		return
 	}
 	if first {
@@ -398,24 +410,39 @@ func (r *runner) farwingCopy(ctx context.Context, s *Sample, first bool) {
 			return
 		}
 	}
-	name := "copy-" + s.Row
-	_, el, err := r.farwing(ctx, r.cfg.Limit, r.src, r.cfg.Host+":"+r.peer.Dir+"/"+name, s)
+	_, el, err := r.farwing(ctx, r.cfg.Limit, src, dst, s)
 	r.finishCopy(ctx, s, name, el, err)
+}
+
+// copyEnds are a copy row's source and destination arguments, and the name of the copy in the
+// bench directory of the receiving end: this end's random file to the host's directory (push),
+// or the host's random file to this end's directory (pull).
+func (r *runner) copyEnds(ctx context.Context, name string) (src, dst, copyName string, err error) {
+	if !r.cfg.Pull {
+		if err := r.source(); err != nil {
+			return "", "", "", err
+		}
+		return r.src, r.cfg.Host + ":" + r.peer.Dir + "/" + name, name, nil
+	}
+	if r.sum == "" {
+		remote, sum, err := r.peer.Source(ctx, r.cfg.Size, false)
+		if err != nil {
+			return "", "", "", err
+		}
+		r.src, r.sum = r.cfg.Host+":"+r.peer.Dir+"/"+remote, sum
+	}
+	return r.src, filepath.Join(r.dir, name), name, nil
 }
 
 // scp is the system scp, with the same ssh flags.
 func (r *runner) scp(ctx context.Context, s *Sample) {
-	if r.cfg.Pull {
-		s.Outcome, s.Error = Unavailable, "this build measures copy rows in the push direction only"
+	src, dst, name, err := r.copyEnds(ctx, "copy-scp")
+	if err != nil {
+		s.Outcome, s.Error = Failed, escape.Text(err.Error())
 		return
 	}
-	if err := r.source(); err != nil {
-		s.Outcome, s.Error = Failed, err.Error()
-		return
-	}
-	name := "copy-scp"
 	argv := append([]string{r.cfg.SCP, "-q"}, r.cfg.SSHArgs...)
-	argv = append(argv, r.src, r.cfg.Host+":"+r.peer.Dir+"/"+name)
+	argv = append(argv, src, dst)
 	_, el, err := r.command(ctx, r.cfg.Limit, argv, s)
 	r.finishCopy(ctx, s, name, el, err)
 }
@@ -438,7 +465,13 @@ func (r *runner) http(ctx context.Context, s *Sample) {
 // finishCopy checks a copy row's file at the peer against the source digest: a wrong or missing
 // file is a failed run, never a time.
 func (r *runner) finishCopy(ctx context.Context, s *Sample, name string, el time.Duration, err error) {
-	sum, cerr := r.peer.Check(ctx, name) // also removes it, stalled or not
+	var sum string
+	var cerr error
+	if r.cfg.Pull {
+		sum, cerr = sumFile(filepath.Join(r.dir, name)) // and removes it
+	} else {
+		sum, cerr = r.peer.Check(ctx, name) // also removes it, stalled or not
+	}
 	switch {
 	case err != nil:
 		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
@@ -481,6 +514,21 @@ func (r *runner) source() error {
 	return nil
 }
 
+// sumFile returns the BLAKE3 (hex) of a file and removes it.
+func sumFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(p)
+	defer f.Close()
+	h := blake3.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 func sparse(p string, size int64) error {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -510,6 +558,19 @@ func (r *runner) pathFacts(level string, res map[string]any) {
 // a TCP row cannot show the path, and the table must say so.
 func (r *runner) notes(i int) {
 	lf := &r.l.Levels[i]
+	// What held Farwing's rate, in its median throughput run.
+	var runs []Sample
+	for _, s := range r.l.Samples {
+		if s.Level == lf.Name && s.Table == "throughput" && s.Row == "farwing" && s.Outcome == OK {
+			runs = append(runs, s)
+		}
+	}
+	if len(runs) > 0 {
+		slices.SortFunc(runs, func(a, b Sample) int { return compare(Throughput, a.Mbps, b.Mbps) })
+		if held, ok := runs[(len(runs)-1)/2].Detail["held_by"].(string); ok {
+			lf.Notes = append(lf.Notes, "Farwing's rate was held by "+held+".")
+		}
+	}
 	if lf.MinRTTms <= 0 || lf.CapacityBps <= 0 {
 		return
 	}

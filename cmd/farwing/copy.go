@@ -182,6 +182,9 @@ func summary(r *xfer.Result) {
 	}
 	fmt.Fprintf(stderr, "farwing: %s %d file(s), %s in %.2f s (data %.2f s, %s)%s%s, verified\n",
 		what, len(r.Files), units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest)
+	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
+		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
+	}
 }
 
 // splitRemote splits "[user@]host:path" the way scp does: a colon before any slash makes an

@@ -56,6 +56,9 @@ type SenderStats struct {
 	LastAckAt     time.Time
 	CC            cc.Stats // the rate controller's view at the end
 	ProbeBps      float64  // the packet-train estimate of the path's capacity (0: none)
+	// What held the sender back, in time: new data waiting for the receiver's window (the
+	// window full of unfinished blocks), and the window open but no block read yet (the source).
+	WindowFull, SourceWait time.Duration
 }
 
 // ipUDPOverhead is what IPv4 and UDP add to each datagram on the wire; rates count IP bytes, as
@@ -233,6 +236,7 @@ type Sender struct {
 
 	fec       fec.Mode
 	fecK      int // group size (0: FEC off; -1: fec.GroupSize of each block)
+	waitAt    time.Time
 	enc       fec.Encoder
 	shards    [fec.MaxK][]byte
 	par1      [1][]byte
@@ -432,6 +436,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			return *e
 		}
 		now := time.Now()
+		s.noteWait(now)
 		if debug && now.Sub(lastDbg) > time.Second {
 			lastDbg = now
 			fmt.Fprintf(os.Stderr, "sender: blocks=%d sendable=%d retx=%d parq=%d evalq=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d\n",
@@ -517,6 +522,23 @@ func (s *Sender) storeProgress(st cc.Stats) {
 	s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
 		RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared,
 		Retransmitted: s.stats.Retransmitted, Parity: s.stats.Parity})
+}
+
+// noteWait adds the time since the last turn of the loop to WindowFull or SourceWait when the
+// sender had no new data to send for that reason; it starts counting with the first datagram.
+func (s *Sender) noteWait(now time.Time) {
+	if s.stats.Datagrams == 0 || s.inDone {
+		s.waitAt = now
+		return
+	}
+	d := now.Sub(s.waitAt)
+	s.waitAt = now
+	switch {
+	case len(s.sendable) > 0 && s.sendable[0].id >= s.cursor+s.window, len(s.blocks) >= int(s.window)+1:
+		s.stats.WindowFull += d
+	case len(s.sendable) == 0:
+		s.stats.SourceWait += d
+	}
 }
 
 func (s *Sender) addBlock(b *fcopy.Block) {

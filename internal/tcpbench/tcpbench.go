@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,25 +58,31 @@ func NewToken() []byte {
 
 var ccName = regexp.MustCompile(`^[a-z0-9_]{1,15}$`)
 
-// CheckCC reports whether name is a congestion control this kernel offers (an empty name is the
-// default), with the reason when not: a missing module, or a name no kernel has.
+// Unavailable starts the message of every error CheckCC returns: the bench shows such a row as
+// unavailable, with the reason, rather than failed.
+const Unavailable = "congestion control unavailable: "
+
+// CheckCC reports whether name is a congestion control this process may use (an empty name is
+// the default), with the reason when not: a missing module, a name no kernel has, or one the
+// kernel allows only root (net.ipv4.tcp_allowed_congestion_control).
 func CheckCC(name string) error {
 	if name == "" {
 		return nil
 	}
 	if !ccName.MatchString(name) {
-		return fmt.Errorf("%q is not a TCP congestion control name", name)
+		return fmt.Errorf(Unavailable+"%q is not a TCP congestion control name", name)
 	}
 	avail := Available()
-	for _, a := range avail {
-		if a == name {
-			return nil
-		}
-	}
 	if len(avail) == 0 {
-		return fmt.Errorf("this kernel lists no TCP congestion controls")
+		return fmt.Errorf(Unavailable + "this kernel lists no TCP congestion controls")
 	}
-	return fmt.Errorf("the kernel lacks tcp_%s (available: %s)", name, strings.Join(avail, " "))
+	if !slices.Contains(avail, name) {
+		return fmt.Errorf(Unavailable+"the kernel lacks tcp_%s (available: %s)", name, strings.Join(avail, " "))
+	}
+	if allowed := strings.Fields(readProc("net/ipv4/tcp_allowed_congestion_control")); os.Geteuid() != 0 && !slices.Contains(allowed, name) {
+		return fmt.Errorf(Unavailable+"%s is for root only here (net.ipv4.tcp_allowed_congestion_control is %q)", name, strings.Join(allowed, " "))
+	}
+	return nil
 }
 
 // Available lists the kernel's available congestion controls (a module not loaded yet is

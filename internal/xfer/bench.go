@@ -252,6 +252,23 @@ func getChecked(ctx context.Context, url, dst string, size int64, sum string, li
 	return el, nil
 }
 
+// Source asks the peer for a file of size bytes in Dir for the pull direction: random (its BLAKE3
+// returned; made once per bench) or sparse. It returns the file's name in Dir.
+func (b *BenchPeer) Source(ctx context.Context, size int64, sparse bool) (name, sum string, err error) {
+	if err := b.c.ctl.Send(Msg{T: "source", Size: size, Sink: sparse}); err != nil {
+		return "", "", err
+	}
+	m, err := b.c.ctl.Expect(ctx, "made", PeerIdle+time.Duration(size/20e6)*time.Second)
+	if err != nil {
+		return "", "", err
+	}
+	want := map[bool]string{true: "stream", false: "source"}[sparse]
+	if m.Name != want || !sparse && len(m.Sum) != 64 {
+		return "", "", fmt.Errorf("%w: the peer made %s for a %s", ErrProtocol, escape.Quote(m.Name), want)
+	}
+	return m.Name, m.Sum, nil
+}
+
 // Uncache removes the peer's build from the remote cache, so that the next copy installs it.
 func (b *BenchPeer) Uncache(ctx context.Context) error {
 	if err := b.c.ctl.Send(Msg{T: "uncache"}); err != nil {

@@ -128,6 +128,18 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 					return err
 				}
 			}
+		case "source":
+			// A file for the pull direction's rows: random (made once, digest returned) or sparse.
+			name, sum, err := benchSource(dir, m.Size, m.Sink)
+			if err != nil {
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := ctl.Send(Msg{T: "made", Name: name, Sum: sum}); err != nil {
+				return err
+			}
 		case "uncache":
 			// The "first copy" row: this build leaves the remote cache, so the next copy installs
 			// it again. The running peer keeps its (now unlinked) executable.
@@ -256,8 +268,8 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 	if size < 1 || size > maxHTTPSize {
 		return fmt.Errorf("%w: an HTTP file of %d bytes", ErrProtocol, size)
 	}
-	name := filepath.Join(dir, "http-source")
-	sum, err := httpSource(name, size)
+	name := filepath.Join(dir, "source")
+	sum, err := randomSource(name, size)
 	if err != nil {
 		return err
 	}
@@ -291,9 +303,30 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 	return ctl.Send(Msg{T: "http-stopped"})
 }
 
-// httpSource makes the HTTP row's file of size random bytes at name, unless it is there, and
-// returns its BLAKE3 (hex).
-func httpSource(name string, size int64) (string, error) {
+// benchSource makes the pull rows' source in dir: size random bytes ("source", its BLAKE3
+// returned), or a sparse file (sparse: "stream", read as zeros from memory).
+func benchSource(dir string, size int64, sparse bool) (name, sum string, err error) {
+	if size < 1 || size > maxHTTPSize {
+		return "", "", fmt.Errorf("%w: a source of %d bytes", ErrProtocol, size)
+	}
+	if !sparse {
+		sum, err := randomSource(filepath.Join(dir, "source"), size)
+		return "source", sum, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "stream"), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", "", err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return "stream", "", err
+}
+
+// randomSource makes the file of size random bytes at name, unless it is there, and returns its
+// BLAKE3 (hex).
+func randomSource(name string, size int64) (string, error) {
 	if st, err := os.Stat(name + ".sum"); err == nil && st.Size() == 64 {
 		if fst, err := os.Stat(name); err == nil && fst.Size() == size {
 			b, err := os.ReadFile(name + ".sum")

@@ -145,6 +145,7 @@ type Result struct {
 	PeerPath      string             `json:"peer_path"`
 	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
 	Sink          bool               `json:"sink,omitempty"`
+	Limiter       *Limiter           `json:"limiter,omitempty"` // what held the rate where it was
 	Local, Remote map[string]any     `json:"-"`
 	started       time.Time
 }
@@ -400,6 +401,11 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		res.setPeerLanes(ps.Lanes)
 	}
 	res.setWireRatio()
+	peerCores := 0
+	if ps := side.peerStats; ps != nil {
+		peerCores = ps.Cores
+	}
+	res.setLimiter(true, side.sender.WindowFull.Seconds(), side.sender.SourceWait.Seconds(), peerCores)
 	return res, nil
 }
 
@@ -475,6 +481,9 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
 	res.Duplicates, res.FeedbackHeld = side.receiver.Duplicates, side.receiver.Held
 	res.setWireRatio()
+	if ps := side.peerStats; ps != nil {
+		res.setLimiter(false, ps.WindowSeconds, ps.SourceSeconds, ps.Cores)
+	}
 	return res, nil
 }
 

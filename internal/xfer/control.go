@@ -108,6 +108,11 @@ type PeerStats struct {
 	Held        uint64 `json:"feedback_held,omitempty"` // times feedback waited for a stalled lane (receiver)
 
 	Lanes []LaneReport `json:"lanes,omitempty"` // this end's lane counters, lane by lane
+
+	// What held the sender ("bye"): seconds waiting on the receive window, on the source.
+	WindowSeconds float64 `json:"window_seconds,omitempty"`
+	SourceSeconds float64 `json:"source_seconds,omitempty"`
+	Cores         int     `json:"cores,omitempty"` // the reporting end's CPUs
 }
 
 // Drops counts the datagrams one end refused, by reason: a flood of forged or replayed datagrams

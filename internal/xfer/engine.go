@@ -260,7 +260,8 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.sender.BadFeedback)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
 		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
-		ProbeBps: res.sender.ProbeBps, Lanes: laneReports(path)}
+		ProbeBps: res.sender.ProbeBps, Lanes: laneReports(path), WindowSeconds: res.sender.WindowFull.Seconds(),
+		SourceSeconds: res.sender.SourceWait.Seconds(), Cores: runtime.NumCPU()}
 	ctl.Send(Msg{T: "bye", Stats: &st})
 	return res, nil
 }
@@ -397,7 +398,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		return res, err
 	}
 	debugMemory("receiver")
-	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(),
+	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(), Cores: runtime.NumCPU(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {

@@ -1,0 +1,93 @@
+package xfer
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/farwing/farwing/internal/units"
+)
+
+// Limiter says what held a transfer's rate where it was, from the counters both ends keep, with
+// the evidence: the figures the verdict rests on, so that a reader can disagree.
+type Limiter struct {
+	Cause  string `json:"cause"`  // capacity, ceiling, loss_backoff, sender_cpu, receiver_cpu, source, window, socket_buffers, undetermined
+	Detail string `json:"detail"` // one human sentence
+
+	GoodputBps       float64 `json:"goodput_bps"`
+	CapacityBps      float64 `json:"capacity_bps,omitempty"` // the packet-train estimate, else the controller's bottleneck estimate
+	CeilingBps       float64 `json:"ceiling_bps,omitempty"`  // --rate
+	CongestionEvents uint64  `json:"congestion_events"`
+	SenderCPU        float64 `json:"sender_cpu"`   // CPU seconds per data second, of its cores
+	ReceiverCPU      float64 `json:"receiver_cpu"` // the same at the receiver
+	WindowFull       float64 `json:"window_full"`  // share of the data phase the sender waited on the window
+	SourceWait       float64 `json:"source_wait"`  // share it waited for the source to be read
+	RxDropped        uint64  `json:"rx_dropped"`   // receive-buffer overflows at either end
+	Datagrams        uint64  `json:"datagrams"`
+}
+
+// Thresholds of the verdict: a resource that was busy this share of the data phase held it.
+const (
+	busyCPU   = 0.85 // of the cores a side has
+	busyWait  = 0.20 // of the data phase
+	nearLimit = 0.85 // of a rate limit (capacity, ceiling)
+	overflows = 0.001
+)
+
+// limiter decides in order of certainty: overflowing sockets and saturated CPUs are direct
+// evidence, waits on the window or the source next, then whether the rate stood near what the
+// path or the ceiling allows, and last the rate controller's backoff.
+func limiter(l Limiter) *Limiter {
+	g := l.GoodputBps
+	switch {
+	case l.Datagrams > 0 && float64(l.RxDropped) > overflows*float64(l.Datagrams):
+		l.Cause, l.Detail = "socket_buffers", fmt.Sprintf("receive-buffer overflows: %d (raise net.core.rmem_max)", l.RxDropped)
+	case l.SenderCPU >= busyCPU:
+		l.Cause, l.Detail = "sender_cpu", fmt.Sprintf("the sender's CPU (sealing, hashing, reading): %.0f %% of its cores", 100*l.SenderCPU)
+	case l.ReceiverCPU >= busyCPU:
+		l.Cause, l.Detail = "receiver_cpu", fmt.Sprintf("the receiver's CPU (opening, hashing, writing): %.0f %% of its cores", 100*l.ReceiverCPU)
+	case l.SourceWait >= busyWait && l.SourceWait >= l.WindowFull:
+		l.Cause, l.Detail = "source", fmt.Sprintf("reading the source: the sender waited on it %.0f %% of the time", 100*l.SourceWait)
+	case l.WindowFull >= busyWait:
+		l.Cause, l.Detail = "window", fmt.Sprintf("the receive window: the sender waited on it %.0f %% of the time (the receiver's disk writes, or --window)", 100*l.WindowFull)
+	case l.CeilingBps > 0 && g >= nearLimit*l.CeilingBps:
+		l.Cause, l.Detail = "ceiling", fmt.Sprintf("the --rate ceiling (%s)", units.Rate(l.CeilingBps))
+	case l.CapacityBps > 0 && g >= nearLimit*l.CapacityBps:
+		l.Cause, l.Detail = "capacity", fmt.Sprintf("the path's capacity (about %s)", units.Rate(l.CapacityBps))
+	case l.CongestionEvents > 0:
+		l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events held the rate below the path's %s", l.CongestionEvents, units.Rate(l.CapacityBps))
+	default:
+		l.Cause, l.Detail = "undetermined", "nothing in the counters stands out"
+	}
+	return &l
+}
+
+// cpuShare is CPU seconds over data seconds, of cores.
+func cpuShare(cpu, seconds float64, cores int) float64 {
+	if seconds <= 0 || cores <= 0 {
+		return 0
+	}
+	return cpu / seconds / float64(cores)
+}
+
+// setLimiter fills r.Limiter once the result is complete. pushed: this end sent.
+func (r *Result) setLimiter(pushed bool, window, source float64, peerCores int) {
+	if r.DataSeconds <= 0 {
+		return
+	}
+	l := Limiter{GoodputBps: r.GoodputBps, CapacityBps: r.ProbeBps, CeilingBps: r.RateBps, RxDropped: r.RxDropped,
+		Datagrams: r.DatagramsSent + r.DatagramsRecv, WindowFull: window / r.DataSeconds, SourceWait: source / r.DataSeconds}
+	if r.CC != nil {
+		l.CongestionEvents = r.CC.CongestionEvents
+		if l.CapacityBps == 0 {
+			l.CapacityBps = r.CC.BtlBwBps
+		}
+	}
+	// Whole-process CPU over the data phase: the handshake's share is small beside a copy's.
+	local, peer := cpuShare(r.CPUSeconds, r.Seconds, runtime.NumCPU()), cpuShare(r.PeerCPU, r.Seconds, peerCores)
+	if pushed {
+		l.SenderCPU, l.ReceiverCPU = local, peer
+	} else {
+		l.SenderCPU, l.ReceiverCPU = peer, local
+	}
+	r.Limiter = limiter(l)
+}

@@ -1,0 +1,29 @@
+package xfer
+
+import "testing"
+
+// TestLimiter: each cause from the counters that show it, in order of certainty.
+func TestLimiter(t *testing.T) {
+	base := Limiter{GoodputBps: 350e6, CapacityBps: 400e6, Datagrams: 1e6}
+	for _, c := range []struct {
+		name string
+		set  func(*Limiter)
+		want string
+	}{
+		{"capacity", func(l *Limiter) {}, "capacity"},
+		{"ceiling", func(l *Limiter) { l.CeilingBps = 360e6; l.CapacityBps = 1e9 }, "ceiling"},
+		{"backoff", func(l *Limiter) { l.GoodputBps = 200e6; l.CongestionEvents = 12 }, "loss_backoff"},
+		{"overflows", func(l *Limiter) { l.RxDropped = 5000 }, "socket_buffers"},
+		{"sender cpu", func(l *Limiter) { l.SenderCPU = 0.95; l.WindowFull = 0.5 }, "sender_cpu"},
+		{"receiver cpu", func(l *Limiter) { l.ReceiverCPU = 0.9 }, "receiver_cpu"},
+		{"window", func(l *Limiter) { l.GoodputBps = 100e6; l.WindowFull = 0.6; l.SourceWait = 0.1 }, "window"},
+		{"source", func(l *Limiter) { l.GoodputBps = 100e6; l.SourceWait = 0.5; l.WindowFull = 0.3 }, "source"},
+		{"nothing", func(l *Limiter) { l.GoodputBps = 100e6 }, "undetermined"},
+	} {
+		l := base
+		c.set(&l)
+		if got := limiter(l); got.Cause != c.want || got.Detail == "" {
+			t.Errorf("%s: %s (%s), want %s", c.name, got.Cause, got.Detail, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -113,9 +114,10 @@ type runner struct {
 	cfg  Config
 	l    *Ledger
 	peer *xfer.BenchPeer
-	dir  string // this end's temporary directory
-	src  string // the copy rows' random file
-	sum  string // its BLAKE3
+	dir  string       // this end's temporary directory
+	src  string       // the copy rows' random file
+	sum  string       // its BLAKE3
+	live atomic.Int64 // bytes of the TCP run under way, for the progress line
 }
 
 func run(ctx context.Context, cfg Config, l *Ledger) error {
@@ -177,9 +179,12 @@ func (r *runner) row(ctx context.Context, level string, row Row) error {
 			if f, err := r.peer.HostFacts(ctx); err == nil {
 				s.Detail["load_server"] = f.Load
 			}
-			r.progress(fmt.Sprintf("[%s] %s %s run %d/%d", level, TableName(row.Kind), row.ID, i, r.cfg.Runs), false)
+			what := fmt.Sprintf("[%s] %s %s run %d/%d", level, TableName(row.Kind), row.ID, i, r.cfg.Runs)
+			r.progress(what, false)
 			s.Start = time.Now().UTC()
+			stop := r.ticker(what)
 			r.measure(ctx, row, &s)
+			stop()
 			s.End = time.Now().UTC()
 			r.progress(fmt.Sprintf("[%s] %s %s run %d/%d: %s", level, TableName(row.Kind), row.ID, i, r.cfg.Runs, s.text(row.Kind)), true)
 		}
@@ -202,6 +207,38 @@ func (s Sample) text(k Kind) string {
 		return fmt.Sprintf("%.2f s", s.Seconds)
 	}
 	return fmt.Sprintf("%.1f Mbit/s", s.Mbps)
+}
+
+// ticker redraws the progress line every second with the run's elapsed time and, for the TCP
+// rows, the rate this end is sending or receiving at (r.live).
+func (r *runner) ticker(what string) (stop func()) {
+	r.live.Store(0)
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start, last, lastAt := time.Now(), int64(0), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				line := fmt.Sprintf("%s  %s", what, now.Sub(start).Round(time.Second))
+				if n := r.live.Load(); n > 0 {
+					line += "  " + units.Rate(float64(n-last)*8/now.Sub(lastAt).Seconds())
+					last = n
+				}
+				lastAt = now
+				r.progress(line, false)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func (r *runner) progress(line string, final bool) {
@@ -240,7 +277,7 @@ func (r *runner) tcp(ctx context.Context, streams int, cc string, s *Sample) {
 	secs := max(1, int(r.cfg.Duration.Round(time.Second)/time.Second))
 	t := xfer.TCPTest{Streams: streams, CC: cc, Seconds: secs, PeerSends: r.cfg.Pull}
 	s.Detail["streams"], s.Detail["cc_asked"] = streams, cc
-	res, err := r.peer.TCP(ctx, t)
+	res, err := r.peer.TCP(ctx, t, &r.live)
 	if err != nil {
 		s.Outcome, s.Error = Failed, escape.Text(err.Error())
 		if strings.Contains(err.Error(), tcpbench.Unavailable) {

@@ -134,7 +134,7 @@ func cmdBench(ctx context.Context, args []string) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
-		return xfer.ExitUsage
+		return badFlags("bench", err)
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "farwing bench: %s\n", oneLine(err))

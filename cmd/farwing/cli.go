@@ -73,3 +73,10 @@ func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
+
+// badFlags reports a command line pflag refused, in one line naming the problem and where the
+// flags are listed (pflag prints nothing itself when errors are returned), and returns exit 2.
+func badFlags(cmd string, err error) int {
+	fmt.Fprintf(stderr, "farwing %s: %s; see 'farwing %s --help'\n", cmd, oneLine(err), cmd)
+	return xfer.ExitUsage
+}

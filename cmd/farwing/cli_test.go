@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -43,9 +44,25 @@ func TestUsageErrors(t *testing.T) {
 		{"copy", "--policy", "fixed", "a", "h:b"},
 		{"copy", "--min-rate", "500M", "--rate", "100M", "a", "h:b"},
 		{"nosuchcommand"},
+		{"copy", "-l", "a", "h:b"},
+		{"copy", "--bwlimit", "10", "a", "h:b"},
+		{"copy", "-P", "notanum", "a", "h:b"},
+		{"bench", "--runs", "0", "h"},
+		{"bench", "--size", "huge", "h"},
+		{"bench", "--rows", "ftp", "h"},
+		{"bench", "--frobnicate", "h"},
+		{"bench"},
 	} {
-		if code := run(args); code != 2 {
+		var errs bytes.Buffer
+		stderr = &errs
+		code := run(args)
+		stderr = os.Stderr
+		if code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		// One line naming the problem, never silence.
+		if msg := strings.TrimSpace(errs.String()); msg == "" || strings.Count(msg, "\n") > 0 && args[0] != "nosuchcommand" {
+			t.Errorf("%v: stderr %q, want one line", args, errs.String())
 		}
 	}
 }

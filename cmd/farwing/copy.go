@@ -90,7 +90,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
-		return xfer.ExitUsage
+		return badFlags("copy", err)
 	}
 	fail := func(code int, err error) int {
 		msg := oneLine(err)

@@ -16,7 +16,7 @@ func cmdServe(ctx context.Context, args []string) int {
 	fs.SetOutput(stderr)
 	pub := fs.String("pub", "", "the client's ephemeral X25519 public key (set by farwing copy)")
 	if err := fs.Parse(args); err != nil {
-		return xfer.ExitUsage
+		return badFlags("serve", err)
 	}
 	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION")}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)

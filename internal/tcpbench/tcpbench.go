@@ -162,8 +162,8 @@ func Accept(ctx context.Context, ln *net.TCPListener, n int, token []byte, withi
 }
 
 // Receive reads every stream to its end, or until the deadline, and returns the bytes and the
-// times of the first and last byte.
-func Receive(ctx context.Context, conns []*net.TCPConn, deadline time.Time) (Result, error) {
+// times of the first and last byte. count, when not nil, is kept at the bytes so far.
+func Receive(ctx context.Context, conns []*net.TCPConn, deadline time.Time, count *atomic.Int64) (Result, error) {
 	var (
 		total       atomic.Int64
 		mu          sync.Mutex
@@ -188,6 +188,9 @@ func Receive(ctx context.Context, conns []*net.TCPConn, deadline time.Time) (Res
 				if n > 0 {
 					now := time.Now()
 					total.Add(int64(n))
+					if count != nil {
+						count.Add(int64(n))
+					}
 					mu.Lock()
 					if first.IsZero() {
 						first = now
@@ -218,8 +221,9 @@ func Receive(ctx context.Context, conns []*net.TCPConn, deadline time.Time) (Res
 }
 
 // Send writes to every stream for d, then reads back each socket's congestion control and
-// retransmissions and shuts the streams' sending side, so the receiver sees their end.
-func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration) (Result, error) {
+// retransmissions and shuts the streams' sending side, so the receiver sees their end. count,
+// when not nil, is kept at the bytes written so far.
+func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration, count *atomic.Int64) (Result, error) {
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
 	errs := make([]error, len(conns))
@@ -230,7 +234,11 @@ func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration) (Result, e
 			defer wg.Done()
 			buf := make([]byte, 256<<10)
 			for ctx.Err() == nil {
-				if _, err := c.Write(buf); err != nil {
+				n, err := c.Write(buf)
+				if count != nil {
+					count.Add(int64(n))
+				}
+				if err != nil {
 					if !errors.Is(err, os.ErrDeadlineExceeded) {
 						errs[i] = err
 					}

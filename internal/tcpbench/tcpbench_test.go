@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -45,13 +46,17 @@ func run(t *testing.T, n int, cc string, d time.Duration) (sent, got Result) {
 	}
 	recv := make(chan Result, 1)
 	go func() {
-		r, err := Receive(ctx, server, time.Now().Add(d+10*time.Second))
+		r, err := Receive(ctx, server, time.Now().Add(d+10*time.Second), nil)
 		if err != nil {
 			t.Error(err)
 		}
 		recv <- r
 	}()
-	sent, err = Send(ctx, conns, d)
+	var written atomic.Int64
+	sent, err = Send(ctx, conns, d, &written)
+	if written.Load() <= 0 {
+		t.Errorf("Send counted %d bytes", written.Load())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

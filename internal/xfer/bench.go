@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -83,8 +84,9 @@ func (b *BenchPeer) facts(within time.Duration) (hostinfo.Facts, error) {
 
 // TCP runs one test: t.Streams streams between this end and the peer for t.Seconds, this end
 // sending (or receiving, with t.PeerSends). The result is the receiver's count with the sending
-// sockets' congestion control and retransmissions.
-func (b *BenchPeer) TCP(ctx context.Context, t TCPTest) (tcpbench.Result, error) {
+// sockets' congestion control and retransmissions. count, when not nil, is kept at the bytes this
+// end has sent or received so far (for a progress line).
+func (b *BenchPeer) TCP(ctx context.Context, t TCPTest, count *atomic.Int64) (tcpbench.Result, error) {
 	if err := t.check(); err != nil {
 		return tcpbench.Result{}, err
 	}
@@ -120,9 +122,9 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest) (tcpbench.Result, error)
 	d := time.Duration(t.Seconds) * time.Second
 	var local tcpbench.Result
 	if t.PeerSends {
-		local, err = tcpbench.Receive(ctx, conns, time.Now().Add(d+acceptWithin))
+		local, err = tcpbench.Receive(ctx, conns, time.Now().Add(d+acceptWithin), count)
 	} else {
-		local, err = tcpbench.Send(ctx, conns, d)
+		local, err = tcpbench.Send(ctx, conns, d, count)
 	}
 	if err != nil {
 		return tcpbench.Result{}, err

@@ -36,7 +36,7 @@ func TestBenchTCP(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tt := range []TCPTest{{Streams: 1, CC: "cubic", Seconds: 1}, {Streams: 2, CC: "cubic", Seconds: 1, PeerSends: true}} {
-		r, err := b.TCP(ctx, tt)
+		r, err := b.TCP(ctx, tt, nil)
 		if err != nil {
 			t.Fatalf("%+v: %v", tt, err)
 		}
@@ -60,18 +60,18 @@ func TestBenchRefusals(t *testing.T) {
 	if _, err := b.c.ctl.Expect(ctx, "listen", PeerIdle); !IsRemote(err) || !strings.Contains(err.Error(), "1000 streams") {
 		t.Errorf("1000 streams: %v", err)
 	}
-	_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc", PeerSends: true})
+	_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc", PeerSends: true}, nil)
 	if !IsRemote(err) || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
 		t.Errorf("missing algorithm: %v", err)
 	}
-	if _, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc"}); err == nil || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
+	if _, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc"}, nil); err == nil || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
 		t.Errorf("missing algorithm, this end: %v", err)
 	}
-	if _, err := b.TCP(ctx, TCPTest{Streams: tcpbench.MaxStreams + 1, Seconds: 1}); !errors.Is(err, ErrProtocol) {
+	if _, err := b.TCP(ctx, TCPTest{Streams: tcpbench.MaxStreams + 1, Seconds: 1}, nil); !errors.Is(err, ErrProtocol) {
 		t.Errorf("too many streams, this end: %v", err)
 	}
 	if runtime.GOOS == "linux" {
-		if r, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1}); err != nil || r.Bytes <= 0 {
+		if r, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1}, nil); err != nil || r.Bytes <= 0 {
 			t.Errorf("a good test after refusals: %+v, %v", r, err)
 		}
 	}

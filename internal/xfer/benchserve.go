@@ -183,14 +183,14 @@ func serveTCP(ctx context.Context, ctl *Control, bind string, t TCPTest) (tcpben
 	defer tcpbench.Close(conns)
 	d := time.Duration(t.Seconds) * time.Second
 	if !t.PeerSends {
-		return tcpbench.Receive(ctx, conns, time.Now().Add(d+acceptWithin))
+		return tcpbench.Receive(ctx, conns, time.Now().Add(d+acceptWithin), nil)
 	}
 	for _, c := range conns {
 		if err := tcpbench.SetCC(c, t.CC); err != nil {
 			return tcpbench.Result{}, err
 		}
 	}
-	return tcpbench.Send(ctx, conns, d)
+	return tcpbench.Send(ctx, conns, d, nil)
 }
 
 // sshdVersion is the command whose first line names this host's OpenSSH server.

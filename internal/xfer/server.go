@@ -161,6 +161,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
 		return err
 	case "bench":
+		path.Close() // a bench peer needs no lanes: no UDP port stays open for the bench's length
 		return serveBench(ctx, ctl, so.SSHConnection)
 	default:
 		return fail(fmt.Errorf("unknown role %q", hello.Role))

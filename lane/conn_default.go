@@ -3,10 +3,8 @@
 package lane
 
 import (
-	"errors"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 )
 
@@ -86,16 +84,6 @@ func (c *Conn) Recv(deadline time.Time, fn func(b []byte, from netip.AddrPort)) 
 	c.stats.recvB.Add(uint64(n))
 	fn(c.buf[:n], from)
 	return 1, nil
-}
-
-func recvErr(err error) error {
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return ErrTimeout
-	case errors.Is(err, net.ErrClosed):
-		return net.ErrClosed
-	}
-	return err
 }
 
 // SetRxTimestamps is a no-op here: RxTime is always zero.

@@ -541,17 +541,6 @@ func itoa(v uint32) string {
 	}
 }
 
-// recvErr maps the poller's errors onto Recv's contract.
-func recvErr(err error) error {
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return ErrTimeout
-	case errors.Is(err, net.ErrClosed):
-		return net.ErrClosed
-	}
-	return err
-}
-
 // SetRxTimestamps turns kernel receive timestamps (SO_TIMESTAMPNS) on or off; while on, RxTime
 // reports them. They cost a control message per datagram, so they are meant for short
 // measurements (the packet-train probe), not for bulk data.

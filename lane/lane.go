@@ -173,3 +173,15 @@ func listenUDP(addr string) (*net.UDPConn, error) {
 	}
 	return net.ListenUDP("udp", ua)
 }
+
+// recvErr maps a socket's receive error to the package's: ErrTimeout for a deadline, net.ErrClosed
+// for a closed socket.
+func recvErr(err error) error {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return ErrTimeout
+	case errors.Is(err, net.ErrClosed):
+		return net.ErrClosed
+	}
+	return err
+}

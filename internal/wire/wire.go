@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/farwing/farwing/lane"
 )
 
 // Version is the wire protocol version carried in every datagram's first byte.
@@ -22,8 +24,8 @@ const (
 	// DataAADLen is a data datagram's clear, authenticated part: header and data frame header.
 	DataAADLen = HeaderLen + DataFrameLen
 	// MaxDatagramV6 is the largest UDP payload Farwing sends, on IPv4 and IPv6 alike: a 1500-byte
-	// MTU less IPv6 and UDP headers (48 bytes).
-	MaxDatagramV6 = 1452
+	// MTU less IPv6 and UDP headers (48 bytes); lane.MaxDatagram, which the sockets enforce.
+	MaxDatagramV6 = lane.MaxDatagram
 	// ChunkSize is the file bytes carried by one data datagram. It keeps the datagram within
 	// MaxDatagramV6 so a session never depends on the address family.
 	ChunkSize = MaxDatagramV6 - Overhead - DataFrameLen - 2 // 1406; Reed-Solomon parity of such chunks is 2 bytes longer and still fits

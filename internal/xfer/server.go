@@ -116,7 +116,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 				return failLinger(err)
 			}
 		}
-		window := min(max(hello.Window, 16), 1024)
+		window := clampWindow(hello.Window)
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
@@ -146,7 +146,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
-		window := min(max(acc.Window, 16), 1024)
+		window := clampWindow(acc.Window)
 		pol, err := cc.ParsePolicy(hello.Policy)
 		if err != nil {
 			return fail(err)
@@ -167,6 +167,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		return fail(fmt.Errorf("unknown role %q", hello.Role))
 	}
 }
+
+// clampWindow bounds the window the client asked for (blocks of 1 MiB): the memory this end
+// gives the transfer, whatever the client says.
+func clampWindow(w int) int { return min(max(w, 16), 1024) }
 
 // expandHome resolves a leading "~/" and relative paths against the home directory, as scp does
 // for remote paths.

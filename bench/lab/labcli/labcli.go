@@ -22,6 +22,7 @@ import (
 
 	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/bench/lab/sshlab"
+	"github.com/farwing/farwing/internal/units"
 )
 
 const usage = `usage: farwing lab [flags] [-- COMMAND [ARGS...]]
@@ -430,38 +431,18 @@ func FormatRate(bps float64) string {
 	return strconv.FormatFloat(bps, 'f', 0, 64)
 }
 
-// ParseRate parses bits/s: "100M", "1.5G", "800k", "100Mbit", "100mbps";
-// decimal suffixes. "0" and "unlimited" mean no limit.
+// ParseRate parses bits/s as units.ParseRate does ("100M", "1.5G", "800k", "100Mbit"); "0",
+// "unlimited" and "inf" mean no limit (0).
 func ParseRate(s string) (float64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "unlimited" || t == "inf" {
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case "unlimited", "inf":
 		return 0, nil
-	}
-	for _, suf := range []string{"bit/s", "bps", "bit", "b/s"} {
-		if strings.HasSuffix(t, suf) {
-			t = strings.TrimSuffix(t, suf)
-			break
+	default:
+		if v, err := strconv.ParseFloat(t, 64); err == nil && v == 0 {
+			return 0, nil
 		}
 	}
-	mult := 1.0
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'k':
-			mult = 1e3
-		case 'm':
-			mult = 1e6
-		case 'g':
-			mult = 1e9
-		}
-		if mult != 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || v != v {
-		return 0, fmt.Errorf("bad rate %q: want bits/s like 100M or 1.5G", s)
-	}
-	return v * mult, nil
+	return units.ParseRate(s)
 }
 
 // ParseLoss parses "1%" or "0.01".
@@ -496,24 +477,9 @@ func ParseQueue(s string, rateBps float64, rtt time.Duration) (int, error) {
 		// Below two full packets a queue cannot even absorb a pair.
 		return max(int(v*rateBps*rtt.Seconds()/8), 3000), nil
 	}
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
-	mult := 1
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		}
-		if mult != 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || v*float64(mult) > 1<<40 {
+	v, err := units.ParseSize(strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b"))
+	if err != nil || v <= 0 || v > 1<<40 {
 		return 0, bad
 	}
-	return int(v * float64(mult)), nil
+	return int(v), nil
 }

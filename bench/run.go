@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,8 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/zeebo/blake3"
 
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
@@ -505,7 +501,7 @@ func (r *runner) finishCopy(ctx context.Context, s *Sample, name string, el time
 	var sum string
 	var cerr error
 	if r.cfg.Pull {
-		sum, cerr = sumFile(filepath.Join(r.dir, name)) // and removes it
+		sum, cerr = xfer.SumFile(filepath.Join(r.dir, name)) // and removes it
 	} else {
 		sum, cerr = r.peer.Check(ctx, name) // also removes it, stalled or not
 	}
@@ -528,42 +524,12 @@ func (r *runner) source() error {
 		return nil
 	}
 	p := filepath.Join(r.dir, "random")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	sum, err := xfer.RandomFile(p, r.cfg.Size)
 	if err != nil {
 		return err
 	}
-	h := blake3.New()
-	buf := make([]byte, 1<<20)
-	for left := r.cfg.Size; left > 0; {
-		n := int(min(left, int64(len(buf))))
-		rand.Read(buf[:n])
-		h.Write(buf[:n])
-		if _, err := f.Write(buf[:n]); err != nil {
-			f.Close()
-			return err
-		}
-		left -= int64(n)
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	r.src, r.sum = p, hex.EncodeToString(h.Sum(nil))
+	r.src, r.sum = p, sum
 	return nil
-}
-
-// sumFile returns the BLAKE3 (hex) of a file and removes it.
-func sumFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(p)
-	defer f.Close()
-	h := blake3.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func sparse(p string, size int64) error {

@@ -54,6 +54,13 @@ type SSH struct {
 	SCPPath string // default "scp"
 }
 
+// Flags are the ssh flags as `farwing copy` and scp take them (-F -i -P -o -J), without the
+// connection-sharing options Start adds: what a command run on the user's behalf is given.
+func (s SSH) Flags() []string {
+	s.mux = false
+	return s.common("-P")
+}
+
 func (s SSH) common(portFlag string) []string {
 	var a []string
 	if s.Config != "" {

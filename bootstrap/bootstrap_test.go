@@ -27,6 +27,11 @@ func TestSSHArgs(t *testing.T) {
 	if got := (SSH{}).common("-p"); len(got) != 0 {
 		t.Fatalf("empty options gave %v", got)
 	}
+	// What a command run for the user (farwing copy, scp) is given: scp's -P, no sharing options.
+	s.mux = true
+	if got := s.Flags(); !reflect.DeepEqual(got, []string{"-F", "cfg", "-i", "id", "-P", "2222", "-o", "A=1", "-o", "B=2", "-J", "j"}) {
+		t.Fatalf("flags %v", got)
+	}
 }
 
 // TestScripts runs the probe and install scripts through a local sh with a fake home, checking

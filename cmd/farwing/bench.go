@@ -98,27 +98,6 @@ func lossName(loss float64) string {
 	return strconv.FormatFloat(loss*100, 'g', 3, 64) + "%"
 }
 
-// sshArgs are the ssh flags as farwing copy and scp take them.
-func (f *sshFlags) args() []string {
-	var a []string
-	if f.config != "" {
-		a = append(a, "-F", f.config)
-	}
-	if f.identity != "" {
-		a = append(a, "-i", f.identity)
-	}
-	if f.port != 0 {
-		a = append(a, "-P", fmt.Sprint(f.port))
-	}
-	for _, o := range f.options {
-		a = append(a, "-o", o)
-	}
-	if f.jump != "" {
-		a = append(a, "-J", f.jump)
-	}
-	return a
-}
-
 func cmdBench(ctx context.Context, args []string) int {
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -167,7 +146,7 @@ func cmdBench(ctx context.Context, args []string) int {
 		if level == "" {
 			level = host
 		}
-		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false)}, SSHArgs: b.ssh.args(), Farwing: exe,
+		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false)}, SSHArgs: b.ssh.ssh(false).Flags(), Farwing: exe,
 			SCP: "scp", Size: b.sizeBytes, Runs: b.runs, Duration: b.duration, Limit: b.limit, Rows: b.selected, Pull: b.pull,
 			Levels: []bench.Level{{Name: level}}, Argv: argv}
 		if p := os.Getenv("FARWING_SCP"); p != "" {

@@ -229,15 +229,51 @@ func checkBenchFile(dir, name string) (string, error) {
 	if err := fcopy.ValidName(name); err != nil || strings.Contains(name, "/") {
 		return "", fmt.Errorf("%w: the bench checks files of its own directory only, not %s", ErrProtocol, escape.Quote(name))
 	}
-	p := filepath.Join(dir, name)
-	f, err := os.Open(p)
+	sum, err := SumFile(filepath.Join(dir, name))
 	if err != nil {
 		return "", fmt.Errorf("bench file %s: %w", escape.Quote(name), err)
+	}
+	return sum, nil
+}
+
+// SumFile returns the BLAKE3 (hex) of a bench file and removes it, whether or not it could be
+// read to its end.
+func SumFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
 	}
 	defer os.Remove(p)
 	defer f.Close()
 	h := blake3.New()
 	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// RandomFile writes size random bytes to a new file at name (mode 0600) and returns their
+// BLAKE3 (hex); a failed write leaves no file.
+func RandomFile(name string, size int64) (string, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", err
+	}
+	h := blake3.New()
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		n := int(min(left, int64(len(buf))))
+		rand.Read(buf[:n])
+		h.Write(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			os.Remove(name)
+			return "", err
+		}
+		left -= int64(n)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(name)
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
@@ -335,28 +371,11 @@ func randomSource(name string, size int64) (string, error) {
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(filepath.Dir(name), &fs); err == nil && uint64(size) > fs.Bavail*uint64(fs.Bsize) {
-		return "", fmt.Errorf("the HTTP row's %d-byte file does not fit on the host's disk (%d bytes free)", size, fs.Bavail*uint64(fs.Bsize))
+		return "", fmt.Errorf("the bench's %d-byte source file does not fit on the host's disk (%d bytes free)", size, fs.Bavail*uint64(fs.Bsize))
 	}
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	sum, err := RandomFile(name, size)
 	if err != nil {
 		return "", err
 	}
-	h := blake3.New()
-	buf := make([]byte, 1<<20)
-	for left := size; left > 0; {
-		n := int(min(left, int64(len(buf))))
-		rand.Read(buf[:n])
-		h.Write(buf[:n])
-		if _, err := f.Write(buf[:n]); err != nil {
-			f.Close()
-			os.Remove(name)
-			return "", err
-		}
-		left -= int64(n)
-	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	return sum, os.WriteFile(name+".sum", []byte(sum), 0o600)
 }

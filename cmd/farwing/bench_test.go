@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,5 +87,59 @@ func TestLabBench(t *testing.T) {
 		if !strings.Contains(out.String(), title) {
 			t.Errorf("no table headed %s in:\n%s", title, out.String())
 		}
+	}
+}
+
+// TestLabBenchInterrupt: Ctrl-C in the middle of a bench stops it cleanly: exit 130, the ledger
+// written with what finished and marked incomplete, no remote peer left running and no bench
+// directory left on the host.
+func TestLabBenchInterrupt(t *testing.T) {
+	e := startLab(t, 200e6, 40*time.Millisecond, 0)
+	ledger := filepath.Join(t.TempDir(), "ledger.json")
+	cmd := e.l.Command(e.l.NSA, e.bin, "bench", "-q", "-F", e.srv.ConfigFile, "--rows", "tcp-bbr,farwing", "--runs", "3",
+		"--duration", "5s", "--size", "16M", "--json", ledger, e.srv.Host)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt during the second TCP run: the first is in the ledger, the second is not.
+	time.Sleep(9 * time.Second)
+	benchDirs := filepath.Join(e.srv.Home, ".cache/farwing/bench-*")
+	if during, _ := filepath.Glob(benchDirs); len(during) != 1 {
+		t.Errorf("bench directories on the host during the bench: %v, want one", during)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var code int
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 130 {
+		t.Fatalf("exit %d (%v), want 130:\n%s", code, err, out.String())
+	}
+	raw, rerr := os.ReadFile(ledger)
+	if rerr != nil {
+		t.Fatalf("no ledger after Ctrl-C: %v\n%s", rerr, out.String())
+	}
+	var l bench.Ledger
+	if err := json.Unmarshal(raw, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Complete || l.Error != "interrupted" || len(l.Samples) == 0 || l.Samples[0].Outcome != bench.OK {
+		t.Errorf("ledger: complete %v, error %q, %d samples (first %+v)", l.Complete, l.Error, len(l.Samples), l.Samples)
+	}
+	if !strings.Contains(out.String(), "Incomplete: interrupted") {
+		t.Errorf("the table does not say it is incomplete:\n%s", out.String())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.srv.Peers()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if p := e.srv.Peers(); len(p) > 0 {
+		t.Errorf("remote peers %v still running 30 s after Ctrl-C", p)
+	}
+	if left, _ := filepath.Glob(benchDirs); len(left) > 0 {
+		t.Errorf("bench directories left on the host: %v", left)
 	}
 }

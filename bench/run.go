@@ -66,6 +66,7 @@ type Ledger struct {
 	Duration  float64        `json:"duration_seconds"`
 	Limit     float64        `json:"limit_seconds"`
 	Rows      []string       `json:"rows"`
+	PeerArgv  []string       `json:"peer_argv,omitempty"` // the ssh command that started the bench's remote peer
 	Client    hostinfo.Facts `json:"client"`
 	Server    hostinfo.Facts `json:"server"`
 	Levels    []LevelFacts   `json:"levels"`
@@ -123,7 +124,7 @@ func run(ctx context.Context, cfg Config, l *Ledger) error {
 	}
 	defer peer.Close()
 	r := &runner{cfg: cfg, l: l, peer: peer}
-	l.Server = peer.Facts
+	l.Server, l.PeerArgv = peer.Facts, peer.Argv
 	l.Client = hostinfo.Gather(peer.Addr, []string{"ssh", "-V"}, xfer.Version)
 	if r.dir, err = os.MkdirTemp("", "farwing-bench-"); err != nil {
 		return err

@@ -171,6 +171,10 @@ type Peer struct {
 	waitErr  error
 }
 
+// Args is the ssh command line that started the peer (the remote script and `farwing serve` with
+// its public key are in its last argument).
+func (p *Peer) Args() []string { return append([]string(nil), p.cmd.Args...) }
+
 // Identity is this build's identity: the SHA-256 of the running executable.
 type Identity struct {
 	Exe  string

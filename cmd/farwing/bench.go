@@ -309,6 +309,7 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 		if i == 0 {
 			merged.Client, merged.Server, merged.Direction = lv.Client, lv.Server, lv.Direction
 			merged.Size, merged.Runs, merged.Duration, merged.Limit, merged.Rows = lv.Size, lv.Runs, lv.Duration, lv.Limit, lv.Rows
+			merged.PeerArgv = lv.PeerArgv
 		}
 		for _, f := range lv.Levels {
 			f.Argv = append([]string{"ip", "netns", "exec", l.NSA, exe}, argv...)

@@ -48,6 +48,9 @@ func TestLabBench(t *testing.T) {
 			t.Errorf("%s facts: %+v", who, f)
 		}
 	}
+	if argv := strings.Join(l.PeerArgv, " "); len(l.PeerArgv) == 0 || l.PeerArgv[0] != "ssh" || !strings.Contains(argv, " serve ") || !strings.Contains(argv, "--pub") {
+		t.Errorf("the peer's command line is not in the ledger: %q", l.PeerArgv)
+	}
 	if l.Levels[0].MinRTTms < 20 || l.Levels[0].CapacityBps <= 0 {
 		t.Errorf("path facts %+v", l.Levels[0])
 	}

@@ -34,6 +34,9 @@ type BenchPeer struct {
 	// Dir is the directory on the host where the copy rows put their files (the peer removes it
 	// when the bench ends).
 	Dir string
+	// Argv is the command that started the peer (ssh, with the remote command in its last
+	// argument).
+	Argv []string
 }
 
 // OpenBench starts the bench's remote peer on host.
@@ -43,7 +46,7 @@ func OpenBench(ctx context.Context, o Options, host string) (*BenchPeer, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &BenchPeer{c: c, Uploaded: res.PeerUploaded}
+	b := &BenchPeer{c: c, Uploaded: res.PeerUploaded, Argv: c.info.Argv}
 	if b.Addr, err = serverAddr(ctx, host, c.info.HostName, ready.Addr); err != nil {
 		b.Close()
 		return nil, err

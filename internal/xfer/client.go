@@ -70,10 +70,11 @@ type Remote interface {
 
 // PeerInfo is what the start of a remote peer tells about it.
 type PeerInfo struct {
-	Uploaded bool   // this start installed the peer
-	Path     string // the peer's executable on the remote host
-	RemoteOS string // uname -s and -m
-	HostName string // the address ssh connects to ("" if unknown): where UDP goes
+	Uploaded bool     // this start installed the peer
+	Path     string   // the peer's executable on the remote host
+	RemoteOS string   // uname -s and -m
+	HostName string   // the address ssh connects to ("" if unknown): where UDP goes
+	Argv     []string // the command that started it, when there is one
 }
 
 // SSHStart starts the peer over the system's ssh with the options in s (bootstrap.Start).
@@ -95,7 +96,7 @@ type sshRemote struct{ p *bootstrap.Peer }
 
 func (r sshRemote) Control() (io.Reader, io.WriteCloser) { return r.p.Stdout, r.p.Stdin }
 func (r sshRemote) Info() PeerInfo {
-	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName}
+	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName, Argv: r.p.Args()}
 }
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }

@@ -504,7 +504,7 @@ func (r *runner) finishCopy(ctx context.Context, s *Sample, name string, el time
 	if r.cfg.Pull {
 		sum, cerr = xfer.SumFile(filepath.Join(r.dir, name)) // and removes it
 	} else {
-		sum, cerr = r.peer.Check(ctx, name) // also removes it, stalled or not
+		sum, cerr = r.peer.Check(ctx, name, r.cfg.Size) // also removes it, stalled or not
 	}
 	switch {
 	case err != nil:

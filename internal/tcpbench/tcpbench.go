@@ -33,7 +33,7 @@ const (
 // Result is one test as its receiving end measured it, with the sending end's socket facts.
 type Result struct {
 	Streams int     `json:"streams"`
-	Bytes   int64   `json:"bytes"`   // received, all streams together
+	Bytes   int64   `json:"bytes"`   // received, all streams together (Send: written)
 	Seconds float64 `json:"seconds"` // the receiver's first byte to its last
 	// Sending sockets, read back from the kernel: the congestion control each one used and
 	// their TCP_INFO retransmissions, summed.
@@ -226,6 +226,7 @@ func Receive(ctx context.Context, conns []*net.TCPConn, deadline time.Time, coun
 func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration, count *atomic.Int64) (Result, error) {
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
+	var written atomic.Int64
 	errs := make([]error, len(conns))
 	for i, c := range conns {
 		c.SetWriteDeadline(end)
@@ -235,6 +236,7 @@ func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration, count *ato
 			buf := make([]byte, 256<<10)
 			for ctx.Err() == nil {
 				n, err := c.Write(buf)
+				written.Add(int64(n))
 				if count != nil {
 					count.Add(int64(n))
 				}
@@ -254,7 +256,7 @@ func Send(ctx context.Context, conns []*net.TCPConn, d time.Duration, count *ato
 	})
 	wg.Wait()
 	stop()
-	r := Result{Streams: len(conns)}
+	r := Result{Streams: len(conns), Bytes: written.Load()}
 	for _, c := range conns {
 		cc, retrans, err := socketFacts(c)
 		if err != nil {

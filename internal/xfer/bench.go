@@ -142,7 +142,7 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest, count *atomic.Int64) (tc
 	}
 	if t.PeerSends {
 		// The peer sent: its sockets' facts, this end's count.
-		if len(r.CC) > t.Streams {
+		if len(r.CC) != t.Streams {
 			return tcpbench.Result{}, fmt.Errorf("%w: the peer reports %d sending sockets for %d streams", ErrProtocol, len(r.CC), t.Streams)
 		}
 		local.CC, local.Retransmits = nil, r.Retransmits
@@ -151,31 +151,37 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest, count *atomic.Int64) (tc
 		}
 		return local, nil
 	}
-	// This end sent: the peer's count (within what the test could produce), these sockets' facts.
-	if r.Streams != t.Streams || r.Bytes < 0 || r.Seconds < 0 || r.Seconds > (d+2*acceptWithin).Seconds() {
+	// This end sent: the peer's count (within what the test could produce: no more than this end
+	// wrote, and not in no time), these sockets' facts.
+	if r.Streams != t.Streams || r.Bytes < 0 || r.Bytes > local.Bytes || r.Seconds < 0 || r.Bytes > 0 && r.Seconds <= 0 ||
+		r.Seconds > (d+2*acceptWithin).Seconds() {
 		return tcpbench.Result{}, fmt.Errorf("%w: the peer counted %d bytes in %.1f s on %d streams for a %d-stream, %d s test", ErrProtocol, r.Bytes, r.Seconds, r.Streams, t.Streams, t.Seconds)
 	}
 	local.Bytes, local.Seconds = r.Bytes, r.Seconds
 	return local, nil
 }
 
-// Check asks the peer for the BLAKE3 (hex) of the copy rows' file name in Dir, which it then
-// removes.
-func (b *BenchPeer) Check(ctx context.Context, name string) (string, error) {
+// Check asks the peer for the BLAKE3 (hex) of the copy rows' file name in Dir (of about size
+// bytes), which it then removes.
+func (b *BenchPeer) Check(ctx context.Context, name string, size int64) (string, error) {
 	if err := b.c.ctl.Send(Msg{T: "check", Name: name}); err != nil {
 		return "", err
 	}
-	m, err := b.c.ctl.Expect(ctx, "checked", 0)
+	// Hashing takes a while for a large file: allow 20 MB/s beyond the usual silence.
+	m, err := b.c.ctl.Expect(ctx, "checked", PeerIdle+time.Duration(size/20e6)*time.Second)
 	if err != nil {
 		return "", err
 	}
-	if len(m.Sum) != 64 {
-		return "", fmt.Errorf("%w: a digest of %d hex digits", ErrProtocol, len(m.Sum))
-	}
-	if _, err := hex.DecodeString(m.Sum); err != nil {
-		return "", fmt.Errorf("%w: a digest that is not hex", ErrProtocol)
+	if !isDigest(m.Sum) {
+		return "", fmt.Errorf("%w: the peer's digest %s is not 64 hex digits", ErrProtocol, escape.Quote(m.Sum))
 	}
 	return m.Sum, nil
+}
+
+// isDigest reports whether s is a BLAKE3 digest in hex: 64 hex digits.
+func isDigest(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == 32
 }
 
 // HTTP is the HTTP row: the peer serves a random file of size bytes (made once per bench) to one
@@ -191,11 +197,9 @@ func (b *BenchPeer) HTTP(ctx context.Context, size int64, dst string, limit time
 	if err != nil {
 		return 0, nil, err
 	}
-	if m.Port < 1 || m.Port > 65535 || len(m.Token) != 2*tcpbench.TokenLen || len(m.Sum) != 64 {
+	if _, terr := hex.DecodeString(m.Token); m.Port < 1 || m.Port > 65535 || len(m.Token) != 2*tcpbench.TokenLen || terr != nil || !isDigest(m.Sum) {
+		b.c.ctl.Send(Msg{T: "http-stop"}) // the peer's server goes, whatever it sent
 		return 0, nil, fmt.Errorf("%w: the peer's HTTP server is port %d, path of %d bytes, digest of %d", ErrProtocol, m.Port, len(m.Token), len(m.Sum))
-	}
-	if _, err := hex.DecodeString(m.Token + m.Sum); err != nil {
-		return 0, nil, fmt.Errorf("%w: the peer's HTTP path or digest is not hex", ErrProtocol)
 	}
 	url := "http://" + net.JoinHostPort(b.Addr.String(), strconv.Itoa(m.Port)) + "/" + m.Token
 	el, err := getChecked(ctx, url, dst, size, m.Sum, limit)
@@ -215,7 +219,9 @@ func getChecked(ctx context.Context, url, dst string, size int64, sum string, li
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	// No proxy: the bench measures the path to the host, nothing in between.
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
+	// No redirect either: the file comes from the peer's server or not at all.
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -268,8 +274,8 @@ func (b *BenchPeer) Source(ctx context.Context, size int64, sparse bool) (name, 
 		return "", "", err
 	}
 	want := map[bool]string{true: "stream", false: "source"}[sparse]
-	if m.Name != want || !sparse && len(m.Sum) != 64 {
-		return "", "", fmt.Errorf("%w: the peer made %s for a %s", ErrProtocol, escape.Quote(m.Name), want)
+	if m.Name != want || !sparse && !isDigest(m.Sum) {
+		return "", "", fmt.Errorf("%w: the peer made %s (digest %s) for a %s", ErrProtocol, escape.Quote(m.Name), escape.Quote(m.Sum), want)
 	}
 	return m.Name, m.Sum, nil
 }

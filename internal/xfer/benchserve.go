@@ -124,7 +124,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				if errors.As(err, &re) || ctx.Err() != nil {
 					return err
 				}
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail}); err != nil {
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
 					return err
 				}
 			}
@@ -132,7 +132,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			// A file for the pull direction's rows: random (made once, digest returned) or sparse.
 			name, sum, err := benchSource(dir, m.Size, m.Sink)
 			if err != nil {
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail}); err != nil {
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
 					return err
 				}
 				continue
@@ -144,7 +144,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			// The "first copy" row: this build leaves the remote cache, so the next copy installs
 			// it again. The running peer keeps its (now unlinked) executable.
 			if err := uncache(); err != nil {
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitFail}); err != nil {
+				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
 					return err
 				}
 				continue
@@ -237,14 +237,18 @@ func checkBenchFile(dir, name string) (string, error) {
 }
 
 // SumFile returns the BLAKE3 (hex) of a bench file and removes it, whether or not it could be
-// read to its end.
+// read. Only a regular file is read: not through a symbolic link, and never a FIFO or a device,
+// whose open or read could block for ever.
 func SumFile(p string) (string, error) {
-	f, err := os.Open(p)
+	defer os.Remove(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(p)
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", escape.Quote(filepath.Base(p)))
+	}
 	h := blake3.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err
@@ -370,8 +374,12 @@ func randomSource(name string, size int64) (string, error) {
 		}
 	}
 	var fs syscall.Statfs_t
-	if err := syscall.Statfs(filepath.Dir(name), &fs); err == nil && uint64(size) > fs.Bavail*uint64(fs.Bsize) {
-		return "", fmt.Errorf("the bench's %d-byte source file does not fit on the host's disk (%d bytes free)", size, fs.Bavail*uint64(fs.Bsize))
+	// The bench never fills a disk: what stays free is a tenth of it, at least 1 GiB.
+	if err := syscall.Statfs(filepath.Dir(name), &fs); err == nil {
+		free, keep := fs.Bavail*uint64(fs.Bsize), max(fs.Blocks*uint64(fs.Bsize)/10, 1<<30)
+		if uint64(size)+keep > free {
+			return "", fmt.Errorf("the bench's %d-byte source file does not fit on the host's disk (%d bytes free, %d kept free)", size, free, keep)
+		}
 	}
 	sum, err := RandomFile(name, size)
 	if err != nil {

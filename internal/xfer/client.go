@@ -225,7 +225,8 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	// The session ends with its control channel: ssh gone, the peer gone.
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.ctl.Start(c.cancel)
-	ready, err := c.ctl.Expect(c.ctx, "ready", 0)
+	// The peer sends ready first thing, once ssh has started it (an upload is already done).
+	ready, err := c.ctl.Expect(c.ctx, "ready", PeerIdle)
 	if err != nil {
 		c.close(time.Second)
 		return nil, Msg{}, err

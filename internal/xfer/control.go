@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
@@ -160,19 +161,31 @@ type Control struct {
 	w   io.Writer
 	r   *bufio.Reader
 
-	in   chan Msg
-	err  error // why the channel ended; read after in is closed
-	gone func(error) error
+	in     chan inMsg
+	queued atomic.Int64 // bytes of the messages read but not yet taken
+	err    error        // why the channel ended; read after in is closed
+	gone   func(error) error
 }
 
 // maxMessage bounds one control message: a file list of 100,000 entries of long names fits.
-const maxMessage = 64 << 20
+// maxQueued bounds the messages read but not yet taken, together: a peer that sends while this
+// end is busy (a TCP test of minutes) cannot make it hold more.
+const (
+	maxMessage = 64 << 20
+	maxQueued  = 2 * maxMessage
+)
+
+// inMsg is a message read, with its size on the wire.
+type inMsg struct {
+	m Msg
+	n int64
+}
 
 // NewControl wraps a reader and writer (the ssh pipes, or stdin/stdout in serve). gone, if not
 // nil, turns the error that ended the channel into the one reported (the client asks ssh how it
 // ended).
 func NewControl(r io.Reader, w io.Writer, gone func(error) error) *Control {
-	return &Control{enc: json.NewEncoder(w), w: w, r: bufio.NewReaderSize(r, 64<<10), in: make(chan Msg, 1024), gone: gone}
+	return &Control{enc: json.NewEncoder(w), w: w, r: bufio.NewReaderSize(r, 64<<10), in: make(chan inMsg, 1024), gone: gone}
 }
 
 // Start reads messages in the background until the channel ends, and then calls ended at once
@@ -181,7 +194,10 @@ func NewControl(r io.Reader, w io.Writer, gone func(error) error) *Control {
 func (c *Control) Start(ended func(error)) {
 	go func() {
 		for {
-			m, err := c.read()
+			m, n, err := c.read()
+			if err == nil && c.queued.Add(n) > maxQueued {
+				err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
+			}
 			if err != nil {
 				if c.gone != nil {
 					err = c.gone(err)
@@ -193,18 +209,18 @@ func (c *Control) Start(ended func(error)) {
 				}
 				return
 			}
-			c.in <- m
+			c.in <- inMsg{m, n}
 		}
 	}()
 }
 
-// read reads one message.
-func (c *Control) read() (Msg, error) {
+// read reads one message and returns its length.
+func (c *Control) read() (Msg, int64, error) {
 	var line []byte
 	for {
 		frag, err := c.r.ReadSlice('\n')
 		if len(line)+len(frag) > maxMessage {
-			return Msg{}, fmt.Errorf("%w: control channel: a message of more than %d MiB", ErrProtocol, maxMessage>>20)
+			return Msg{}, 0, fmt.Errorf("%w: control channel: a message of more than %d MiB", ErrProtocol, maxMessage>>20)
 		}
 		line = append(line, frag...)
 		if err == nil {
@@ -214,15 +230,15 @@ func (c *Control) read() (Msg, error) {
 			continue
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) {
-			return Msg{}, ErrPeerGone
+			return Msg{}, 0, ErrPeerGone
 		}
-		return Msg{}, fmt.Errorf("control channel: %w", err)
+		return Msg{}, 0, fmt.Errorf("control channel: %w", err)
 	}
 	var m Msg
 	if err := json.Unmarshal(line, &m); err != nil {
-		return Msg{}, fmt.Errorf("%w: control channel: malformed message: %v", ErrProtocol, err)
+		return Msg{}, 0, fmt.Errorf("%w: control channel: malformed message: %v", ErrProtocol, err)
 	}
-	return m, nil
+	return m, int64(len(line)), nil
 }
 
 // Send writes one message; safe for concurrent use.
@@ -255,10 +271,12 @@ func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
 		timeout = t.C
 	}
 	select {
-	case m, ok := <-c.in:
+	case in, ok := <-c.in:
 		if !ok {
 			return Msg{}, c.err
 		}
+		c.queued.Add(-in.n)
+		m := in.m
 		if m.T == "error" {
 			return m, remoteError(m)
 		}

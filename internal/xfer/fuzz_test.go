@@ -17,7 +17,10 @@ func FuzzControl(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := NewControl(bytes.NewReader(in), &bytes.Buffer{}, nil)
 		for range 64 {
-			m, err := c.read()
+			m, n, err := c.read()
+			if err == nil && (n <= 0 || n > maxMessage) {
+				t.Fatalf("a message of %d bytes read", n)
+			}
 			if err != nil {
 				if !errors.Is(err, ErrProtocol) && !errors.Is(err, ErrPeerGone) {
 					t.Fatalf("read: %v", err)

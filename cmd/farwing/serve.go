@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -18,6 +20,12 @@ func cmdServe(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return badFlags("serve", err)
 	}
+	// The peer outlives its client only long enough to clean up: a write to the control channel
+	// after the client left must be an error it handles (removing partial files, the bench's
+	// directory), not a SIGPIPE that kills it first; sshd's SIGHUP ends it the same way.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
 	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION")}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return xfer.ExitCode(err)

@@ -317,7 +317,7 @@ func (r *runner) farwingStream(ctx context.Context, s *Sample) {
 			s.Outcome, s.Error = Failed, escape.Text(serr.Error())
 			return
 		}
-		res, _, err = r.farwing(ctx, r.cfg.Limit, "--sink", r.cfg.Host+":"+r.peer.Dir+"/"+name, r.dir, s)
+		res, _, err = r.farwing(ctx, s, "--sink", r.cfg.Host+":"+r.peer.Dir+"/"+name, r.dir)
 	} else {
 		src := filepath.Join(r.dir, "stream")
 		if err := sparse(src, size); err != nil {
@@ -325,7 +325,7 @@ func (r *runner) farwingStream(ctx context.Context, s *Sample) {
 			return
 		}
 		defer os.Remove(src)
-		res, _, err = r.farwing(ctx, r.cfg.Limit, "--sink", src, r.cfg.Host+":", s)
+		res, _, err = r.farwing(ctx, s, "--sink", src, r.cfg.Host+":")
 	}
 	if err != nil {
 		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
@@ -342,20 +342,13 @@ func (r *runner) farwingStream(ctx context.Context, s *Sample) {
 	}
 }
 
-// farwing runs `farwing copy --json -q` with the bench's ssh flags and returns its JSON summary.
-func (r *runner) farwing(ctx context.Context, limit time.Duration, args ...any) (map[string]any, time.Duration, error) {
-	var s *Sample
+// farwing runs `farwing copy --json -q ARGS` with the bench's ssh flags for sample s (which
+// records the command and the summary's evidence) and returns the JSON summary.
+func (r *runner) farwing(ctx context.Context, s *Sample, args ...string) (map[string]any, time.Duration, error) {
 	argv := []string{r.cfg.Farwing, "copy", "--json", "-q"}
 	argv = append(argv, r.cfg.SSHArgs...)
-	for _, a := range args {
-		switch v := a.(type) {
-		case string:
-			argv = append(argv, v)
-		case *Sample:
-			s = v
-		}
-	}
-	out, el, err := r.command(ctx, limit, argv, s)
+	argv = append(argv, args...)
+	out, el, err := r.command(ctx, r.cfg.Limit, argv, s)
 	var res map[string]any
 	if jerr := json.Unmarshal(out, &res); jerr != nil && err == nil {
 		err = fmt.Errorf("farwing copy printed no summary: %v", jerr)
@@ -444,7 +437,7 @@ func (r *runner) farwingCopy(ctx context.Context, s *Sample, first bool) {
 			return
 		}
 	}
-	_, el, err := r.farwing(ctx, r.cfg.Limit, src, dst, s)
+	_, el, err := r.farwing(ctx, s, src, dst)
 	r.finishCopy(ctx, s, name, el, err)
 }
 

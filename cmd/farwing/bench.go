@@ -23,20 +23,20 @@ import (
 
 // benchOptions are farwing bench's flags.
 type benchOptions struct {
-	size, rows, jsonFile   string
-	runs                   int
-	duration, limit        time.Duration
-	pull, quiet            bool
-	lab                    bool
-	labRate, labLoss       string
-	labRTT                 time.Duration
-	level                  string // the level's name in the tables (set by --lab for each level)
-	ssh                    sshFlags
-	sizeBytes              int64
-	selected               []bench.Row
-	labRateBps             float64
-	labLosses              []float64
-	labLossNames, sshGiven []string
+	size, rows, jsonFile string
+	runs                 int
+	duration, limit      time.Duration
+	pull, quiet          bool
+	lab                  bool
+	labRate, labLoss     string
+	labRTT               time.Duration
+	level                string // the level's name in the tables (set by --lab for each level)
+	ssh                  sshFlags
+	sizeBytes            int64
+	selected             []bench.Row
+	labRateBps           float64
+	labLosses            []float64
+	labLossNames         []string
 }
 
 func (b *benchOptions) register(fs *pflag.FlagSet) {

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -73,17 +74,28 @@ func Gather(peer netip.Addr, ssh []string, version string) Facts {
 	if len(ssh) > 0 {
 		f.OpenSSH = sshVersion(ssh)
 	}
-	if exe, err := os.Executable(); err == nil {
-		if file, err := os.Open(exe); err == nil {
-			h := sha256.New()
-			if _, err := io.Copy(h, file); err == nil {
-				f.SHA256 = hex.EncodeToString(h.Sum(nil))
-			}
-			file.Close()
-		}
-	}
+	f.SHA256 = exeHash()
 	return f
 }
+
+// exeHash is the SHA-256 of the running executable (hex), computed once: facts are gathered
+// before every run.
+var exeHash = sync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	file, err := os.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer file.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, file); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+})
 
 // Load is the load average now.
 func Load() [3]float64 {

@@ -446,7 +446,7 @@ func (r *runner) farwingCopy(ctx context.Context, s *Sample, first bool) {
 // or the host's random file to this end's directory (pull).
 func (r *runner) copyEnds(ctx context.Context, name string) (src, dst, copyName string, err error) {
 	if !r.cfg.Pull {
-		if err := r.source(); err != nil {
+		if err := r.source(ctx); err != nil {
 			return "", "", "", err
 		}
 		return r.src, r.cfg.Host + ":" + r.peer.Dir + "/" + name, name, nil
@@ -513,12 +513,12 @@ func (r *runner) finishCopy(ctx context.Context, s *Sample, name string, el time
 }
 
 // source makes the copy rows' random file once.
-func (r *runner) source() error {
+func (r *runner) source(ctx context.Context) error {
 	if r.src != "" {
 		return nil
 	}
 	p := filepath.Join(r.dir, "random")
-	sum, err := xfer.RandomFile(p, r.cfg.Size)
+	sum, err := xfer.RandomFile(ctx, p, r.cfg.Size)
 	if err != nil {
 		return err
 	}

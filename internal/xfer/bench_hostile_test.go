@@ -285,6 +285,13 @@ func TestBenchHostileHTTPServer(t *testing.T) {
 	if n != 300_000 || hex.EncodeToString(h.Sum(nil)) != m.Sum {
 		t.Errorf("GET brought %d bytes, digest matches: %v", n, hex.EncodeToString(h.Sum(nil)) == m.Sum)
 	}
+	// One GET per request: the row is a single stream, and the server serves nothing more.
+	if resp, err := c.Get(base + m.Token); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("a second GET: %s, want 404", resp.Status)
+		}
+	}
 	if _, err := benchAsk(t, b, Msg{T: "http-stop"}, "http-stopped"); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -130,7 +131,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			}
 		case "source":
 			// A file for the pull direction's rows: random (made once, digest returned) or sparse.
-			name, sum, err := benchSource(dir, m.Size, m.Sink)
+			name, sum, err := benchSource(ctx, dir, m.Size, m.Sink)
 			if err != nil {
 				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
 					return err
@@ -257,8 +258,8 @@ func SumFile(p string) (string, error) {
 }
 
 // RandomFile writes size random bytes to a new file at name (mode 0600) and returns their
-// BLAKE3 (hex); a failed write leaves no file.
-func RandomFile(name string, size int64) (string, error) {
+// BLAKE3 (hex); a failed or cancelled write leaves no file.
+func RandomFile(ctx context.Context, name string, size int64) (string, error) {
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return "", err
@@ -269,7 +270,11 @@ func RandomFile(name string, size int64) (string, error) {
 		n := int(min(left, int64(len(buf))))
 		rand.Read(buf[:n])
 		h.Write(buf[:n])
-		if _, err := f.Write(buf[:n]); err != nil {
+		_, err := f.Write(buf[:n])
+		if err == nil {
+			err = ctx.Err() // the client left: stop writing
+		}
+		if err != nil {
 			f.Close()
 			os.Remove(name)
 			return "", err
@@ -309,7 +314,7 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 		return fmt.Errorf("%w: an HTTP file of %d bytes", ErrProtocol, size)
 	}
 	name := filepath.Join(dir, "source")
-	sum, err := randomSource(name, size)
+	sum, err := randomSource(ctx, name, size)
 	if err != nil {
 		return err
 	}
@@ -318,8 +323,9 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 		return err
 	}
 	token := hex.EncodeToString(tcpbench.NewToken())
+	var served atomic.Bool // one GET: the row is one stream
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/"+token || r.Method != http.MethodGet {
+		if r.URL.Path != "/"+token || r.Method != http.MethodGet || served.Swap(true) {
 			http.NotFound(w, r)
 			return
 		}
@@ -345,12 +351,12 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 
 // benchSource makes the pull rows' source in dir: size random bytes ("source", its BLAKE3
 // returned), or a sparse file (sparse: "stream", read as zeros from memory).
-func benchSource(dir string, size int64, sparse bool) (name, sum string, err error) {
+func benchSource(ctx context.Context, dir string, size int64, sparse bool) (name, sum string, err error) {
 	if size < 1 || size > maxHTTPSize {
 		return "", "", fmt.Errorf("%w: a source of %d bytes", ErrProtocol, size)
 	}
 	if !sparse {
-		sum, err := randomSource(filepath.Join(dir, "source"), size)
+		sum, err := randomSource(ctx, filepath.Join(dir, "source"), size)
 		return "source", sum, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "stream"), os.O_CREATE|os.O_WRONLY, 0o600)
@@ -366,7 +372,7 @@ func benchSource(dir string, size int64, sparse bool) (name, sum string, err err
 
 // randomSource makes the file of size random bytes at name, unless it is there, and returns its
 // BLAKE3 (hex).
-func randomSource(name string, size int64) (string, error) {
+func randomSource(ctx context.Context, name string, size int64) (string, error) {
 	if st, err := os.Stat(name + ".sum"); err == nil && st.Size() == 64 {
 		if fst, err := os.Stat(name); err == nil && fst.Size() == size {
 			b, err := os.ReadFile(name + ".sum")
@@ -381,7 +387,7 @@ func randomSource(name string, size int64) (string, error) {
 			return "", fmt.Errorf("the bench's %d-byte source file does not fit on the host's disk (%d bytes free, %d kept free)", size, free, keep)
 		}
 	}
-	sum, err := RandomFile(name, size)
+	sum, err := RandomFile(ctx, name, size)
 	if err != nil {
 		return "", err
 	}

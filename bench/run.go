@@ -36,19 +36,13 @@ type Config struct {
 	Duration time.Duration // each throughput run
 	Limit    time.Duration // each copy run
 	Rows     []Row
-	Pull     bool // measure host → this end
-	Levels   []Level
+	Pull     bool     // measure host → this end
+	Levels   []string // the names the path goes by in the tables: one per run of the bench
 	Argv     []string // the bench's own command line, for the ledger
 	// Progress receives a line as each run starts and ends (nil: none).
 	Progress func(line string, final bool)
 	// Env is added to the environment of the copy commands (tests, the lab).
 	Env []string
-}
-
-// Level is one condition of the path: the lab's loss level, or the path as it is.
-type Level struct {
-	Name string
-	Set  func(context.Context) error // nil: nothing to set
 }
 
 // Ledger is the bench's evidence: every sample and the facts needed to audit the table.
@@ -131,14 +125,9 @@ func run(ctx context.Context, cfg Config, l *Ledger) error {
 	}
 	defer os.RemoveAll(r.dir)
 	for _, lv := range cfg.Levels {
-		if lv.Set != nil {
-			if err := lv.Set(ctx); err != nil {
-				return fmt.Errorf("level %s: %w", lv.Name, err)
-			}
-		}
-		l.Levels = append(l.Levels, LevelFacts{Name: lv.Name})
+		l.Levels = append(l.Levels, LevelFacts{Name: lv})
 		for _, row := range runOrder(cfg.Rows) {
-			if err := r.row(ctx, lv.Name, row); err != nil {
+			if err := r.row(ctx, lv, row); err != nil {
 				return err
 			}
 		}
@@ -387,7 +376,7 @@ func (r *runner) command(ctx context.Context, limit time.Duration, argv []string
 	out, err := cmd.Output()
 	el := time.Since(start)
 	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return out, el, xfer.ErrStalled
+		return out, el, xfer.ErrOverLimit
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
@@ -400,7 +389,7 @@ func (r *runner) command(ctx context.Context, limit time.Duration, argv []string
 }
 
 func outcome(ctx context.Context, err error) Outcome {
-	if errors.Is(err, xfer.ErrStalled) && ctx.Err() == nil {
+	if errors.Is(err, xfer.ErrOverLimit) && ctx.Err() == nil {
 		return Stalled
 	}
 	return Failed

@@ -148,7 +148,7 @@ func cmdBench(ctx context.Context, args []string) int {
 		}
 		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false)}, SSHArgs: b.ssh.ssh(false).Flags(), Farwing: exe,
 			SCP: "scp", Size: b.sizeBytes, Runs: b.runs, Duration: b.duration, Limit: b.limit, Rows: b.selected, Pull: b.pull,
-			Levels: []bench.Level{{Name: level}}, Argv: argv}
+			Levels: []string{level}, Argv: argv}
 		if p := os.Getenv("FARWING_SCP"); p != "" {
 			cfg.SCP = p
 		}

@@ -187,7 +187,7 @@ func isDigest(s string) bool {
 // HTTP is the HTTP row: the peer serves a random file of size bytes (made once per bench) to one
 // GET over a single TCP stream with the kernel's default congestion control; this end writes it
 // to dst, hashing it as it arrives. It returns the time from the GET to the checked file, and an
-// error for a file that did not arrive whole within limit (ErrStalled) or arrived wrong.
+// error for a file that did not arrive whole within limit (ErrOverLimit) or arrived wrong.
 func (b *BenchPeer) HTTP(ctx context.Context, size int64, dst string, limit time.Duration) (time.Duration, []string, error) {
 	if err := b.c.ctl.Send(Msg{T: "http", Size: size}); err != nil {
 		return 0, nil, err
@@ -212,8 +212,9 @@ func (b *BenchPeer) HTTP(ctx context.Context, size int64, dst string, limit time
 	return el, []string{"GET", url}, err
 }
 
-// ErrStalled: a bench copy that did not produce a checked file within its limit.
-var ErrStalled = errors.New("no checked file within the time limit")
+// ErrOverLimit: a bench copy that did not produce a checked file within its limit (the table's
+// "stalled"; not session.ErrOverLimit, a transfer whose receiver stopped acknowledging).
+var ErrOverLimit = errors.New("no checked file within the time limit")
 
 func getChecked(ctx context.Context, url, dst string, size int64, sum string, limit time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
@@ -234,7 +235,7 @@ func getChecked(ctx context.Context, url, dst string, size int64, sum string, li
 	}
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return 0, ErrStalled
+			return 0, ErrOverLimit
 		}
 		return 0, err
 	}
@@ -252,7 +253,7 @@ func getChecked(ctx context.Context, url, dst string, size int64, sum string, li
 	el := time.Since(start)
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
-		return el, ErrStalled
+		return el, ErrOverLimit
 	case err != nil:
 		return el, err
 	case n != size:
@@ -293,10 +294,4 @@ func (b *BenchPeer) Uncache(ctx context.Context) error {
 func (b *BenchPeer) Close() {
 	b.c.ctl.Send(Msg{T: "bye"})
 	b.c.close(time.Second)
-}
-
-// IsRemote reports whether err came from the peer (a test it refused or could not run).
-func IsRemote(err error) bool {
-	var re *RemoteError
-	return errors.As(err, &re)
 }

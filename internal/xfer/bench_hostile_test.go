@@ -657,7 +657,7 @@ func TestBenchHostileHTTPBody(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			if c.stall && !errors.Is(err, ErrStalled) {
+			if c.stall && !errors.Is(err, ErrOverLimit) {
 				t.Errorf("a stalled GET: %v", err)
 			}
 			if el := time.Since(start); el > 5*time.Second {

@@ -76,3 +76,9 @@ func TestBenchRefusals(t *testing.T) {
 		}
 	}
 }
+
+// IsRemote reports whether err came from the peer (a test it refused or could not run).
+func IsRemote(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re)
+}

@@ -82,7 +82,8 @@ func (r *Result) setLimiter(pushed bool, window, source float64, peerCores int) 
 			l.CapacityBps = r.CC.BtlBwBps
 		}
 	}
-	// Whole-process CPU over the data phase: the handshake's share is small beside a copy's.
+	// Whole-process CPU over the whole command (the CPU counters cover the process, not the data
+	// phase alone): the start's share is small beside a copy's.
 	local, peer := cpuShare(r.CPUSeconds, r.Seconds, runtime.NumCPU()), cpuShare(r.PeerCPU, r.Seconds, peerCores)
 	if pushed {
 		l.SenderCPU, l.ReceiverCPU = local, peer

@@ -109,11 +109,8 @@ func cmdBench(ctx context.Context, args []string) int {
 			"published tables: medians with the fastest and slowest run.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return badFlags("bench", err)
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "farwing bench: %s\n", oneLine(err))

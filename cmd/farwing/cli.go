@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
@@ -72,6 +75,19 @@ func oneLine(err error) string { return escape.Text(strings.ReplaceAll(err.Error
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// parseFlags parses a command's flags: done with exit 0 for --help, done with exit 2 and one
+// line (badFlags) for a bad flag, not done when the command goes on.
+func parseFlags(fs *pflag.FlagSet, args []string) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, pflag.ErrHelp):
+		return 0, true
+	}
+	return badFlags(fs.Name(), err), true
 }
 
 // badFlags reports a command line pflag refused, in one line naming the problem and where the

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -86,11 +85,8 @@ func cmdCopy(ctx context.Context, args []string) int {
 		fmt.Fprint(stderr, "Usage:\n  farwing copy [flags] SRC... [user@]host:DST\n  farwing copy [flags] [user@]host:SRC... DST\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return badFlags("copy", err)
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	fail := func(code int, err error) int {
 		msg := oneLine(err)

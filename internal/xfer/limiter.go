@@ -74,8 +74,10 @@ func (r *Result) setLimiter(pushed bool, window, source float64, peerCores int) 
 	if r.DataSeconds <= 0 {
 		return
 	}
+	// On a pull the waits are the peer's word: a share is bounded to the data phase.
+	share := func(s float64) float64 { return min(max(s/r.DataSeconds, 0), 1) }
 	l := Limiter{GoodputBps: r.GoodputBps, CapacityBps: r.ProbeBps, CeilingBps: r.RateBps, RxDropped: r.RxDropped,
-		Datagrams: r.DatagramsSent + r.DatagramsRecv, WindowFull: window / r.DataSeconds, SourceWait: source / r.DataSeconds}
+		Datagrams: r.DatagramsSent + r.DatagramsRecv, WindowFull: share(window), SourceWait: share(source)}
 	if r.CC != nil {
 		l.CongestionEvents = r.CC.CongestionEvents
 		if l.CapacityBps == 0 {

@@ -191,3 +191,84 @@ func TestPartialFiles(t *testing.T) {
 	}
 	held.close()
 }
+
+// TestReplacedHeldOpen: a large file that a copy replaces keeps its inode, open in the writer,
+// until the writer closes (its blocks are freed then, not inside the rename); small ones and
+// anything not a regular file are not held.
+func TestReplacedHeldOpen(t *testing.T) {
+	dst := t.TempDir()
+	big := filepath.Join(dst, "big")
+	if err := os.WriteFile(big, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, replacedHoldMin); err != nil { // sparse: no disk needed
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "small"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := planFor(t, "big", "small")
+	plan, err := NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := ResolveTarget(dst, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("0123456789")
+	sums := map[int][32]byte{}
+	for i := range files {
+		var tr fileTree
+		s := plan.Sum(plan.first[i], data)
+		tr.add(&s)
+		sums[i] = tr.sum()
+	}
+	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
+	for b := uint32(0); b < plan.NumBlocks(); b++ {
+		s := plan.Sum(b, data)
+		if err := w.WriteBlock(context.Background(), b, data, s.Digest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.replaced) != 1 {
+		t.Fatalf("writer holds %d replaced files, want 1 (the large one)", len(w.replaced))
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(w.replaced[0].Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Nlink != 0 || st.Size != replacedHoldMin {
+		t.Errorf("held file: %d links, %d bytes; want the replaced inode (0 links, %d bytes)", st.Nlink, st.Size, replacedHoldMin)
+	}
+	for _, n := range []string{"big", "small"} {
+		if b, err := os.ReadFile(filepath.Join(dst, n)); err != nil || string(b) != string(data) {
+			t.Errorf("%s after the copy: %q, %v; want the new bytes", n, b, err)
+		}
+	}
+	w.Close()
+	if len(w.replaced) != 0 {
+		t.Errorf("writer still holds %d replaced files after Close", len(w.replaced))
+	}
+	// Not regular, or small: nothing held.
+	if err := unix.Mkfifo(filepath.Join(dst, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("big", filepath.Join(dst, "link")); err != nil {
+		t.Fatal(err)
+	}
+	dfd, err := unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	for _, n := range []string{"fifo", "link", "small", "missing"} {
+		if f := holdReplaced(dfd, n); f != nil {
+			f.Close()
+			t.Errorf("holdReplaced(%s) held it", n)
+		}
+	}
+}

@@ -185,6 +185,7 @@ type Writer struct {
 	nextFile int    // next file to finalize
 	cur      *wfile
 	temps    map[*wfile]bool // temporary files not yet renamed into place
+	replaced []*os.File      // files the copy replaced, held open until Close (holdReplaced)
 	results  []FileResult
 	tree     fileTree
 	dirs     *dirs     // the destination's directories, opened without following links
@@ -428,13 +429,60 @@ func (w *Writer) place(wf *wfile, f File) error {
 	if err := checkReplace(fd, wf.base, wf.final); err != nil {
 		return err
 	}
+	old := holdReplaced(fd, wf.base)
 	if err := unix.Renameat(fd, wf.tmp, fd, wf.base); err != nil {
+		if old != nil {
+			old.Close()
+		}
 		return fmt.Errorf("%w: rename into %s: %v", ErrDest, escape.Text(wf.final), err)
+	}
+	if old != nil {
+		w.replaced = append(w.replaced, old)
+		if len(w.replaced) > maxReplacedHeld {
+			go w.replaced[0].Close()
+			w.replaced = w.replaced[1:]
+		}
 	}
 	delete(w.temps, wf)
 	wf.f.Close()
 	_ = unix.Fsync(fd)
 	return nil
+}
+
+// replacedHoldMin is the size from which a file that a copy replaces is kept open across the
+// rename and closed only when the writer closes (after the sender has the result). Renaming over
+// the last link of a large file frees its blocks inside the rename: 1.0 s for 1 GiB on this
+// project's VM (ext4, mounted with discard), which sat between the last block and the receiver's
+// confirmation. An open file keeps its inode, so the freeing happens at the final close instead.
+const replacedHoldMin = 64 << 20
+
+// maxReplacedHeld bounds how many replaced files the writer holds open at once.
+const maxReplacedHeld = 8
+
+// holdReplaced opens the regular file name in dirfd that a rename is about to replace when it
+// is at least replacedHoldMin long, and returns it (nil otherwise, and on any error).
+func holdReplaced(dirfd int, name string) *os.File {
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+		st.Size < replacedHoldMin {
+		return nil
+	}
+	ofd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	if unix.Fstat(ofd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(ofd)
+		return nil
+	}
+	return os.NewFile(uintptr(ofd), name)
+}
+
+// closeAll closes fs (replaced files: their blocks are freed now, off the transfer's path).
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
 }
 
 // umask is the process's file mode creation mask, read once at start: files get their source's
@@ -460,6 +508,10 @@ func (w *Writer) Abort() {
 // Close releases the writer's directories and its registry entry; temporary files still there
 // (a transfer that did not finish) are left to Abort or to a later sweep.
 func (w *Writer) Close() {
+	if len(w.replaced) > 0 {
+		go closeAll(w.replaced)
+		w.replaced = nil
+	}
 	if w.dirs != nil {
 		w.dirs.close()
 	}

@@ -124,6 +124,25 @@ type Stats struct {
 	SpuriousLosses   uint64 // OnLoss followed by an OnAck for the same packet
 
 	SentPkts, AckedPkts, LostPkts uint64
+
+	// Verdicts holds the latest congestion verdicts, newest last (at most len(Verdicts); the
+	// rest are zero): the evidence for each event, for -v traces and the copy's JSON summary.
+	Verdicts [4]Verdict
+}
+
+// Verdict is the evidence behind one congestion event: the round it ended and why.
+type Verdict struct {
+	At     time.Duration // since the controller started
+	Reason string        // "loss-excess", "loss-burst", "loss-at-queue", "loss-hard" or "queue"
+	Mode   Mode
+	Phase  Phase
+	// The round's counts: packets acked and lost, the longest per-lane loss run, and the losses
+	// and acks met while a queue stood.
+	Acked, Lost, MaxRun int
+	LostHiQ, AckedHiQ   int
+	LossBase            float64
+	Queue               time.Duration // the round's standing queue
+	AtQueue             bool          // judged an overflowing queue: the deeper cut
 }
 
 type laneState struct {
@@ -723,6 +742,7 @@ func (c *Controller) endRound(t int64) {
 	}
 	qh := c.qHigh()
 	verdict := -1
+	reason := "queue"
 	if n > 0 && c.pol != Fixed {
 		base := c.lossBase
 		L := float64(r.lost) / float64(n)
@@ -745,6 +765,16 @@ func (c *Controller) endRound(t int64) {
 		}
 		if hard || (!warm && (excess || burst || hiq)) {
 			verdict = congLoss
+			switch {
+			case hard:
+				reason = "loss-hard"
+			case excess:
+				reason = "loss-excess"
+			case burst:
+				reason = "loss-burst"
+			default:
+				reason = "loss-at-queue"
+			}
 		}
 	}
 	if verdict < 0 && c.pol != Fixed && !c.compete && c.queueArmed && Q > qh && c.prevQ > qh &&
@@ -767,6 +797,13 @@ func (c *Controller) endRound(t int64) {
 			float64(r.lostHiQ) > (c.lossBase+c.lossExcess)*float64(r.lostHiQ+r.ackedHiQ)
 		if verdict == congLoss && atQueue {
 			c.noteOverflow(t)
+		}
+		if !c.congThisRound {
+			v := &c.st.Verdicts
+			copy(v[:], v[1:])
+			v[len(v)-1] = Verdict{At: time.Duration(t), Reason: reason, Mode: c.mode, Phase: c.phase,
+				Acked: r.acked, Lost: r.lost, MaxRun: r.maxRun, LostHiQ: r.lostHiQ, AckedHiQ: r.ackedHiQ,
+				LossBase: c.lossBase, Queue: time.Duration(Q), AtQueue: atQueue}
 		}
 		c.onCongestion(t, verdict, atQueue)
 	}

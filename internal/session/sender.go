@@ -259,6 +259,7 @@ type Sender struct {
 	seeded         bool
 	progress       atomic.Pointer[Progress]
 	lastProgress   time.Time
+	debugEvents    uint64 // congestion events already traced (debug)
 	fb             wire.Feedback
 	stats          SenderStats
 	lastTx         time.Time // when the loop last framed a datagram or pinged
@@ -480,6 +481,12 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			if debug {
 				fmt.Fprintf(os.Stderr, "cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d\n", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
 					st.PacingRate/1e9, st.BtlBw/1e9, st.BwLo/1e9, st.SRTT, st.QueueDelay, st.Inflight, s.inflightCap(), s.ackedBytes.Load()>>20, st.CongestionEvents)
+				if st.CongestionEvents != s.debugEvents {
+					s.debugEvents = st.CongestionEvents
+					v := st.Verdicts[len(st.Verdicts)-1]
+					fmt.Fprintf(os.Stderr, "cc verdict t=%.2f %s in %s/%s: acked %d lost %d (base %.4f) run %d, at queue %d lost/%d acked, queue %v, deep cut %v\n",
+						v.At.Seconds(), v.Reason, v.Mode, v.Phase, v.Acked, v.Lost, v.LossBase, v.MaxRun, v.LostHiQ, v.AckedHiQ, v.Queue, v.AtQueue)
+				}
 			}
 			s.storeProgress(st)
 		}

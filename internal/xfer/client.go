@@ -472,6 +472,9 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if ps := side.peerStats; ps != nil {
 		res.Retransmitted, res.Lost, res.WireBytes, res.CC = ps.Retransmitted, ps.Lost, ps.WireBytes, ps.CC
 		res.LostByTime = ps.LostByTime
+		if res.CC != nil {
+			res.CC.Verdicts = checkVerdicts(res.CC.Verdicts)
+		}
 		if res.CC != nil && res.CC.SRTTms > 0 {
 			res.RTTms = res.CC.SRTTms
 		}

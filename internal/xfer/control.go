@@ -150,6 +150,44 @@ type RateStats struct {
 	SharedEvents     uint64  `json:"shared_events"`   // times the fair-share cap went on (a loss-based flow filled the queue)
 	SpuriousLosses   uint64  `json:"spurious_losses"` // datagrams declared lost that were acknowledged afterwards
 	Mode             string  `json:"mode"`
+	// Verdicts is the evidence of the latest congestion events (at most four, oldest first).
+	Verdicts []Verdict `json:"verdicts,omitempty"`
+}
+
+// Verdict is one congestion event as the controller judged it (cc.Verdict).
+type Verdict struct {
+	AtSeconds float64 `json:"at_s"`   // since the sender started
+	Reason    string  `json:"reason"` // loss-excess, loss-burst, loss-at-queue, loss-hard or queue
+	State     string  `json:"state"`  // the controller's mode/phase then
+	Acked     int     `json:"acked"`  // the round's datagrams acknowledged and lost
+	Lost      int     `json:"lost"`
+	MaxRun    int     `json:"max_run"` // longest run of losses on one lane
+	LostHiQ   int     `json:"lost_at_queue"`
+	AckedHiQ  int     `json:"acked_at_queue"`
+	LossBase  float64 `json:"loss_base"`
+	QueueMS   float64 `json:"queue_ms"`
+	DeepCut   bool    `json:"deep_cut"` // judged an overflowing queue
+}
+
+// verdictReasons are the reasons a Verdict may give; checkVerdicts keeps a peer to them.
+var verdictReasons = map[string]bool{"loss-excess": true, "loss-burst": true, "loss-at-queue": true, "loss-hard": true, "queue": true}
+
+// checkVerdicts bounds the verdicts a peer reported (on a pull they are its word): at most four,
+// reasons from the known set, state names clipped to what a mode/phase name can be.
+func checkVerdicts(vs []Verdict) []Verdict {
+	if len(vs) > 4 {
+		vs = vs[len(vs)-4:]
+	}
+	for i := range vs {
+		if !verdictReasons[vs[i].Reason] {
+			vs[i].Reason = "unknown"
+		}
+		vs[i].State = escape.Text(hostinfo.Clip(vs[i].State))
+		if len(vs[i].State) > 24 {
+			vs[i].State = vs[i].State[:24]
+		}
+	}
+	return vs
 }
 
 // Control is one end of the control channel. Messages are JSON objects, one per line (Send never

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
@@ -338,7 +339,22 @@ func cpuSeconds() float64 {
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
-		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, Mode: c.Mode.String()}
+		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, Mode: c.Mode.String(),
+		Verdicts: verdicts(c)}
+}
+
+// verdicts lists the controller's recorded congestion verdicts, oldest first.
+func verdicts(c cc.Stats) []Verdict {
+	var vs []Verdict
+	for _, v := range c.Verdicts {
+		if v.Reason == "" {
+			continue
+		}
+		vs = append(vs, Verdict{AtSeconds: v.At.Seconds(), Reason: v.Reason, State: v.Mode.String() + "/" + v.Phase.String(),
+			Acked: v.Acked, Lost: v.Lost, MaxRun: v.MaxRun, LostHiQ: v.LostHiQ, AckedHiQ: v.AckedHiQ, LossBase: v.LossBase,
+			QueueMS: float64(v.Queue) / 1e6, DeepCut: v.AtQueue})
+	}
+	return vs
 }
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict. window

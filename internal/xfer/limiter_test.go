@@ -1,6 +1,9 @@
 package xfer
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestLimiter: each cause from the counters that show it, in order of certainty.
 func TestLimiter(t *testing.T) {
@@ -25,5 +28,26 @@ func TestLimiter(t *testing.T) {
 		if got := limiter(l); got.Cause != c.want || got.Detail == "" {
 			t.Errorf("%s: %s (%s), want %s", c.name, got.Cause, got.Detail, c.want)
 		}
+	}
+}
+
+// TestCheckVerdicts: a peer's congestion verdicts (its word, on a pull) are bounded: at most
+// four, the newest kept, unknown reasons named "unknown", states clipped and escaped.
+func TestCheckVerdicts(t *testing.T) {
+	var vs []Verdict
+	for i := range 6 {
+		vs = append(vs, Verdict{AtSeconds: float64(i), Reason: "queue", State: "PROBE_BW/CRUISE"})
+	}
+	vs[4].Reason = "\x1b[2Jowned"
+	vs[5].State = "\x1b]0;title\x07" + strings.Repeat("x", 100)
+	got := checkVerdicts(vs)
+	if len(got) != 4 || got[0].AtSeconds != 2 || got[3].AtSeconds != 5 {
+		t.Fatalf("kept %d verdicts from %v; want the newest four", len(got), got)
+	}
+	if got[2].Reason != "unknown" || got[1].Reason != "queue" {
+		t.Errorf("reasons %q, %q; want queue, unknown", got[1].Reason, got[2].Reason)
+	}
+	if s := got[3].State; len(s) > 24 || strings.ContainsAny(s, "\x1b\x07") {
+		t.Errorf("state %q not clipped and escaped", s)
 	}
 }

@@ -290,12 +290,17 @@ func TestWriterDirectIO(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
-	before := directBytes.Load()
+	before, syncs := directBytes.Load(), dataSyncs.Load()
+	defer func(n int64) { syncEvery = n }(syncEvery)
+	syncEvery = BlockSize // a data sync behind every block, for the test
 	if _, err := receive(t, src, out, false); err != nil {
 		t.Fatal(err)
 	}
 	if got, min := directBytes.Load()-before, int64(3*BlockSize); got < min {
 		t.Errorf("%d bytes written with direct I/O, want at least %d (the whole blocks)", got, min)
+	}
+	if dataSyncs.Load() == syncs {
+		t.Errorf("no background data sync started behind %d direct blocks", 3)
 	}
 	for name, d := range want {
 		if b, err := os.ReadFile(filepath.Join(out, name)); err != nil || !bytes.Equal(b, d) {

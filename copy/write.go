@@ -197,8 +197,9 @@ type Writer struct {
 const writebackEvery = 32 << 20
 
 type wfile struct {
-	flushed int64 // writeback started below this offset
-	direct  bool  // f has O_DIRECT on
+	flushed int64       // writeback (buffered) or a data sync (direct) started below this offset
+	direct  bool        // f has O_DIRECT on
+	syncing atomic.Bool // a background fdatasync of a direct file is running
 	idx     int
 	f       *os.File
 	dir     string // the file's directory, relative to the target's root
@@ -364,6 +365,7 @@ func (wf *wfile) write(data []byte, off int64) error {
 			if _, err := wf.f.WriteAt(data[:n], off); err == nil {
 				directBytes.Add(int64(n))
 				data, off = data[n:], off+int64(n)
+				wf.syncBehind(off)
 			} else if !errors.Is(err, syscall.EINVAL) {
 				return err
 			} // EINVAL: the filesystem refuses this direct write after all; go buffered
@@ -382,6 +384,35 @@ func (wf *wfile) write(data []byte, off int64) error {
 		wf.flushed = end
 	}
 	return nil
+}
+
+// syncEvery is how much a direct-I/O file grows between background data syncs (a variable for
+// tests); dataSyncs counts the syncs started.
+var (
+	syncEvery int64 = 128 << 20
+	dataSyncs atomic.Int64
+)
+
+// syncBehind starts a background fdatasync of a direct-I/O file once syncEvery more of it is
+// written (one at a time). Direct writes leave no dirty pages, but the extents they fill are
+// committed by the next journal commit; without these the fsync before the rename committed
+// them all, 0.04–0.25 s per GiB on this project's VM after the last block.
+func (wf *wfile) syncBehind(end int64) {
+	if end-wf.flushed < syncEvery || !wf.syncing.CompareAndSwap(false, true) {
+		return
+	}
+	wf.flushed = end
+	rc, err := wf.f.SyscallConn()
+	if err != nil {
+		wf.syncing.Store(false)
+		return
+	}
+	dataSyncs.Add(1)
+	go func() {
+		defer wf.syncing.Store(false)
+		// Control holds the descriptor open for the call, even if the file is closed meanwhile.
+		_ = rc.Control(func(fd uintptr) { dataSync(int(fd)) })
+	}()
 }
 
 func (w *Writer) finish(ctx context.Context, i int) error {

@@ -39,3 +39,6 @@ func directOK(data []byte, off int64) bool {
 	return len(data) > 0 && len(data)%directAlign == 0 && off%directAlign == 0 &&
 		uintptr(unsafe.Pointer(&data[0]))%directAlign == 0
 }
+
+// dataSync commits fd's data and the metadata needed to read it back (fdatasync).
+func dataSync(fd int) { _ = unix.Fdatasync(fd) }

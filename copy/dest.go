@@ -19,7 +19,9 @@ import (
 // O_NOFOLLOW (openat), whether the link stood there before the copy or the copy made it, as
 // OpenSSH's scp and rsync do after their CVEs. Files are written to a temporary name in their
 // directory, mode 0600 and locked (flock) while they are being written, and renamed into place
-// only once verified and synced. A temporary file whose writer died (SIGKILL, a crash) is unlocked,
+// only once verified and synced. Symbolic and hard links are made at such a name too (symlinkat,
+// linkat: neither follows a link) and renamed over what stands at theirs; a link's target text is
+// stored, never resolved. A temporary file whose writer died (SIGKILL, a crash) is unlocked,
 // and removed by the next copy into that directory and by the housekeeping at the start of every
 // copy (SweepPartials).
 

@@ -340,7 +340,7 @@ func (w *Writer) mkdir(f File) error {
 	}
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) == nil && st.Mode&0o700 != 0o700 {
-		_ = unix.Fchmod(fd, st.Mode&0o7777|0o700) // a directory left read-only by an earlier copy
+		_ = unix.Fchmod(fd, uint32(st.Mode)&0o7777|0o700) // a directory left read-only by an earlier copy
 	}
 	return nil
 }

@@ -273,22 +273,30 @@ func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
+	var in inMsg
+	var ok bool
+	// A message read before the channel ended comes first: a peer that reports an error and
+	// leaves ends the session's context too (Start), and its error must win over "gone".
 	select {
-	case in, ok := <-c.in:
-		if !ok {
-			return Msg{}, c.err
+	case in, ok = <-c.in:
+	default:
+		select {
+		case in, ok = <-c.in:
+		case <-ctx.Done():
+			return Msg{}, context.Cause(ctx)
+		case <-timeout:
+			return Msg{}, fmt.Errorf("%w: no control message for %s", session.ErrSilent, within)
 		}
-		c.queued.Add(-in.n)
-		m := in.m
-		if m.T == "error" {
-			return m, remoteError(m)
-		}
-		return m, nil
-	case <-ctx.Done():
-		return Msg{}, context.Cause(ctx)
-	case <-timeout:
-		return Msg{}, fmt.Errorf("%w: no control message for %s", session.ErrSilent, within)
 	}
+	if !ok {
+		return Msg{}, c.err
+	}
+	c.queued.Add(-in.n)
+	m := in.m
+	if m.T == "error" {
+		return m, remoteError(m)
+	}
+	return m, nil
 }
 
 // Expect is Next that also checks the message's type.

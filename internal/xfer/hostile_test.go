@@ -415,3 +415,45 @@ func TestHostileTreeThroughExistingLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestPullSkippedReport: the remote's report of what it skipped is printed escaped, and one
+// out of bounds is refused with the protocol code.
+func TestPullSkippedReport(t *testing.T) {
+	list := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
+	for _, c := range []struct {
+		what string
+		s    fcopy.Skipped
+		ok   bool
+	}{
+		{"escapes in the example", fcopy.Skipped{Special: 2, SpecialExample: "/home/u/t/\x1b]0;owned\x07fifo"}, true},
+		{"a negative count", fcopy.Skipped{Special: -1, SpecialExample: "x"}, false},
+		{"an example longer than a path", fcopy.Skipped{Loops: 1, LoopExample: strings.Repeat("x", 5000)}, false},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+				return ctl.Send(Msg{T: "files", Files: list, Skipped: &c.s})
+			}, nil)
+			var warned []string
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			o := e.options()
+			o.Recursive = true
+			o.Warn = func(m string) {
+				warned = append(warned, m)
+				cancel() // the hostile remote opens no lanes: the copy goes no further
+			}
+			_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
+			if !c.ok {
+				if ExitCode(err) != ExitProtocol || len(warned) != 0 {
+					t.Fatalf("refused report: %v (exit %d), warnings %q", err, ExitCode(err), warned)
+				}
+				return
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "skipped 2 special file(s)") {
+				t.Fatalf("warnings %q (%v)", warned, err)
+			}
+			noControlBytes(t, warned[0])
+		})
+	}
+}

@@ -349,11 +349,16 @@ func TestInProcessTree(t *testing.T) {
 	}
 	treetest.Compare(t, "outside the tree", before, treetest.Snapshot(t, outside), treetest.Options{MTimes: true})
 
-	// -L: the links that lead somewhere arrive as what they point to.
+	// -L: a dangling link stops the remote's walk, naming it (exit 3); the others arrive as what
+	// they point to.
+	o.Follow, o.HardLinks, o.Preserve = true, false, false
+	_, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, t.TempDir())
+	if ExitCode(err) != ExitSource || !strings.Contains(fmt.Sprint(err), "without -L") {
+		t.Errorf("pull -L of a tree with dangling links: %v (exit %d)", err, ExitCode(err))
+	}
 	for _, p := range []string{"private/selfe", "sub/dangling", "link-rel-out"} {
 		os.Remove(filepath.Join(remote, "t", p))
 	}
-	o.Follow, o.HardLinks, o.Preserve = true, false, false
 	followed := t.TempDir()
 	if _, err := Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, followed); err != nil {
 		t.Fatalf("pull -L: %v", err)

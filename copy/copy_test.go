@@ -40,7 +40,7 @@ func TestReadBlocks(t *testing.T) {
 		paths = append(paths, p)
 		datas = append(datas, b)
 	}
-	src, err := Collect(paths, false)
+	src, err := Collect(paths, CollectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestWriterTargets(t *testing.T) {
 	// Existing directory: files go inside under their names.
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
-	src, _ := Collect([]string{p1, p2}, false)
+	src, _ := Collect([]string{p1, p2}, CollectOptions{})
 	if _, err := receive(t, src, out, false); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestWriterTargets(t *testing.T) {
 		t.Fatal("two differs")
 	}
 	// Single source to a new name.
-	src1, _ := Collect([]string{p2}, false)
+	src1, _ := Collect([]string{p2}, CollectOptions{})
 	if _, err := receive(t, src1, filepath.Join(out, "renamed"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +187,11 @@ func TestWriterTargets(t *testing.T) {
 		t.Fatalf("several to a file: %v", err)
 	}
 	// A directory without -r.
-	if _, err := Collect([]string{filepath.Join(dir, "src")}, false); !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), "-r") {
+	if _, err := Collect([]string{filepath.Join(dir, "src")}, CollectOptions{}); !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), "-r") {
 		t.Fatalf("dir without -r: %v", err)
 	}
 	// Recursive into a new name, including the empty directory.
-	srcR, err := Collect([]string{filepath.Join(dir, "src")}, true)
+	srcR, err := Collect([]string{filepath.Join(dir, "src")}, CollectOptions{Recursive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestWriterCorruptBlock(t *testing.T) {
 	p, _ := writeFile(t, dir, "in", 2*BlockSize+7)
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
-	src, _ := Collect([]string{p}, false)
+	src, _ := Collect([]string{p}, CollectOptions{})
 	_, err := receive(t, src, out, true)
 	if !errors.Is(err, ErrVerify) {
 		t.Fatalf("corruption not detected: %v", err)
@@ -233,7 +233,7 @@ func TestWriterDigestMismatch(t *testing.T) {
 	p, _ := writeFile(t, dir, "in", 1000)
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
-	src, _ := Collect([]string{p}, false)
+	src, _ := Collect([]string{p}, CollectOptions{})
 	plan, _ := NewPlan(src.Files)
 	target, _ := ResolveTarget(out, src.Files)
 	ch := make(chan *Block, 4)
@@ -284,7 +284,7 @@ func TestWriterDirectIO(t *testing.T) {
 		paths = append(paths, p)
 		want[name] = d
 	}
-	src, err := Collect(paths, false)
+	src, err := Collect(paths, CollectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

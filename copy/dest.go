@@ -19,7 +19,9 @@ import (
 // O_NOFOLLOW (openat), whether the link stood there before the copy or the copy made it, as
 // OpenSSH's scp and rsync do after their CVEs. Files are written to a temporary name in their
 // directory, mode 0600 and locked (flock) while they are being written, and renamed into place
-// only once verified and synced. A temporary file whose writer died (SIGKILL, a crash) is unlocked,
+// only once verified and synced. Symbolic and hard links are made at such a name too (symlinkat,
+// linkat: neither follows a link) and renamed over what stands at theirs; a link's target text is
+// stored, never resolved. A temporary file whose writer died (SIGKILL, a crash) is unlocked,
 // and removed by the next copy into that directory and by the housekeeping at the start of every
 // copy (SweepPartials).
 
@@ -51,16 +53,11 @@ func newDirs(root string) *dirs {
 
 // open returns a descriptor of the directory rel (slash-separated, relative to the root; "" for
 // the root), creating missing directories with mode perm. Every element is opened with
-// O_NOFOLLOW: a symbolic link, or anything but a directory, stops it with ErrDest.
+// O_NOFOLLOW: a symbolic link, or anything but a directory, stops it with ErrDest. The descriptor
+// stays the writer's (it is kept for the next call with the same rel).
 func (d *dirs) open(rel string, perm os.FileMode) (int, error) {
-	if d.rootFD < 0 {
-		fd, err := unix.Open(d.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return -1, fmt.Errorf("%w: %s: %v", ErrDest, d.root, err)
-		}
-		d.rootFD, d.cur, d.curFD = fd, "", fd
-		d.swept[""] = true
-		sweepDir(fd)
+	if err := d.openRoot(); err != nil {
+		return -1, err
 	}
 	if rel == d.cur {
 		return d.curFD, nil
@@ -69,27 +66,9 @@ func (d *dirs) open(rel string, perm os.FileMode) (int, error) {
 		unix.Close(d.curFD)
 	}
 	d.cur, d.curFD = "", d.rootFD
-	fd := d.rootFD
-	if rel != "" {
-		done := ""
-		for _, e := range strings.Split(rel, "/") {
-			next, err := openDirAt(fd, e, perm)
-			if fd != d.rootFD {
-				unix.Close(fd)
-			}
-			if done != "" {
-				done += "/"
-			}
-			done += e
-			if err != nil {
-				if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-					return -1, fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory",
-						ErrDest, escape.Text(filepath.Join(d.root, done)))
-				}
-				return -1, fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(filepath.Join(d.root, done)), err)
-			}
-			fd = next
-		}
+	fd, err := d.walk(rel, perm, true)
+	if err != nil {
+		return -1, err
 	}
 	d.cur, d.curFD = rel, fd
 	if !d.swept[rel] {
@@ -99,11 +78,57 @@ func (d *dirs) open(rel string, perm os.FileMode) (int, error) {
 	return fd, nil
 }
 
-// openDirAt opens directory name in dirfd without following a link, creating it if missing.
-func openDirAt(dirfd int, name string, perm os.FileMode) (int, error) {
+// openRoot opens the root, once.
+func (d *dirs) openRoot() error {
+	if d.rootFD >= 0 {
+		return nil
+	}
+	fd, err := unix.Open(d.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDest, d.root, err)
+	}
+	d.rootFD, d.cur, d.curFD = fd, "", fd
+	d.swept[""] = true
+	sweepDir(fd)
+	return nil
+}
+
+// walk opens the directory rel below the root (which openRoot has opened) element by element, each
+// relative to its parent with O_NOFOLLOW, creating missing ones with mode perm if create is set.
+// The caller closes the descriptor unless it is the root's.
+func (d *dirs) walk(rel string, perm os.FileMode, create bool) (int, error) {
+	fd := d.rootFD
+	if rel == "" {
+		return fd, nil
+	}
+	done := ""
+	for _, e := range strings.Split(rel, "/") {
+		next, err := openDirAt(fd, e, perm, create)
+		if fd != d.rootFD {
+			unix.Close(fd)
+		}
+		if done != "" {
+			done += "/"
+		}
+		done += e
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+				return -1, fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory",
+					ErrDest, escape.Text(filepath.Join(d.root, done)))
+			}
+			return -1, fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(filepath.Join(d.root, done)), err)
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// openDirAt opens directory name in dirfd without following a link, creating it (mode perm) if
+// it is missing and create is set.
+func openDirAt(dirfd int, name string, perm os.FileMode, create bool) (int, error) {
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Openat(dirfd, name, flags, 0)
-	if errors.Is(err, unix.ENOENT) {
+	if create && errors.Is(err, unix.ENOENT) {
 		if err := unix.Mkdirat(dirfd, name, uint32(perm.Perm())); err != nil && !errors.Is(err, unix.EEXIST) {
 			return -1, err
 		}
@@ -193,10 +218,11 @@ func lockedAt(fd, dirfd int, name string) bool {
 	return unix.Fstat(fd, &a) == nil && unix.Fstatat(dirfd, name, &b, unix.AT_SYMLINK_NOFOLLOW) == nil && a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-// checkReplace refuses to put a file where name stands in dirfd (unix.AT_FDCWD: name is a path)
-// if that is a directory, or a file this user may not write (scp refuses a read-only destination
-// too); a link there is replaced, not followed. path names it in messages.
-func checkReplace(dirfd int, name, path string) error {
+// checkReplace refuses to put a file, a symbolic or a hard link (what, for messages) where name
+// stands in dirfd (unix.AT_FDCWD: name is a path) if that is a directory, or a file this user may
+// not write (scp refuses a read-only destination too); a link there is replaced, not followed.
+// path names it in messages.
+func checkReplace(dirfd int, name, path, what string) error {
 	var st unix.Stat_t
 	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
@@ -205,7 +231,7 @@ func checkReplace(dirfd int, name, path string) error {
 	case err != nil:
 		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(path), err)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return fmt.Errorf("%w: cannot replace directory %s with a file", ErrDest, escape.Text(path))
+		return fmt.Errorf("%w: cannot replace directory %s with %s", ErrDest, escape.Text(path), what)
 	case st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Faccessat(dirfd, name, unix.W_OK, unix.AT_EACCESS) != nil:
 		return fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first",
 			ErrDest, escape.Text(path), st.Mode&0o7777)

@@ -14,6 +14,7 @@ func FuzzPlan(f *testing.F) {
 	f.Add([]byte(`[{"name":"t","dir":true},{"name":"t/a","size":3000000},{"name":"t/b"}]`), "t", true)
 	f.Add([]byte(`[{"name":"../x","size":1},{"name":"a\u001b","size":1}]`), "x", false)
 	f.Add([]byte(`[{"name":"a","size":-1},{"name":"a/b","size":9}]`), ".", true)
+	f.Add([]byte(`[{"name":"t","dir":true},{"name":"t/l","link":"/etc"},{"name":"t/l/passwd","size":9},{"name":"t/h","hard":"t/l"}]`), "t", true)
 	f.Fuzz(func(t *testing.T, list []byte, req string, recursive bool) {
 		var files []File
 		if json.Unmarshal(list, &files) != nil || len(files) > 200 {
@@ -36,7 +37,12 @@ func FuzzPlan(f *testing.F) {
 				}
 			}
 		}
-		if MatchRequest([]string{req}, recursive, files) != nil {
+		for _, fl := range files {
+			if fl.Link != "" && ValidLink(fl.Link) != nil || !fl.Regular() && fl.Size != 0 {
+				t.Fatalf("plan took %+v", fl)
+			}
+		}
+		if MatchRequest([]string{req}, CollectOptions{Recursive: recursive}, files) != nil {
 			return
 		}
 		base, known := requestBase(req)
@@ -46,6 +52,9 @@ func FuzzPlan(f *testing.F) {
 			tops[top] = true
 			if (below || fl.Dir) && !recursive {
 				t.Fatalf("%q (dir %v) accepted without -r", fl.Name, fl.Dir)
+			}
+			if fl.Link != "" && !below || fl.Hard != "" {
+				t.Fatalf("%+v accepted: a top-level link, or a hard link without -H", fl)
 			}
 			if known && top != base {
 				t.Fatalf("asked for %q (%q), accepted %q", req, base, fl.Name)

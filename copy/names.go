@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // ErrName marks a file name that no transfer may carry, or one that a pull did not ask for.
@@ -49,24 +51,78 @@ func ValidName(name string) error {
 	return nil
 }
 
-// checkTree checks a file list's names and shape: every name valid and listed once, and every
-// name below a top-level one preceded by its parent, listed as a directory (the order Collect
-// produces). A list that names "a" as a file and then "a/b", or "a/b" without "a", is malformed.
+// maxLink bounds a symbolic link's target text: Linux's PATH_MAX less the final NUL.
+const maxLink = 4095
+
+// ValidLink checks a symbolic link's target text: 1 to 4095 bytes of UTF-8 (JSON would change
+// other bytes on the way) without a NUL. The text may point anywhere, "/etc" or "../..": the
+// receiver creates the link with it (symlinkat, below its destination) and never follows it, so
+// only its creation has to be safe.
+func ValidLink(target string) error {
+	switch {
+	case target == "":
+		return fmt.Errorf("%w: a symbolic link with an empty target", ErrName)
+	case len(target) > maxLink:
+		return fmt.Errorf("%w: a symbolic link target %.40q… is longer than %d bytes", ErrName, target, maxLink)
+	case !utf8.ValidString(target):
+		return fmt.Errorf("%w: the symbolic link target %q is not UTF-8", ErrName, target)
+	case strings.IndexByte(target, 0) >= 0:
+		return fmt.Errorf("%w: the symbolic link target %q holds a NUL byte", ErrName, target)
+	}
+	return nil
+}
+
+// kind is what a name of a file list is.
+type kind uint8
+
+const (
+	kindFile kind = iota + 1
+	kindDir
+	kindLink
+	kindHard
+)
+
+// checkTree checks a file list's names and shape: every name valid and listed once, every name
+// below a top-level one preceded by its parent, listed as a directory (the order Collect
+// produces), and every entry one thing: a directory, a symbolic link (ValidLink target) and a
+// hard link have no size, and a hard link names an earlier regular file of the list. A list
+// that names "a" as a file or a link and then "a/b", or "a/b" without "a", is malformed: nothing
+// is ever written below a link, whether the list made it or the destination had it.
 func checkTree(files []File) error {
-	kind := make(map[string]bool, len(files)) // name → is a directory
+	kinds := make(map[string]kind, len(files))
 	for _, f := range files {
 		if err := ValidName(f.Name); err != nil {
 			return err
 		}
-		if _, dup := kind[f.Name]; dup {
+		if _, dup := kinds[f.Name]; dup {
 			return fmt.Errorf("%w: %q is listed twice", ErrName, f.Name)
 		}
 		if dir, _, ok := cutLast(f.Name); ok {
-			if isDir, listed := kind[dir]; !listed || !isDir {
+			if kinds[dir] != kindDir {
 				return fmt.Errorf("%w: %q comes without its directory %q", ErrName, f.Name, dir)
 			}
 		}
-		kind[f.Name] = f.Dir
+		k := kindFile
+		switch {
+		case f.Dir && (f.Link != "" || f.Hard != ""), f.Link != "" && f.Hard != "":
+			return fmt.Errorf("%w: %q is listed as two kinds of entry at once", ErrName, f.Name)
+		case f.Dir:
+			k = kindDir
+		case f.Link != "":
+			if err := ValidLink(f.Link); err != nil {
+				return fmt.Errorf("%s: %w", escape.Quote(f.Name), err)
+			}
+			k = kindLink
+		case f.Hard != "":
+			if kinds[f.Hard] != kindFile {
+				return fmt.Errorf("%w: %q is a hard link to %q, which is not a regular file listed before it", ErrName, f.Name, f.Hard)
+			}
+			k = kindHard
+		}
+		if k != kindFile && f.Size != 0 {
+			return fmt.Errorf("%w: %q is not a regular file but has size %d", ErrName, f.Name, f.Size)
+		}
+		kinds[f.Name] = k
 	}
 	return nil
 }
@@ -80,12 +136,15 @@ func cutLast(name string) (dir, base string, ok bool) {
 	return name[:i], name[i+1:], true
 }
 
-// MatchRequest checks the file list a remote sent for a pull against the paths the client asked
-// for: each top-level name must be the base name of one requested path (scp's rule after
-// CVE-2019-6111), names below it are allowed only with recursive and under a directory, and a
-// request for "", ".", "~" or a path ending in ".." (whose base name only the remote knows) may
-// bring one top-level name of its own. The list must also pass checkTree (NewPlan).
-func MatchRequest(paths []string, recursive bool, files []File) error {
+// MatchRequest checks the file list a remote sent for a pull against what the client asked
+// for: the paths, and the remote's Collect options o. Each top-level name must be the base name of
+// one requested path (scp's rule after CVE-2019-6111), names below it are allowed only with
+// o.Recursive and under a directory, and a request for "", ".", "~" or a path ending in ".."
+// (whose base name only the remote knows) may bring one top-level name of its own. A symbolic
+// link comes only below a top-level directory (Collect follows a link given as an argument) and
+// never with o.Follow (-L: the remote follows them); a hard link only with o.HardLinks. The list
+// must also pass checkTree (NewPlan).
+func MatchRequest(paths []string, o CollectOptions, files []File) error {
 	want := map[string]bool{} // base names asked for
 	free := 0                 // requests whose base name only the remote knows
 	for _, p := range paths {
@@ -99,9 +158,15 @@ func MatchRequest(paths []string, recursive bool, files []File) error {
 	for _, f := range files {
 		top, _, below := strings.Cut(f.Name, "/")
 		if below || f.Dir {
-			if !recursive {
+			if !o.Recursive {
 				return fmt.Errorf("%w: the remote sent %q, but the copy is not recursive (-r)", ErrName, f.Name)
 			}
+		}
+		switch {
+		case f.Link != "" && (!below || o.Follow):
+			return fmt.Errorf("%w: the remote sent %q as a symbolic link, which this request cannot bring (a link given as a source, or any with -L, is followed)", ErrName, f.Name)
+		case f.Hard != "" && !o.HardLinks:
+			return fmt.Errorf("%w: the remote sent %q as a hard link, but -H was not given", ErrName, f.Name)
 		}
 		if below || got[top] {
 			continue // checkTree has its directory before it

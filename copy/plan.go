@@ -11,15 +11,37 @@ import (
 // BlockSize is the unit of hashing, windowing and verification.
 const BlockSize = 1 << 20
 
-// File describes one regular file of a transfer.
+// File describes one entry of a transfer: a regular file, a directory, a symbolic link or (with
+// -H) a hard link to an earlier file of the list. Only regular files have bytes (blocks).
 type File struct {
 	// Name is the slash-separated path relative to the transfer root: the source's base name for a
-	// file argument, "dir/sub/file" for files found under a directory argument with -r.
+	// file argument, "dir/sub/file" for entries found under a directory argument with -r.
 	Name  string      `json:"name"`
 	Size  int64       `json:"size"`
 	Mode  fs.FileMode `json:"mode"`          // permission bits
 	MTime int64       `json:"mtime"`         // unix nanoseconds
-	Dir   bool        `json:"dir,omitempty"` // an (empty) directory entry to create
+	Dir   bool        `json:"dir,omitempty"` // a directory to create (its contents follow it in the list)
+	// Link is a symbolic link's target text, created as it is and never followed (ValidLink).
+	Link string `json:"link,omitempty"`
+	// Hard names an earlier regular file of the list that this entry is a hard link to (-H).
+	Hard string `json:"hard,omitempty"`
+}
+
+// Regular reports whether f is a regular file with contents of its own: not a directory, a
+// symbolic link or a hard link. Only those have blocks, digests and results.
+func (f File) Regular() bool { return !f.Dir && f.Link == "" && f.Hard == "" }
+
+// what names f's kind in messages.
+func (f File) what() string {
+	switch {
+	case f.Dir:
+		return "a directory"
+	case f.Link != "":
+		return "a symbolic link"
+	case f.Hard != "":
+		return "a hard link"
+	}
+	return "a file"
 }
 
 // Plan maps a session's global block numbers onto files. Both ends build it from the same file
@@ -38,7 +60,7 @@ func NewPlan(files []File) (*Plan, error) {
 	p := &Plan{Files: files, first: make([]uint32, len(files))}
 	var n uint64
 	for i, f := range files {
-		if f.Size < 0 || f.Dir && f.Size != 0 {
+		if f.Size < 0 || !f.Regular() && f.Size != 0 {
 			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
 		}
 		p.first[i] = uint32(n)

@@ -94,8 +94,8 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 	var h BlockHasher
 	var tree fileTree
 	for i, f := range plan.Files {
-		if f.Dir {
-			continue
+		if !f.Regular() {
+			continue // no bytes of its own
 		}
 		first, n := plan.FileBlocks(i)
 		r, c, err := open(i)

@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
+	"github.com/zeebo/blake3"
 	"golang.org/x/sys/unix"
 
 	"github.com/farwing/farwing/internal/escape"
@@ -133,7 +135,7 @@ func (t *Target) check(files []File) error {
 		}
 		p := filepath.Join(t.root, filepath.FromSlash(rel))
 		if !f.Dir {
-			if err := checkReplace(unix.AT_FDCWD, p, p); err != nil {
+			if err := checkReplace(unix.AT_FDCWD, p, p, f.what()); err != nil {
 				return err
 			}
 			continue
@@ -190,6 +192,9 @@ type Writer struct {
 	tree     fileTree
 	dirs     *dirs     // the destination's directories, opened without following links
 	reg      *registry // this writer's entry in the partial-file registry
+	// hardSums holds the whole-file digests of the files that hard links of the plan name, for
+	// the copy made where the destination cannot link (copyLocal).
+	hardSums map[string][32]byte
 }
 
 // writebackEvery is how much written data the writer lets accumulate before it starts the
@@ -219,7 +224,12 @@ type WriterOptions struct {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest,
-		temps: map[*wfile]bool{}}
+		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}}
+	for _, f := range plan.Files {
+		if f.Hard != "" {
+			w.hardSums[f.Hard] = [32]byte{}
+		}
+	}
 	if !w.sink {
 		SweepPartials()
 		w.dirs = newDirs(target.root)
@@ -280,34 +290,234 @@ func (w *Writer) Finish(ctx context.Context) error {
 	if w.next != w.plan.NumBlocks() {
 		return fmt.Errorf("internal: finish after %d of %d blocks", w.next, w.plan.NumBlocks())
 	}
-	return w.finishUpTo(ctx, len(w.plan.Files))
+	if err := w.finishUpTo(ctx, len(w.plan.Files)); err != nil {
+		return err
+	}
+	return w.finishDirs()
 }
 
-// finishUpTo finalizes every file before index file that has no blocks left to come.
+// finishUpTo finalizes every entry before index file that has no blocks left to come:
+// directories are created, links made, empty files written.
 func (w *Writer) finishUpTo(ctx context.Context, file int) error {
 	for w.nextFile < file {
 		i := w.nextFile
 		f := w.plan.Files[i]
-		if _, nb := w.plan.FileBlocks(i); nb > 0 && !f.Dir {
-			return fmt.Errorf("internal: file %s skipped", f.Name)
-		}
-		if f.Dir {
-			if !w.sink {
-				if _, err := w.dirs.open(w.target.rel(f.Name), f.Mode.Perm()|0o700); err != nil {
-					return err
-				}
+		if f.Regular() {
+			if _, nb := w.plan.FileBlocks(i); nb > 0 {
+				return fmt.Errorf("internal: file %s skipped", f.Name)
 			}
-			w.nextFile++
+			if err := w.open(i); err != nil {
+				return err
+			}
+			if err := w.finish(ctx, i); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := w.open(i); err != nil {
+		if !w.sink {
+			var err error
+			switch {
+			case f.Dir:
+				err = w.mkdir(f)
+			case f.Link != "":
+				err = w.symlink(f)
+			default:
+				err = w.hardlink(f)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		w.nextFile++
+	}
+	return nil
+}
+
+// mkdir creates the directory f, or opens the one already there, writable by this user until
+// finishDirs gives it its mode.
+func (w *Writer) mkdir(f File) error {
+	fd, err := w.dirs.open(w.target.rel(f.Name), f.Mode.Perm()|0o700)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Mode&0o700 != 0o700 {
+		_ = unix.Fchmod(fd, uint32(st.Mode)&0o7777|0o700) // a directory left read-only by an earlier copy
+	}
+	return nil
+}
+
+// finishDirs gives every directory of the plan its mode (less the umask, as a new file gets)
+// and, with preserve, its modification time, once everything in it is written: deepest first,
+// so that a directory without write or search permission is closed only after its contents.
+func (w *Writer) finishDirs() error {
+	if w.sink {
+		return nil
+	}
+	for i := len(w.plan.Files) - 1; i >= 0; i-- {
+		f := w.plan.Files[i]
+		if !f.Dir {
+			continue
+		}
+		rel := w.target.rel(f.Name)
+		parent, base, _ := cutLast(rel)
+		pfd, err := w.dirs.open(parent, 0o755)
+		if err != nil {
 			return err
 		}
-		if err := w.finish(ctx, i); err != nil {
-			return err
+		fd, err := openDirAt(pfd, base, 0, false)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
+		}
+		err = unix.Fchmod(fd, uint32(f.Mode.Perm()&^umask))
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
+		}
+		if w.preserve {
+			ts := unix.NsecToTimespec(f.MTime)
+			_ = unix.UtimesNanoAt(pfd, base, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 		}
 	}
 	return nil
+}
+
+// symlink creates the symbolic link f with its target text as it came: at a temporary name in
+// its directory (symlinkat: the text is never resolved), then renamed over whatever file or link
+// stands at its name. Nothing this writer writes ever goes through it (every directory is opened
+// without following links).
+func (w *Writer) symlink(f File) error {
+	rel := w.target.rel(f.Name)
+	dir, base, _ := cutLast(rel)
+	final := w.target.Path(f.Name)
+	fd, err := w.dirs.open(dir, 0o755)
+	if err != nil {
+		return err
+	}
+	if err := checkReplace(fd, base, final, "a symbolic link"); err != nil {
+		return err
+	}
+	tmp, err := makeAt(fd, base, func(tmp string) error { return unix.Symlinkat(f.Link, fd, tmp) })
+	if err != nil {
+		return fmt.Errorf("%w: cannot create symbolic link %s: %v", ErrDest, escape.Text(final), err)
+	}
+	if w.preserve {
+		ts := unix.NsecToTimespec(f.MTime)
+		_ = unix.UtimesNanoAt(fd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW) // lutimes
+	}
+	if err := unix.Renameat(fd, tmp, fd, base); err != nil {
+		unix.Unlinkat(fd, tmp, 0)
+		return fmt.Errorf("%w: rename into %s: %v", ErrDest, escape.Text(final), err)
+	}
+	return nil
+}
+
+// makeAt makes an entry with make at a fresh temporary name for base in dirfd and returns the
+// name.
+func makeAt(dirfd int, base string, make func(tmp string) error) (string, error) {
+	var err error
+	for range 8 {
+		tmp := partName(base)
+		if err = make(tmp); !errors.Is(err, unix.EEXIST) {
+			return tmp, err
+		}
+	}
+	return "", err
+}
+
+// linkat is unix.Linkat; tests replace it to see the copy made where a destination cannot link.
+var linkat = unix.Linkat
+
+// hardlink makes f a hard link to the earlier file of the plan it names, which this writer has
+// placed (checkTree: a regular file listed before it), under a temporary name, then renamed
+// over what stands at its name. Where the destination cannot link (another filesystem below the
+// destination, one without hard links), the file is copied there instead and checked against
+// the digest it arrived with.
+func (w *Writer) hardlink(f File) error {
+	odir, obase, _ := cutLast(w.target.rel(f.Hard))
+	rel := w.target.rel(f.Name)
+	dir, base, _ := cutLast(rel)
+	final := w.target.Path(f.Name)
+	if err := w.dirs.openRoot(); err != nil {
+		return err
+	}
+	ofd, err := w.dirs.walk(odir, 0, false)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if ofd != w.dirs.rootFD {
+			unix.Close(ofd)
+		}
+	}()
+	fd, err := w.dirs.open(dir, 0o755)
+	if err != nil {
+		return err
+	}
+	if err := checkReplace(fd, base, final, "a hard link"); err != nil {
+		return err
+	}
+	tmp, err := makeAt(fd, base, func(tmp string) error { return linkat(ofd, obase, fd, tmp, 0) })
+	switch {
+	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.EPERM), errors.Is(err, unix.EMLINK), errors.Is(err, unix.EOPNOTSUPP):
+		return w.copyLocal(ofd, obase, f)
+	case err != nil:
+		return fmt.Errorf("%w: cannot link %s to %s: %v", ErrDest, escape.Text(final), escape.Text(w.target.Path(f.Hard)), err)
+	}
+	// linkat does not follow a link at its source: what it linked must be the regular file this
+	// writer placed there, not whatever replaced it since.
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Unlinkat(fd, tmp, 0)
+		return fmt.Errorf("%w: %s is no longer the regular file this copy wrote; not linking %s to it", ErrDest,
+			escape.Text(w.target.Path(f.Hard)), escape.Text(final))
+	}
+	if err := unix.Renameat(fd, tmp, fd, base); err != nil {
+		unix.Unlinkat(fd, tmp, 0)
+		return fmt.Errorf("%w: rename into %s: %v", ErrDest, escape.Text(final), err)
+	}
+	return nil
+}
+
+// copyLocal writes the hard link f as a copy of the file it names (obase in directory ofd), read
+// without following a link and checked against that file's digest, then placed like a received
+// file.
+func (w *Writer) copyLocal(ofd int, obase string, f File) error {
+	var first File
+	for _, g := range w.plan.Files {
+		if g.Name == f.Hard {
+			first = g
+			break
+		}
+	}
+	sfd, err := unix.Openat(ofd, obase, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Hard)), err)
+	}
+	src := os.NewFile(uintptr(sfd), w.target.Path(f.Hard))
+	defer src.Close()
+	rel := w.target.rel(f.Name)
+	wf := &wfile{idx: -1, final: w.target.Path(f.Name)}
+	wf.dir, wf.base, _ = cutLast(rel)
+	fd, err := w.dirs.open(wf.dir, 0o755)
+	if err != nil {
+		return err
+	}
+	tf, tmp, err := createPart(fd, filepath.Dir(wf.final), wf.base)
+	if err != nil {
+		return err
+	}
+	wf.f, wf.tmp = tf, tmp
+	w.temps[wf] = true
+	w.reg.add(tf.Name())
+	h := blake3.New()
+	if _, err := io.Copy(io.MultiWriter(tf, h), src); err != nil {
+		return fmt.Errorf("%w: copy %s to %s: %v", ErrDest, escape.Text(src.Name()), escape.Text(wf.final), unwrapPath(err))
+	}
+	if got, want := [32]byte(h.Sum(nil)), w.hardSums[f.Hard]; got != want {
+		return fmt.Errorf("%w: %s changed after it was written; its copy for %s does not match", ErrVerify, escape.Text(src.Name()), escape.Text(wf.final))
+	}
+	return w.place(wf, first)
 }
 
 func (w *Writer) open(i int) error {
@@ -325,7 +535,7 @@ func (w *Writer) open(i int) error {
 	if err != nil {
 		return err
 	}
-	if err := checkReplace(fd, wf.base, wf.final); err != nil {
+	if err := checkReplace(fd, wf.base, wf.final, "a file"); err != nil {
 		return err
 	}
 	f, tmp, err := createPart(fd, dir, wf.base)
@@ -427,6 +637,9 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 		return fmt.Errorf("%w: %s: whole-file digest %x differs from the sender's %x", ErrVerify, f.Name, got[:8], want[:8])
 	}
 	res := FileResult{Name: f.Name, Size: f.Size, Sum: hex.EncodeToString(got[:])}
+	if _, ok := w.hardSums[f.Name]; ok {
+		w.hardSums[f.Name] = got
+	}
 	if !w.sink {
 		if err := w.place(wf, f); err != nil {
 			return err
@@ -457,7 +670,7 @@ func (w *Writer) place(wf *wfile, f File) error {
 		ts := unix.NsecToTimespec(f.MTime)
 		_ = unix.UtimesNanoAt(fd, wf.tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if err := checkReplace(fd, wf.base, wf.final); err != nil {
+	if err := checkReplace(fd, wf.base, wf.final, "a file"); err != nil {
 		return err
 	}
 	old := holdReplaced(fd, wf.base)

@@ -37,7 +37,9 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "show progress details and ssh's own messages")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&c.o.Recursive, "recursive", "r", false, "copy directories recursively")
-	fs.BoolVarP(&c.o.Preserve, "preserve", "p", false, "keep modification times")
+	fs.BoolVarP(&c.o.Follow, "copy-links", "L", false, "follow symbolic links below a directory: copy what they point to (default: copy them as links)")
+	fs.BoolVarP(&c.o.HardLinks, "hard-links", "H", false, "keep hard links: files with several names are sent once and linked at the destination")
+	fs.BoolVarP(&c.o.Preserve, "preserve", "p", false, "keep modification times of files, directories and links")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
 }
@@ -105,6 +107,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Log = func(f string, a ...any) {
 			fmt.Fprintf(stderr, "farwing: [%5.2fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
 		}
+	}
+	if !c.quiet {
+		o.Warn = func(msg string) { fmt.Fprintf(stderr, "farwing: warning: %s\n", msg) }
 	}
 	if !c.quiet && (c.verbose || isTerminal(os.Stderr)) {
 		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr))
@@ -176,8 +181,15 @@ func summary(r *xfer.Result) {
 	if r.ParitySent > 0 || r.FECRebuilt > 0 {
 		retx += fmt.Sprintf(", %d parity, %d groups rebuilt by FEC", r.ParitySent, r.FECRebuilt)
 	}
-	fmt.Fprintf(stderr, "farwing: %s %d file(s), %s in %.2f s (data %.2f s, %s)%s%s, verified\n",
-		what, len(r.Files), units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest)
+	links := ""
+	if r.Symlinks > 0 {
+		links += fmt.Sprintf(", %d symbolic link(s)", r.Symlinks)
+	}
+	if r.HardLinks > 0 {
+		links += fmt.Sprintf(", %d hard link(s)", r.HardLinks)
+	}
+	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified\n",
+		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest)
 	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
 		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
 	}

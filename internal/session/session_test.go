@@ -122,7 +122,7 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 		paths = append(paths, b)
 		srcs = append(srcs, p)
 	}
-	src, err := fcopy.Collect(srcs, false)
+	src, err := fcopy.Collect(srcs, fcopy.CollectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

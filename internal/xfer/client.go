@@ -32,10 +32,14 @@ type Options struct {
 	FEC       fec.Mode  // parity: auto (zero value), off or K+M
 	Window    int       // blocks; 0 = from rate and RTT
 	Recursive bool
+	Follow    bool // -L: send what symbolic links point to, not the links
+	HardLinks bool // -H: files with several names are sent once, as hard links
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
 	Log       func(format string, args ...any)
-	Progress  ProgressFunc
+	// Warn prints a warning the user must see (what the sending side skipped); nil: none.
+	Warn     func(msg string)
+	Progress ProgressFunc
 
 	// Start starts the remote peer as `farwing serve ARGS` with preface on its standard input
 	// (nil: over ssh, installing it first where needed: SSHStart).
@@ -106,6 +110,10 @@ type Result struct {
 	Direction     string             `json:"direction"` // push or pull
 	Host          string             `json:"host"`
 	Files         []fcopy.FileResult `json:"files"`
+	Dirs          int                `json:"dirs,omitempty"`       // directories created or kept
+	Symlinks      int                `json:"symlinks,omitempty"`   // symbolic links made, as links
+	HardLinks     int                `json:"hard_links,omitempty"` // hard links made (-H)
+	Skipped       *fcopy.Skipped     `json:"skipped,omitempty"`    // what the sending side left out (devices, sockets, FIFOs; loops with -L)
 	Bytes         int64              `json:"bytes"`
 	Seconds       float64            `json:"seconds"`      // whole command: start to verified files
 	DataSeconds   float64            `json:"data_seconds"` // first data datagram to verified end
@@ -159,6 +167,21 @@ func (o *Options) window(rtt time.Duration, agreed int) int {
 		return o.Window
 	}
 	return min(windowBlocks(o.Rate, rtt), agreed)
+}
+
+func (o *Options) collect() fcopy.CollectOptions {
+	return fcopy.CollectOptions{Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks}
+}
+
+// skipped records and reports (Warn) what the sending side left out.
+func (o *Options) skipped(res *Result, s fcopy.Skipped) {
+	if s == (fcopy.Skipped{}) {
+		return
+	}
+	res.Skipped = &s
+	if o.Warn != nil {
+		o.Warn(s.Warning())
+	}
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -359,10 +382,11 @@ func serverAddr(ctx context.Context, host, name, seen string) (netip.Addr, error
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
 	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
-	sources, err := fcopy.Collect(srcs, o.Recursive)
+	sources, err := fcopy.Collect(srcs, o.collect())
 	if err != nil {
 		return nil, err
 	}
+	o.skipped(res, sources.Skipped)
 	plan, err := fcopy.NewPlan(sources.Files)
 	if err != nil {
 		return nil, err
@@ -416,7 +440,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
 	window := o.window(0, 1<<30)
 	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window,
-		Recursive: o.Recursive, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
+		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -437,12 +461,18 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	// The remote chooses the names of what this end writes: take only what was asked for.
 	plan, err := fcopy.NewPlan(files.Files)
 	if err == nil {
-		err = fcopy.MatchRequest(srcs, o.Recursive, files.Files)
+		err = fcopy.MatchRequest(srcs, o.collect(), files.Files)
+	}
+	if err == nil && files.Skipped != nil {
+		err = files.Skipped.Check()
 	}
 	if err != nil {
 		err = fmt.Errorf("refusing the remote's file list: %w", err)
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitProtocol})
 		return nil, err
+	}
+	if files.Skipped != nil {
+		o.skipped(res, *files.Skipped)
 	}
 	var target *fcopy.Target
 	if !o.Sink {
@@ -510,6 +540,16 @@ func (r *Result) setWireRatio() {
 
 func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 	r.Files = side.results
+	for _, f := range plan.Files {
+		switch {
+		case f.Dir:
+			r.Dirs++
+		case f.Link != "":
+			r.Symlinks++
+		case f.Hard != "":
+			r.HardLinks++
+		}
+	}
 	r.Bytes = plan.TotalBytes()
 	r.Seconds = time.Since(r.started).Seconds()
 	r.DataSeconds = side.end.Sub(side.start).Seconds()

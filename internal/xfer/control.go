@@ -22,7 +22,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 7
+const Proto = 8
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -38,6 +38,8 @@ type Msg struct {
 	Paths     []string `json:"paths,omitempty"`
 	Dest      string   `json:"dest,omitempty"`
 	Recursive bool     `json:"recursive,omitempty"`
+	Follow    bool     `json:"follow,omitempty"`     // pull: -L, the remote follows symbolic links
+	HardLinks bool     `json:"hard_links,omitempty"` // pull: -H, the remote sends hard links as such
 	Preserve  bool     `json:"preserve,omitempty"`
 	Sink      bool     `json:"sink,omitempty"`
 	Debug     bool     `json:"debug,omitempty"`
@@ -52,9 +54,10 @@ type Msg struct {
 	Addr  string `json:"addr,omitempty"`
 
 	// files (push) / ready (pull)
-	Files      []fcopy.File `json:"files,omitempty"`
-	Window     int          `json:"window,omitempty"`
-	AutoWindow bool         `json:"auto_window,omitempty"` // Window came from windowBlocks, not --window
+	Files      []fcopy.File   `json:"files,omitempty"`
+	Skipped    *fcopy.Skipped `json:"skipped,omitempty"` // files (pull): what the remote's Collect left out
+	Window     int            `json:"window,omitempty"`
+	AutoWindow bool           `json:"auto_window,omitempty"` // Window came from windowBlocks, not --window
 
 	// digest
 	File int    `json:"file,omitempty"`
@@ -308,22 +311,30 @@ func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
+	var in inMsg
+	var ok bool
+	// A message read before the channel ended comes first: a peer that reports an error and
+	// leaves ends the session's context too (Start), and its error must win over "gone".
 	select {
-	case in, ok := <-c.in:
-		if !ok {
-			return Msg{}, c.err
+	case in, ok = <-c.in:
+	default:
+		select {
+		case in, ok = <-c.in:
+		case <-ctx.Done():
+			return Msg{}, context.Cause(ctx)
+		case <-timeout:
+			return Msg{}, fmt.Errorf("%w: no control message for %s", session.ErrSilent, within)
 		}
-		c.queued.Add(-in.n)
-		m := in.m
-		if m.T == "error" {
-			return m, remoteError(m)
-		}
-		return m, nil
-	case <-ctx.Done():
-		return Msg{}, context.Cause(ctx)
-	case <-timeout:
-		return Msg{}, fmt.Errorf("%w: no control message for %s", session.ErrSilent, within)
 	}
+	if !ok {
+		return Msg{}, c.err
+	}
+	c.queued.Add(-in.n)
+	m := in.m
+	if m.T == "error" {
+		return m, remoteError(m)
+	}
+	return m, nil
 }
 
 // Expect is Next that also checks the message's type.
@@ -386,7 +397,7 @@ func (d *digests) put(i int, sum [32]byte) {
 // 32 bytes in hex, and only once.
 func (d *digests) take(plan *fcopy.Plan, m Msg) error {
 	b, err := hex.DecodeString(m.Sum)
-	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || plan.Files[m.File].Dir {
+	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || !plan.Files[m.File].Regular() {
 		return fmt.Errorf("%w: control channel: a malformed digest (file %d, %s)", ErrProtocol, m.File, escape.Quote(m.Sum))
 	}
 	d.mu.Lock()

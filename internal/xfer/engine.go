@@ -295,8 +295,8 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult) error {
 	k := 0
 	for i, f := range plan.Files {
-		if f.Dir {
-			continue
+		if !f.Regular() {
+			continue // directories and links have no bytes, and no result
 		}
 		if k >= len(results) {
 			return fmt.Errorf("%w: the receiver confirmed %d files of %d", fcopy.ErrVerify, len(results), k+1)

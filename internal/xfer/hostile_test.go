@@ -8,6 +8,7 @@ package xfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -141,14 +143,14 @@ func TestPullTakesWhatWasAsked(t *testing.T) {
 		{[]string{"."}, true, []fcopy.File{d("alice"), f("alice/.profile")}},
 		{[]string{""}, true, []fcopy.File{d("alice")}},
 	} {
-		if err := fcopy.MatchRequest(c.paths, c.r, c.files); err != nil {
+		if err := fcopy.MatchRequest(c.paths, fcopy.CollectOptions{Recursive: c.r}, c.files); err != nil {
 			t.Errorf("%q (-r %v): %v", c.paths, c.r, err)
 		}
 		if _, err := fcopy.NewPlan(c.files); err != nil {
 			t.Errorf("%q: plan: %v", c.paths, err)
 		}
 	}
-	if err := fcopy.MatchRequest([]string{"."}, true, []fcopy.File{d("alice"), d("bob")}); err == nil {
+	if err := fcopy.MatchRequest([]string{"."}, fcopy.CollectOptions{Recursive: true}, []fcopy.File{d("alice"), d("bob")}); err == nil {
 		t.Error("one request for the home directory brought two top-level names")
 	}
 }
@@ -241,4 +243,217 @@ func TestPullIntoSymlink(t *testing.T) {
 		t.Fatalf("pull through a symlink: %v (exit %d)", err, ExitCode(err))
 	}
 	emptyDir(t, elsewhere)
+}
+
+// hostileTrees are file lists that try to place bytes outside a destination "t": names with
+// .. or absolute, a symbolic link and then a file or a directory through it, link targets and
+// names with NUL or control characters, hard links to what the list does not hold, and the
+// kinds a pull's request cannot bring. hard says the list needs -H to get past MatchRequest.
+func hostileTrees(outside string) []struct {
+	what  string
+	files []fcopy.File
+	hard  bool
+} {
+	d := func(n string) fcopy.File { return fcopy.File{Name: n, Dir: true, Mode: 0o755} }
+	f := func(n string) fcopy.File { return fcopy.File{Name: n, Size: 5, Mode: 0o644} }
+	l := func(n, to string) fcopy.File { return fcopy.File{Name: n, Link: to, Mode: 0o777} }
+	h := func(n, to string) fcopy.File { return fcopy.File{Name: n, Hard: to, Mode: 0o644} }
+	return []struct {
+		what  string
+		files []fcopy.File
+		hard  bool
+	}{
+		{"dot-dot", []fcopy.File{d("t"), f("t/../x")}, false},
+		{"dot-dot at the top", []fcopy.File{d("t"), f("../x")}, false},
+		{"absolute", []fcopy.File{d("t"), f("/etc/x")}, false},
+		{"a link then a file through it", []fcopy.File{d("t"), l("t/a", outside), f("t/a/victim")}, false},
+		{"a link then a directory through it", []fcopy.File{d("t"), l("t/a", outside), d("t/a/sub"), f("t/a/sub/x")}, false},
+		{"a link then a directory of its name", []fcopy.File{d("t"), l("t/a", outside), d("t/a"), f("t/a/x")}, false},
+		{"a link target with NUL", []fcopy.File{d("t"), l("t/a", outside+"\x00/x")}, false},
+		{"a link named with an escape", []fcopy.File{d("t"), l("t/a\x1b]0;owned\x07", "x")}, false},
+		{"a file named with a newline", []fcopy.File{d("t"), f("t/a\nb")}, false},
+		{"a link at the top", []fcopy.File{l("t", outside)}, false},
+		{"a hard link to outside", []fcopy.File{d("t"), h("t/h", "../x")}, true},
+		{"a hard link to a link", []fcopy.File{d("t"), l("t/a", outside+"/victim"), h("t/h", "t/a")}, true},
+		{"a hard link without -H", []fcopy.File{d("t"), f("t/a"), h("t/h", "t/a")}, false},
+	}
+}
+
+// outsideDir is a directory beside the destination with a file in it, and a check that a
+// refused copy left it as it was.
+func outsideDir(t *testing.T) (string, func()) {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "victim"), []byte("keep"), 0o644)
+	before := treetest.Snapshot(t, dir)
+	return dir, func() {
+		t.Helper()
+		treetest.Compare(t, "outside the destination", before, treetest.Snapshot(t, dir), treetest.Options{MTimes: true})
+	}
+}
+
+// TestPullRefusesHostileTree: a remote that answers a pull of t with a hostile tree is refused
+// before a byte is written, with the protocol code, and tells the remote why; nothing changes
+// outside the destination (and nothing appears in it).
+func TestPullRefusesHostileTree(t *testing.T) {
+	outside, untouched := outsideDir(t)
+	for _, c := range hostileTrees(outside) {
+		t.Run(c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			told := make(chan Msg, 1)
+			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+				return ctl.Send(Msg{T: "files", Files: c.files})
+			}, told)
+			dst := t.TempDir()
+			o := e.options()
+			o.Recursive, o.HardLinks = true, c.hard
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := Pull(ctx, o, "host", []string{"t"}, dst)
+			if err == nil || ExitCode(err) != ExitProtocol {
+				t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, ExitCode(err))
+			}
+			noControlBytes(t, err.Error())
+			emptyDir(t, dst)
+			untouched()
+			select {
+			case m := <-told:
+				if m.Code != ExitProtocol {
+					t.Fatalf("the remote was told %q with code %d", m.Err, m.Code)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the client did not tell the remote why it stopped")
+			}
+		})
+	}
+}
+
+// TestPushRefusesHostileTree: a client that pushes a hostile tree is refused by the real server
+// before it writes anything, with the protocol code; nothing changes outside the destination.
+func TestPushRefusesHostileTree(t *testing.T) {
+	outside, untouched := outsideDir(t)
+	for _, c := range hostileTrees(outside) {
+		if c.what == "a hard link without -H" || c.what == "a link at the top" {
+			continue // a push's receiver takes them: the client chose to send its own tree so
+		}
+		t.Run(c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			dst := t.TempDir()
+			o := e.options()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c2, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: c.files, Window: 16}, &Result{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.close(0)
+			_, err = c2.ctl.Next(c2.ctx, 10*time.Second)
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != ExitProtocol {
+				t.Fatalf("server's answer: %v", err)
+			}
+			noControlBytes(t, err.Error())
+			emptyDir(t, dst)
+			untouched()
+		})
+	}
+}
+
+// TestHostileTreeThroughExistingLinks: an honest-looking tree whose names go through symbolic
+// links that already stand at the destination (t itself, or t/l, pointing outside) is refused
+// on a pull and on a push, with the destination code, and nothing changes outside.
+func TestHostileTreeThroughExistingLinks(t *testing.T) {
+	outside, untouched := outsideDir(t)
+	d := func(n string) fcopy.File { return fcopy.File{Name: n, Dir: true, Mode: 0o755} }
+	f := func(n string) fcopy.File { return fcopy.File{Name: n, Size: 5, Mode: 0o644} }
+	list := []fcopy.File{d("t"), d("t/l"), f("t/l/victim"), f("t/x")}
+	for _, c := range []struct {
+		what  string
+		setup func(dst string)
+	}{
+		{"t is a link", func(dst string) { os.Symlink(outside, filepath.Join(dst, "t")) }},
+		{"t/l is a link", func(dst string) {
+			os.Mkdir(filepath.Join(dst, "t"), 0o755)
+			os.Symlink(outside, filepath.Join(dst, "t", "l"))
+		}},
+	} {
+		t.Run("pull: "+c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+				return ctl.Send(Msg{T: "files", Files: list})
+			}, nil)
+			dst := t.TempDir()
+			c.setup(dst)
+			o := e.options()
+			o.Recursive = true
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := Pull(ctx, o, "host", []string{"t"}, dst)
+			if ExitCode(err) != ExitDest || !strings.Contains(fmt.Sprint(err), "symbolic link") {
+				t.Fatalf("pull through an existing link: %v (exit %d)", err, ExitCode(err))
+			}
+			untouched()
+		})
+		t.Run("push: "+c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			dst := t.TempDir()
+			c.setup(dst)
+			o := e.options()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c2, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: list, Window: 16}, &Result{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.close(0)
+			_, err = c2.ctl.Next(c2.ctx, 10*time.Second)
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != ExitDest || !strings.Contains(err.Error(), "symbolic link") {
+				t.Fatalf("server's answer: %v", err)
+			}
+			untouched()
+		})
+	}
+}
+
+// TestPullSkippedReport: the remote's report of what it skipped is printed escaped, and one
+// out of bounds is refused with the protocol code.
+func TestPullSkippedReport(t *testing.T) {
+	list := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
+	for _, c := range []struct {
+		what string
+		s    fcopy.Skipped
+		ok   bool
+	}{
+		{"escapes in the example", fcopy.Skipped{Special: 2, SpecialExample: "/home/u/t/\x1b]0;owned\x07fifo"}, true},
+		{"a negative count", fcopy.Skipped{Special: -1, SpecialExample: "x"}, false},
+		{"an example longer than a path", fcopy.Skipped{Loops: 1, LoopExample: strings.Repeat("x", 5000)}, false},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+				return ctl.Send(Msg{T: "files", Files: list, Skipped: &c.s})
+			}, nil)
+			var warned []string
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			o := e.options()
+			o.Recursive = true
+			o.Warn = func(m string) {
+				warned = append(warned, m)
+				cancel() // the hostile remote opens no lanes: the copy goes no further
+			}
+			_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
+			if !c.ok {
+				if ExitCode(err) != ExitProtocol || len(warned) != 0 {
+					t.Fatalf("refused report: %v (exit %d), warnings %q", err, ExitCode(err), warned)
+				}
+				return
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "skipped 2 special file(s)") {
+				t.Fatalf("warnings %q (%v)", warned, err)
+			}
+			noControlBytes(t, warned[0])
+		})
+	}
 }

@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+	"golang.org/x/sys/unix"
 
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane"
 	"github.com/farwing/farwing/lane/lanetest"
 )
@@ -287,5 +289,94 @@ func TestInProcessNoUDP(t *testing.T) {
 	_, err := Push(ctx, e.options(), []string{filepath.Join(src, "f")}, "host", t.TempDir())
 	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP || !strings.Contains(err.Error(), "port") {
 		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+// TestInProcessTree: a tree (nested directories, an empty and a private one, a 0-byte file,
+// modes 0600 to 0755, a file of more than a block and 300 small ones, symbolic links inside and
+// outside the tree, dangling and to themselves, a hard link pair, a FIFO) pushed with -r -p -H
+// through 1 % loss, then pulled back, arrives as rsync -a -H leaves it: digests, modes, link
+// targets, hard links, the times of files, directories and links; the FIFO is skipped with one
+// warning at each end, nothing outside the tree changes. A pull with -L brings what the links
+// point to instead.
+func TestInProcessTree(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 7)
+	root, outside, remote, back := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("outside"), 0o644)
+	top := treetest.Build(t, root, outside, 300)
+	if err := unix.Mkfifo(filepath.Join(top, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := treetest.Snapshot(t, top)
+	before := treetest.Snapshot(t, outside)
+	cmp := treetest.Options{MTimes: true, HardLinks: true, Skip: map[string]bool{"fifo": true}}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var warnings []string
+	o := e.options()
+	o.Recursive, o.Preserve, o.HardLinks = true, true, true
+	o.Warn = func(m string) { warnings = append(warnings, m) }
+
+	res, err := Push(ctx, o, []string{top}, "host", remote)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	treetest.Compare(t, "push", want, treetest.Snapshot(t, filepath.Join(remote, "t")), cmp)
+	// 306 files with bytes (one of the hard link pair has none), 8 links, 1 hard link, 9 directories.
+	if len(res.Files) != 306 || res.Symlinks != 8 || res.HardLinks != 1 || res.Dirs != 9 {
+		t.Errorf("push result: %d files, %d links, %d hard links, %d directories", len(res.Files), res.Symlinks, res.HardLinks, res.Dirs)
+	}
+	fifo := filepath.Join(top, "fifo")
+	if res.Skipped == nil || res.Skipped.Special != 1 || len(warnings) != 1 || !strings.Contains(warnings[0], "1 special file") || !strings.Contains(warnings[0], fifo) {
+		t.Errorf("push: skipped %+v, warnings %q", res.Skipped, warnings)
+	}
+
+	// Back: the remote's tree, with a FIFO of its own for the remote to skip.
+	rfifo := filepath.Join(remote, "t", "sub", "rfifo")
+	if err := unix.Mkfifo(rfifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := time.Unix(0, want["sub"].MTime)
+	os.Chtimes(filepath.Dir(rfifo), sub, sub) // as the push left it
+	warnings = nil
+	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	treetest.Compare(t, "pull", want, treetest.Snapshot(t, filepath.Join(back, "t")), cmp)
+	if res.Skipped == nil || res.Skipped.Special != 1 || len(warnings) != 1 || !strings.Contains(warnings[0], rfifo) {
+		t.Errorf("pull: skipped %+v, warnings %q", res.Skipped, warnings)
+	}
+	treetest.Compare(t, "outside the tree", before, treetest.Snapshot(t, outside), treetest.Options{MTimes: true})
+
+	// -L: a dangling link stops the remote's walk, naming it (exit 3); the others arrive as what
+	// they point to.
+	o.Follow, o.HardLinks, o.Preserve = true, false, false
+	_, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, t.TempDir())
+	if ExitCode(err) != ExitSource || !strings.Contains(fmt.Sprint(err), "without -L") {
+		t.Errorf("pull -L of a tree with dangling links: %v (exit %d)", err, ExitCode(err))
+	}
+	for _, p := range []string{"private/selfe", "sub/dangling", "link-rel-out"} {
+		os.Remove(filepath.Join(remote, "t", p))
+	}
+	followed := t.TempDir()
+	if _, err := Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, followed); err != nil {
+		t.Fatalf("pull -L: %v", err)
+	}
+	got := treetest.Snapshot(t, filepath.Join(followed, "t"))
+	for link, target := range map[string]string{"link-file": "deep/a/b/c/leaf", "deep/link-up": "big.bin", "link-out": ""} {
+		w := want[target]
+		if target == "" {
+			w = before["victim"]
+		}
+		if g := got[link]; g.Kind != "file" || g.Sum != w.Sum || g.Mode != w.Mode {
+			t.Errorf("pull -L: %s is %s, want %s", link, g, w)
+		}
+	}
+	if g := got["link-dir/x"]; g.Kind != "file" || g.Sum != want["sub/x"].Sum || got["link-dir"].Kind != "dir" {
+		t.Errorf("pull -L: link-dir/x is %s", g)
+	}
+	if g := got["link-out-dir/victim"]; g.Kind != "file" || g.Sum != before["victim"].Sum {
+		t.Errorf("pull -L: link-out-dir/victim is %s", g)
 	}
 }

@@ -127,7 +127,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		for _, p := range hello.Paths {
 			paths = append(paths, expandHome(p))
 		}
-		sources, err := fcopy.Collect(paths, hello.Recursive)
+		sources, err := fcopy.Collect(paths, fcopy.CollectOptions{Recursive: hello.Recursive, Follow: hello.Follow, HardLinks: hello.HardLinks})
 		if err != nil {
 			return fail(err)
 		}
@@ -136,7 +136,11 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			return fail(err)
 		}
 		path.SendTrainOnHello()
-		if err := ctl.Send(Msg{T: "files", Files: sources.Files}); err != nil {
+		files := Msg{T: "files", Files: sources.Files}
+		if sources.Skipped != (fcopy.Skipped{}) {
+			files.Skipped = &sources.Skipped
+		}
+		if err := ctl.Send(files); err != nil {
 			return err
 		}
 		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)

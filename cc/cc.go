@@ -1,5 +1,7 @@
-// Package cc is Farwing's rate controller: LTRC, the loss-tolerant BBR-style algorithm of
-// shared/research/congestion-control.md §2. It owns no sockets and no clocks: the session layer
+// Package cc is Farwing's rate controller: LTRC, the loss-tolerant BBR-style algorithm described
+// as built in docs/CC.md (states, signals, verdicts and why). It started from the project's research
+// note (congestion-control.md §2, outside this repository): "the note" in the comments below, and
+// "Improvement" marks where the code departs from it. It owns no sockets and no clocks: the session layer
 // reports what it sent, what was acked and what it declared lost (per lane, by per-lane sequence
 // number), calls Tick every few milliseconds, and reads PacingRate and InflightCap back. Every
 // method takes the current time, so the controller runs identically under a real clock and in the
@@ -36,7 +38,7 @@ type Config struct {
 	RingSize int
 }
 
-// Constants of §2.2, in the units used here. Where a value differs from the note, the comment says
+// Constants (docs/CC.md; the note's §2.2), in the units used here. Where a value differs from the note, the comment says
 // why.
 const (
 	iwPkts       = 32

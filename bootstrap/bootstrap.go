@@ -49,6 +49,9 @@ type SSH struct {
 	// It is not used where the user's ssh configuration already shares connections for the
 	// host (ControlMaster or ControlPath set), nor where the socket path would be too long.
 	Persist time.Duration
+	// Notice, when set, is told what first contact is doing that takes time (one line, e.g.
+	// "installing farwing on HOST (10.2 MB)"), for a terminal that would otherwise stay silent.
+	Notice  func(line string)
 	mux     bool   // Start found that Persist applies to this host
 	SSHPath string // default "ssh"
 	SCPPath string // default "scp"
@@ -283,6 +286,13 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	dir := st.Path
 	final := dir + "/farwing-" + id.Hash[:16]
 	tmp := fmt.Sprintf("%s/.farwing-%s.%d.%d.tmp", dir, id.Hash[:16], os.Getpid(), time.Now().UnixNano()%1e6)
+	if s.Notice != nil {
+		size := "?"
+		if st, err := os.Stat(id.Exe); err == nil {
+			size = fmt.Sprintf("%.1f MB", float64(st.Size())/1e6)
+		}
+		s.Notice(fmt.Sprintf("installing farwing on %s (%s)", escape.Text(host), size))
+	}
 	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
 		return nil, err
 	}

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/xfer"
 )
 
 func TestSplitRemote(t *testing.T) {
@@ -74,9 +76,9 @@ func TestProgressFinal(t *testing.T) {
 	old := stderr
 	stderr = &buf
 	defer func() { stderr = old }()
-	fn := progressLine(true)
-	fn(session.Progress{Bytes: 500 << 20}, 1<<30, time.Second, false)
-	fn(session.Progress{Bytes: 1 << 30}, 1<<30, 1010*time.Millisecond, true)
+	fn := progressLine(true, false)
+	fn(xfer.Progress{Progress: session.Progress{Bytes: 500 << 20}, Total: 1 << 30, Elapsed: time.Second})
+	fn(xfer.Progress{Progress: session.Progress{Bytes: 1 << 30}, Total: 1 << 30, Elapsed: 1010 * time.Millisecond, Final: true})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("want 2 lines, got %q", buf.String())
@@ -84,5 +86,54 @@ func TestProgressFinal(t *testing.T) {
 	// 1 GiB in 1.01 s is 8.50 Gbit/s on average; the last 10 ms alone would say 419 Gbit/s.
 	if last := lines[1]; !strings.HasPrefix(strings.TrimSpace(last), "100%") || !strings.Contains(last, "8.50 Gbit/s") {
 		t.Fatalf("final line %q: want 100%% at the average rate, 8.50 Gbit/s", last)
+	}
+}
+
+// TestProgressFits: the terminal's progress line never wraps: at every width it fits, a long
+// name is shortened around "…" before fields go, remote text in the name is escaped, and the
+// rate is averaged over the last seconds rather than the last burst.
+func TestProgressFits(t *testing.T) {
+	var buf bytes.Buffer
+	oldErr, oldWidth := stderr, termWidth
+	defer func() { stderr, termWidth = oldErr, oldWidth }()
+	stderr = &buf
+	name := "data/" + strings.Repeat("very-long-directory-name/", 6) + "file\x1b[31m.bin"
+	for _, width := range []int{20, 40, 80, 132, 300} {
+		termWidth = func() int { return width }
+		buf.Reset()
+		fn := progressLine(false, true)
+		// Feedback bursts: 40 MiB in one half-second, nothing in the next, for 4 s: 40 MiB/s
+		// (335.5 Mbit/s) on average, where a burst's half-second alone reads 671.1 Mbit/s.
+		for i := 1; i <= 8; i++ {
+			b := int64((i+1)/2) * 40 << 20
+			fn(xfer.Progress{Progress: session.Progress{Bytes: b, RateBps: 7e8, SRTT: 140 * time.Millisecond, RandomLoss: 0.01},
+				Total: 1 << 30, Elapsed: time.Duration(i) * 500 * time.Millisecond, File: name, FileIndex: 2, Files: 5})
+		}
+		draws := strings.Split(buf.String(), "\r\x1b[K")
+		line := draws[len(draws)-1]
+		t.Logf("width %3d: %s", width, line)
+		if n := utf8.RuneCountInString(line); n > width-1 {
+			t.Errorf("width %d: line of %d columns: %q", width, n, line)
+		}
+		if strings.Contains(line, "\x1b") {
+			t.Errorf("width %d: raw escape in %q", width, line)
+		}
+		if !strings.Contains(line, "%") {
+			t.Errorf("width %d: no percentage in %q", width, line)
+		}
+		if width >= 80 {
+			want := []string{"[3/5]", "ETA 0:22", "335.5 Mbit/s"} // the last 3 s: 40 → 160 MiB
+			if width < 200 {
+				want = append(want, "…")
+			}
+			for _, w := range want {
+				if !strings.Contains(line, w) {
+					t.Errorf("width %d: %q lacks %q", width, line, w)
+				}
+			}
+		}
+		if width >= 300 && (!strings.Contains(line, "rtt 140 ms") || !strings.Contains(line, "file\\x1b[31m.bin")) {
+			t.Errorf("width %d: %q lacks the verbose fields or the whole (escaped) name", width, line)
+		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/farwing/farwing/cc"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
-	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -112,7 +111,8 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Warn = func(msg string) { fmt.Fprintf(stderr, "farwing: warning: %s\n", msg) }
 	}
 	if !c.quiet && (c.verbose || isTerminal(os.Stderr)) {
-		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr))
+		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
+		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
 	pos := fs.Args()
 	if len(pos) < 2 {
@@ -217,44 +217,4 @@ func splitRemote(arg string) (host, path string, remote bool) {
 		return "", arg, false
 	}
 	return at + rest[:c], rest[c+1:], true
-}
-
-// progressLine prints "  41% 105.0 MiB/256.0 MiB  352.1 Mbit/s  rate 380.2 Mbit/s  srtt 141 ms (min 140)
-// loss 1.02%  cong 0  re-sent 1234", redrawn in place on a terminal, one line per update otherwise.
-func progressLine(lines bool) xfer.ProgressFunc {
-	var last int64
-	var lastT time.Duration
-	return func(p session.Progress, total int64, el time.Duration, final bool) {
-		pct := 100.0
-		if total > 0 {
-			pct = 100 * float64(p.Bytes) / float64(total)
-		}
-		cur := 0.0
-		if d := (el - lastT).Seconds(); d > 0 {
-			cur = float64(p.Bytes-last) * 8 / d
-		}
-		if final && el > 0 { // the average: the last interval can be a few milliseconds
-			cur = float64(p.Bytes) * 8 / el.Seconds()
-		}
-		last, lastT = p.Bytes, el
-		s := fmt.Sprintf("%4.0f%% %s/%s  %s", pct, units.Size(p.Bytes), units.Size(total), units.Rate(cur))
-		if p.RateBps > 0 {
-			s += fmt.Sprintf("  rate %s  srtt %.0f ms (min %.0f)  loss %.2f%%  cong %d  re-sent %d  parity %d",
-				units.Rate(p.RateBps), float64(p.SRTT)/1e6, float64(p.MinRTT)/1e6, 100*p.RandomLoss, p.CongestionEvents, p.Retransmitted, p.Parity)
-			if p.Competing {
-				s += "  competing"
-			}
-		}
-		if p.Rebuilt > 0 {
-			s += fmt.Sprintf("  fec-rebuilt %d", p.Rebuilt)
-		}
-		switch {
-		case lines:
-			fmt.Fprintln(stderr, s)
-		case final:
-			fmt.Fprintf(stderr, "\r\033[K")
-		default:
-			fmt.Fprintf(stderr, "\r\033[K%s", s)
-		}
-	}
 }

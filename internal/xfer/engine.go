@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"syscall"
 	"time"
 
@@ -92,13 +93,37 @@ func (r *sideResult) tailSeconds() float64 {
 	return r.end.Sub(r.sender.LastNewDataAt).Seconds()
 }
 
-// ProgressFunc receives a progress snapshot about twice a second, and once more (final true) at
-// the end of the data phase.
-type ProgressFunc func(p session.Progress, total int64, elapsed time.Duration, final bool)
+// ProgressFunc receives a progress snapshot about twice a second, and once more (Final) at the
+// end of the data phase.
+type ProgressFunc func(Progress)
 
-func reportProgress(fn ProgressFunc, total int64, snap func() *session.Progress) (stop func()) {
+// Progress is one progress report: the engine's snapshot, the plan's size, the time since the
+// data phase started, and the file the acknowledged (or written) bytes have reached.
+type Progress struct {
+	session.Progress
+	Total   int64
+	Elapsed time.Duration
+	Final   bool
+	// File is the name of the file in progress, as the file list gives it (from a pull's peer:
+	// escape it before printing); FileIndex counts from 0 among the plan's Files entries.
+	File      string
+	FileIndex int
+	Files     int
+}
+
+func reportProgress(fn ProgressFunc, plan *fcopy.Plan, snap func() *session.Progress) (stop func()) {
 	if fn == nil {
 		return func() {}
+	}
+	ends := fileEnds(plan)
+	report := func(p *session.Progress, el time.Duration, final bool) {
+		r := Progress{Progress: *p, Total: plan.TotalBytes(), Elapsed: el, Final: final, Files: len(plan.Files)}
+		if len(ends) > 0 {
+			// The first file whose end lies beyond the bytes done (the last one when all are).
+			i := min(sort.Search(len(ends), func(i int) bool { return ends[i].end > p.Bytes }), len(ends)-1)
+			r.File, r.FileIndex = plan.Files[ends[i].file].Name, ends[i].file
+		}
+		fn(r)
 	}
 	start := time.Now()
 	done := make(chan struct{})
@@ -111,17 +136,37 @@ func reportProgress(fn ProgressFunc, total int64, snap func() *session.Progress)
 			select {
 			case <-done:
 				if p := snap(); p != nil {
-					fn(*p, total, time.Since(start), true)
+					report(p, time.Since(start), true)
 				}
 				return
 			case <-t.C:
 				if p := snap(); p != nil {
-					fn(*p, total, time.Since(start), false)
+					report(p, time.Since(start), false)
 				}
 			}
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// fileEnd is where a file with data ends in the plan's byte order.
+type fileEnd struct {
+	end  int64
+	file int
+}
+
+// fileEnds lists the plan's files that hold data, with the running total of bytes at each one's
+// end (the order blocks travel in).
+func fileEnds(plan *fcopy.Plan) []fileEnd {
+	var ends []fileEnd
+	var sum int64
+	for i, f := range plan.Files {
+		if f.Size > 0 {
+			sum += f.Size
+			ends = append(ends, fileEnd{sum, i})
+		}
+	}
+	return ends
 }
 
 // loopbackWindow is the receive window on a loopback path unless --window says otherwise. The
@@ -224,7 +269,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		s.PeerDone()
 	}()
 
-	stop := reportProgress(prog, plan.TotalBytes(), s.Progress)
+	stop := reportProgress(prog, plan, s.Progress)
 	err := s.Run(ctx, blocks)
 	stop()
 	res.sender = s.Stats()
@@ -396,7 +441,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	defer w.Close()
 	r := session.NewReceiver(path, plan, w, window)
 	r.Idle = PeerIdle
-	stop := reportProgress(prog, plan.TotalBytes(), r.Progress)
+	stop := reportProgress(prog, plan, r.Progress)
 	err := r.Run(ctx)
 	stop()
 	res.receiver = r.Stats()

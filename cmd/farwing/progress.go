@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/units"
+	"github.com/farwing/farwing/internal/xfer"
+)
+
+// rateWindow is how far back the progress line's rate looks: per-update rates jump with every
+// feedback burst (above the link's capacity, then far below).
+const rateWindow = 3 * time.Second
+
+// termWidth is the width of the terminal on stderr (80 when it cannot be read); a variable for
+// tests.
+var termWidth = func() int {
+	if ws, err := unix.IoctlGetWinsize(int(os.Stderr.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+		return int(ws.Col)
+	}
+	return 80
+}
+
+// progressLine draws the copy's progress. On a terminal (lines false) one line is redrawn in
+// place, cut to the terminal's width: the file in progress, percentage, bytes, the rate over the
+// last few seconds, ETA and elapsed time, and with verbose the controller's view (pacing rate,
+// RTT, loss, re-sent and parity datagrams). With lines (-v to a pipe or file) it prints one line
+// per update in the fixed layout "  41% 105.0 MiB/256.0 MiB  352.1 Mbit/s  rate 380.2 Mbit/s  srtt
+// 141 ms (min 140)  loss 1.02%  cong 0  re-sent 1234  parity 56".
+func progressLine(lines, verbose bool) xfer.ProgressFunc {
+	type mark struct {
+		at    time.Duration
+		bytes int64
+	}
+	var marks []mark // the last rateWindow of reports
+	var last mark
+	return func(p xfer.Progress) {
+		// The rate over the window, the average over the whole data phase in the final report.
+		cur := 0.0
+		if d := (p.Elapsed - last.at).Seconds(); d > 0 {
+			cur = float64(p.Bytes-last.bytes) * 8 / d
+		}
+		last = mark{p.Elapsed, p.Bytes}
+		marks = append(marks, last)
+		for len(marks) > 1 && p.Elapsed-marks[0].at > rateWindow {
+			marks = marks[1:]
+		}
+		avg := 0.0
+		if d := (p.Elapsed - marks[0].at).Seconds(); d > 0 {
+			avg = float64(p.Bytes-marks[0].bytes) * 8 / d
+		} else if p.Elapsed > 0 {
+			avg = float64(p.Bytes) * 8 / p.Elapsed.Seconds()
+		}
+		if p.Final && p.Elapsed > 0 { // the last interval can be a few milliseconds
+			cur = float64(p.Bytes) * 8 / p.Elapsed.Seconds()
+			avg = cur
+		}
+		pct := 100.0
+		if p.Total > 0 {
+			pct = 100 * float64(p.Bytes) / float64(p.Total)
+		}
+		if lines {
+			fmt.Fprintln(stderr, fixedLine(p, pct, cur))
+			return
+		}
+		if p.Final {
+			fmt.Fprintf(stderr, "\r\033[K")
+			return
+		}
+		fmt.Fprintf(stderr, "\r\033[K%s", fitLine(p, pct, avg, verbose, termWidth()-1))
+	}
+}
+
+// fixedLine is the one-line-per-update layout (unchanged, so that logs stay comparable).
+func fixedLine(p xfer.Progress, pct, rate float64) string {
+	s := fmt.Sprintf("%4.0f%% %s/%s  %s", pct, units.Size(p.Bytes), units.Size(p.Total), units.Rate(rate))
+	if p.RateBps > 0 {
+		s += fmt.Sprintf("  rate %s  srtt %.0f ms (min %.0f)  loss %.2f%%  cong %d  re-sent %d  parity %d",
+			units.Rate(p.RateBps), float64(p.SRTT)/1e6, float64(p.MinRTT)/1e6, 100*p.RandomLoss, p.CongestionEvents, p.Retransmitted, p.Parity)
+		if p.Competing {
+			s += "  competing"
+		}
+	}
+	if p.Rebuilt > 0 {
+		s += fmt.Sprintf("  fec-rebuilt %d", p.Rebuilt)
+	}
+	return s
+}
+
+// fitLine is the terminal's progress line within width columns: the name shortened first (to no
+// less than 12 columns), then the least important fields dropped.
+func fitLine(p xfer.Progress, pct, rate float64, verbose bool, width int) string {
+	name := escape.Text(p.File)
+	if p.Files > 1 {
+		name = fmt.Sprintf("[%d/%d] %s", p.FileIndex+1, p.Files, name)
+	}
+	eta := "ETA --:--"
+	if rate > 0 && p.Total > p.Bytes {
+		eta = "ETA " + clock(time.Duration(float64(p.Total-p.Bytes)*8/rate*float64(time.Second)))
+	}
+	// Fields in order of importance; the line keeps a prefix of them.
+	fields := []string{
+		fmt.Sprintf("%3.0f%%", pct),
+		units.Rate(rate),
+		eta,
+		fmt.Sprintf("%s/%s", units.Size(p.Bytes), units.Size(p.Total)),
+		clock(p.Elapsed),
+	}
+	if verbose && p.RateBps > 0 {
+		fields = append(fields, fmt.Sprintf("rtt %.0f ms", float64(p.SRTT)/1e6), fmt.Sprintf("loss %.2f%%", 100*p.RandomLoss),
+			fmt.Sprintf("re-sent %d", p.Retransmitted), fmt.Sprintf("parity %d", p.Parity))
+		if p.Rebuilt > 0 {
+			fields = append(fields, fmt.Sprintf("fec-rebuilt %d", p.Rebuilt))
+		}
+		if p.Competing {
+			fields = append(fields, "competing")
+		}
+	}
+	const minName = 12
+	for n := len(fields); n > 0; n-- {
+		tail := strings.Join(fields[:n], "  ")
+		room := width - utf8.RuneCountInString(tail) - 2
+		if name == "" && room >= -2 {
+			return tail
+		}
+		if room >= min(minName, utf8.RuneCountInString(name)) {
+			return shorten(name, room) + "  " + tail
+		}
+	}
+	return shorten(fields[0], width)
+}
+
+// shorten cuts s to at most n runes, keeping its start and end around "…".
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return string(r[:max(n, 0)])
+	}
+	head := (n - 1) / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
+}
+
+// clock formats d as m:ss, or h:mm:ss from an hour.
+func clock(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	if s >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+	}
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}

@@ -18,6 +18,11 @@ const (
 	// goodputAfter is when, after the change, the halving row starts counting the goodput that
 	// Farwing holds at the new capacity.
 	goodputAfter = 3.0
+	// Farwing has come down to the new capacity once it sends no faster for holdRTTs round
+	// trips (each round trip's rate within holdSlack of it): a sender held back by its inflight
+	// cap while the queue is full sends at the capacity for a round trip or two and then more.
+	holdRTTs  = 3
+	holdSlack = 1.02
 )
 
 // Series is what the lab counted in the direction toward the receiver during a run, sampled
@@ -123,9 +128,9 @@ type HalvingRun struct {
 	ChangeSeconds float64 `json:"change_seconds"` // when the rate was halved, since the copy started
 	CapacityBps   float64 `json:"capacity_bps"`   // the rate after the change (IP bytes)
 	RTTms         float64 `json:"rtt_ms"`         // the lab's base round trip
-	// Reached: Farwing's sending rate came down to the capacity while its data still flowed;
-	// Seconds from the change to the end of the first round trip in which it sent no faster
-	// than the capacity, RTTs the same in base round trips.
+	// Reached: Farwing's sending rate came down to the capacity, and stayed there for three
+	// round trips, while its data still flowed; Seconds from the change to the end of the first
+	// of those round trips, RTTs the same in base round trips.
 	Reached          bool    `json:"reached"`
 	Seconds          float64 `json:"seconds,omitempty"`
 	RTTs             float64 `json:"rtts,omitempty"`
@@ -142,22 +147,35 @@ func (h HalvingRun) Pass() bool { return h.Intact && h.Reached && h.RTTs <= h.Go
 // halvingFigures works out a halving run from the lab's counters: the copy (fileBytes) ran from
 // start to end, the rate went to capacity at change (seconds on the series' clock). Farwing's
 // sending rate is what reached the link per base round trip (UDPArrived over windows of rtt,
-// one ending at every sample); the first window at or below the capacity after the change gives
-// the time. Windows in the copy's last round trip of data are left out: a copy's tail sends
-// less whatever the path. The goodput after is fileShare times what the link delivered from
-// 3 s after the change until the data ended.
+// one ending at every sample). The time is that of the first window after the change at or
+// below the capacity from which every window of the next holdRTTs round trips stays within
+// holdSlack of it. Windows in the copy's last round trip of data are left out: a copy's tail
+// sends less whatever the path. The goodput after is fileShare times what the link delivered
+// from 3 s after the change until the data ended.
 func halvingFigures(s *Series, start, end, change, capacity float64, rtt time.Duration, fileBytes int64, intact bool) HalvingRun {
 	w := rtt.Seconds()
 	h := HalvingRun{ChangeSeconds: change - start, CapacityBps: capacity, RTTms: float64(rtt) / 1e6, GoalRTTs: halvingGoalRTTs, Intact: intact}
 	sendEnd := s.lastGrowth(s.UDPArrived)
-	for _, t := range s.T {
+	send := func(t float64) float64 { return s.rate(s.UDPArrived, t-w, t) }
+	held := func(i int) bool {
+		for _, t := range s.T[i+1:] {
+			if t > s.T[i]+holdRTTs*w {
+				return true
+			}
+			if send(t) > capacity*holdSlack {
+				return false
+			}
+		}
+		return false
+	}
+	for i, t := range s.T {
 		if t <= change || t-w < s.T[0] {
 			continue
 		}
-		if t > sendEnd-w {
+		if t+holdRTTs*w > sendEnd-w {
 			break
 		}
-		if s.rate(s.UDPArrived, t-w, t) <= capacity {
+		if send(t) <= capacity && held(i) {
 			h.Reached, h.Seconds, h.RTTs = true, t-change, (t-change)/w
 			break
 		}
@@ -169,7 +187,7 @@ func halvingFigures(s *Series, start, end, change, capacity float64, rtt time.Du
 	var sends []float64
 	for _, t := range s.T {
 		if t-w >= from && t <= sendEnd-w {
-			sends = append(sends, s.rate(s.UDPArrived, t-w, t)/1e6)
+			sends = append(sends, send(t)/1e6)
 		}
 	}
 	if len(sends) > 0 {

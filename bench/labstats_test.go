@@ -73,7 +73,8 @@ func TestFairnessFigures(t *testing.T) {
 
 // TestHalvingFigures: a copy sends at 390 Mbit/s; the rate is halved at 8 s; it keeps sending
 // at 390 until 9.5 s, at 150 until 10 s, then at 200 with one 200 ms probe at 250 until its data
-// ends at 30 s. The first round trip (140 ms) at or below 200 ends at 9.62 s.
+// ends at 30 s. The first round trip (140 ms) at or below 200, with the three after it no
+// faster, ends at 9.62 s.
 func TestHalvingFigures(t *testing.T) {
 	arrival := func(t float64) float64 {
 		switch {
@@ -111,6 +112,31 @@ func TestHalvingFigures(t *testing.T) {
 	}
 	if h := halvingFigures(s, 0, 30.5, 8, 200e6, 140*time.Millisecond, 883.5e6, false); h.Pass() {
 		t.Error("a copy that did not end verified passes")
+	}
+	// Held back by its inflight cap while the queue is full, a sender sends at the capacity for
+	// 200 ms (9.0–9.2 s), then at 300 until it cuts at 9.5 s: it came down at 9.60 s (the
+	// round trip from 9.46 s averages 193), not at 9.16 (the first round trip at 200).
+	s = grid(31, func(t float64) float64 {
+		switch {
+		case t >= 9 && t < 9.2:
+			return 200
+		case t >= 9.2 && t < 9.5:
+			return 300
+		}
+		return arrival(t)
+	}, delivery)
+	if h := halvingFigures(s, 0, 30.5, 8, 200e6, 140*time.Millisecond, 883.5e6, true); !h.Reached || !near(h.Seconds, 1.60) {
+		t.Errorf("a round trip at the capacity before the cut: reached %v after %v s, want 1.60", h.Reached, h.Seconds)
+	}
+	// Within 2 % of the capacity is at it, for the round trips after the first.
+	s = grid(31, func(t float64) float64 {
+		if t >= 10 && t < 30 {
+			return 203
+		}
+		return arrival(t)
+	}, delivery)
+	if h := halvingFigures(s, 0, 30.5, 8, 200e6, 140*time.Millisecond, 883.5e6, true); !h.Reached || !near(h.Seconds, 1.62) {
+		t.Errorf("203 Mbit/s after a cut to 150: reached %v after %v s, want 1.62", h.Reached, h.Seconds)
 	}
 	// A sender that never slows down: the copy's last round trip, when sending stops, does not
 	// count as coming down to the capacity.

@@ -169,7 +169,8 @@ func cmdBench(ctx context.Context, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage:\n  farwing bench [flags] [user@]host\n  farwing bench --lab [flags]\n\n"+
 			"Measures Farwing, TCP (default, CUBIC, BBR, 8 × BBR) and scp on one path and prints the\n"+
-			"published tables: medians with the fastest and slowest run.\n\nFlags:\n")
+			"published tables: medians with the fastest and slowest run. With --lab, --rows fairness,halving\n"+
+			"also measure Farwing sharing the emulated path with TCP CUBIC and under a halved rate.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {

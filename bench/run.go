@@ -43,6 +43,9 @@ type Config struct {
 	Progress func(line string, final bool)
 	// Env is added to the environment of the copy commands (tests, the lab).
 	Env []string
+	// CopyFlags are added to every `farwing copy` of the Farwing rows (--copy-flag: checked by
+	// the command line to be copy flags that change how a copy behaves, never ssh flags or paths).
+	CopyFlags []string
 }
 
 // Ledger is the bench's evidence: every sample and the facts needed to audit the table.
@@ -60,7 +63,8 @@ type Ledger struct {
 	Duration  float64        `json:"duration_seconds"`
 	Limit     float64        `json:"limit_seconds"`
 	Rows      []string       `json:"rows"`
-	PeerArgv  []string       `json:"peer_argv,omitempty"` // the ssh command that started the bench's remote peer
+	PeerArgv  []string       `json:"peer_argv,omitempty"`  // the ssh command that started the bench's remote peer
+	CopyFlags []string       `json:"copy_flags,omitempty"` // added to every farwing copy of the Farwing rows
 	Client    hostinfo.Facts `json:"client"`
 	Server    hostinfo.Facts `json:"server"`
 	Levels    []LevelFacts   `json:"levels"`
@@ -81,7 +85,7 @@ type LevelFacts struct {
 // early: Complete says whether it did not).
 func Run(ctx context.Context, cfg Config) *Ledger {
 	l := &Ledger{Schema: Schema, Argv: cfg.Argv, Started: time.Now().UTC(), Host: cfg.Host, Direction: "push",
-		Size: cfg.Size, Runs: cfg.Runs, Duration: cfg.Duration.Seconds(), Limit: cfg.Limit.Seconds()}
+		Size: cfg.Size, Runs: cfg.Runs, Duration: cfg.Duration.Seconds(), Limit: cfg.Limit.Seconds(), CopyFlags: cfg.CopyFlags}
 	if cfg.Pull {
 		l.Direction = "pull"
 	}
@@ -364,8 +368,22 @@ func (r *runner) sizingRate(ctx context.Context, s *Sample) float64 {
 func (r *runner) farwing(ctx context.Context, s *Sample, args ...string) (map[string]any, time.Duration, error) {
 	argv := []string{r.cfg.Farwing, "copy", "--json", "-q"}
 	argv = append(argv, r.cfg.SSHArgs...)
+	argv = append(argv, r.cfg.CopyFlags...)
 	argv = append(argv, args...)
 	out, el, err := r.command(ctx, r.cfg.Limit, argv, s)
+	res, err := copySummary(out, err, s)
+	return res, el, err
+}
+
+// summaryKeys are the fields of a copy's --json summary that a Farwing sample keeps as evidence.
+var summaryKeys = []string{"bytes", "seconds", "data_seconds", "goodput_bps", "wire_bytes", "wire_ratio", "retransmitted", "fec",
+	"parity_sent", "repair_parity", "fec_groups", "repair_groups", "fec_rebuilt", "tail_seconds", "datagrams_sent", "rx_dropped",
+	"cc", "probe_bps", "rtt_ms", "peer_uploaded", "max_rss_bytes", "peer_max_rss_bytes", "cpu_seconds", "peer_cpu_seconds",
+	"drops", "peer_drops", "blake3", "limiter"}
+
+// copySummary reads the --json summary a `farwing copy` printed (out; err is how the command
+// ended), keeps its evidence in sample s (nil: nowhere) and returns it, with the copy's error.
+func copySummary(out []byte, err error, s *Sample) (map[string]any, error) {
 	var res map[string]any
 	if jerr := json.Unmarshal(out, &res); jerr != nil && err == nil {
 		err = fmt.Errorf("farwing copy printed no summary: %v", jerr)
@@ -374,26 +392,30 @@ func (r *runner) farwing(ctx context.Context, s *Sample, args ...string) (map[st
 		err = fmt.Errorf("%v", res["error"])
 	}
 	if s != nil && res != nil {
-		for _, k := range []string{"seconds", "data_seconds", "goodput_bps", "wire_bytes", "wire_ratio", "retransmitted", "parity_sent",
-			"datagrams_sent", "rx_dropped", "cc", "probe_bps", "rtt_ms", "peer_uploaded", "max_rss_bytes", "peer_max_rss_bytes",
-			"cpu_seconds", "peer_cpu_seconds", "drops", "peer_drops", "blake3", "limiter"} {
+		for _, k := range summaryKeys {
 			if v, ok := res[k]; ok {
 				s.Detail[k] = v
 			}
 		}
 	}
-	return res, el, err
+	return res, err
 }
 
 // command runs argv within limit, records it in the sample, and returns its stdout.
 func (r *runner) command(ctx context.Context, limit time.Duration, argv []string, s *Sample) ([]byte, time.Duration, error) {
+	return command(ctx, limit, argv, r.cfg.Env, s)
+}
+
+// command runs argv within limit with env added to this process's environment, records it in
+// sample s (nil: nowhere), and returns its stdout.
+func command(ctx context.Context, limit time.Duration, argv, env []string, s *Sample) ([]byte, time.Duration, error) {
 	if s != nil {
 		s.Commands = append(s.Commands, argv)
 	}
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), r.cfg.Env...)
+	cmd.Env = append(os.Environ(), env...)
 	// Stopped as Ctrl-C would stop it, so that it cleans up at both ends (farwing removes its
 	// partial files, and its peer ends with the ssh session); killed 5 s later if still there.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

@@ -20,6 +20,8 @@ type Kind uint8
 const (
 	Throughput Kind = iota // memory to memory for a duration: Mbit/s of useful data, higher is better
 	Copy                   // disk to disk, start of command to checked file: seconds, lower is better
+	Fairness               // lab only: Farwing and one TCP CUBIC flow sharing the path (FairnessRun)
+	Halving                // lab only: the path's rate halved under a copy (HalvingRun)
 )
 
 // Row is one tool measured by the bench.
@@ -42,18 +44,27 @@ var Rows = []Row{
 	{"scp", "scp", Copy},
 }
 
+// LabRows are the rows only `farwing bench --lab` measures, because they work the emulated path
+// itself: one shares it with a TCP CUBIC flow of the bench's, the other halves its rate under a
+// copy. They are never in the default set.
+var LabRows = []Row{
+	{"fairness", "Fairness", Fairness},
+	{"halving", "Capacity halved", Halving},
+}
+
 // SelectRows returns the rows a --rows list names (comma separated IDs; "farwing" is both
-// Farwing rows), or all rows for an empty list.
+// Farwing rows), or all rows but the lab rows for an empty list.
 func SelectRows(list string) ([]Row, error) {
 	if strings.TrimSpace(list) == "" {
 		return slices.Clone(Rows), nil
 	}
+	all := append(slices.Clone(Rows), LabRows...)
 	want := map[string]bool{}
 	for _, id := range strings.Split(list, ",") {
 		id = strings.TrimSpace(strings.ToLower(id))
-		if !slices.ContainsFunc(Rows, func(r Row) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(all, func(r Row) bool { return r.ID == id }) {
 			var ids []string
-			for _, r := range Rows {
+			for _, r := range all {
 				if !slices.Contains(ids, r.ID) {
 					ids = append(ids, r.ID)
 				}
@@ -63,13 +74,16 @@ func SelectRows(list string) ([]Row, error) {
 		want[id] = true
 	}
 	var rows []Row
-	for _, r := range Rows {
+	for _, r := range all {
 		if want[r.ID] {
 			rows = append(rows, r)
 		}
 	}
 	return rows, nil
 }
+
+// IsLab reports whether r is one of the LabRows.
+func (r Row) IsLab() bool { return r.Kind == Fairness || r.Kind == Halving }
 
 // Outcome is how one run ended.
 type Outcome string
@@ -80,6 +94,7 @@ const (
 	Failed      Outcome = "failed"      // an error, or a wrong file: never a time
 	Skipped     Outcome = "skipped"     // not run: an earlier run of the row stalled at this level
 	Unavailable Outcome = "unavailable" // the row cannot run on this path (Error says why)
+	Never       Outcome = "never"       // halving: the rate did not come down to the capacity while data flowed
 )
 
 // Cell is what the table shows for one row at one level.
@@ -199,13 +214,17 @@ func Number(v float64) string {
 // Text renders a cell: "11,498 10,837–11,536" (Mbit/s) or "2.3 s 2.1–2.3 s", "4.1 s 2.4 s–stalled",
 // "stalled", "unavailable".
 func (c Cell) Text(kind Kind) string {
-	unit := ""
 	if kind == Copy {
-		unit = " s"
+		return c.textIn(" s")
 	}
+	return c.textIn("")
+}
+
+// textIn renders a cell with unit after each figure ("" for none).
+func (c Cell) textIn(unit string) string {
 	switch c.Outcome {
 	case OK:
-	case Unavailable, Skipped, Stalled, Failed:
+	case Unavailable, Skipped, Stalled, Failed, Never:
 		return string(c.Outcome)
 	default:
 		return "?"
@@ -235,6 +254,9 @@ type Sample struct {
 	End      time.Time      `json:"end"`
 	Commands [][]string     `json:"commands,omitempty"` // every command run for it, either side
 	Detail   map[string]any `json:"detail,omitempty"`   // the row's evidence (cc used, retransmits, wire bytes…)
+	// The lab rows' figures (see labstats.go for how each is measured).
+	Fairness *FairnessRun `json:"fairness,omitempty"`
+	Halving  *HalvingRun  `json:"halving,omitempty"`
 }
 
 // Value is the sample's result in its table's unit.
@@ -247,8 +269,13 @@ func (s Sample) Value(kind Kind) float64 {
 
 // TableName is the ledger's name for a kind of row.
 func TableName(kind Kind) string {
-	if kind == Copy {
+	switch kind {
+	case Copy:
 		return "copy"
+	case Fairness:
+		return "fairness"
+	case Halving:
+		return "halving"
 	}
 	return "throughput"
 }

@@ -192,6 +192,9 @@ func TestQueueDrop(t *testing.T) {
 	if r.n != int(atob.Packets) || atob.Packets+atob.QueueDrops != sent {
 		t.Errorf("received %d, stats %+v: want received == forwarded and forwarded+dropped == %d", r.n, atob, sent)
 	}
+	if atob.UDPArrived != sent*1428 || atob.UDPDelivered != uint64(r.n)*1428 || atob.TCPArrived != 0 {
+		t.Errorf("UDP arrived %d, delivered %d, TCP arrived %d: want %d, %d and 0", atob.UDPArrived, atob.UDPDelivered, atob.TCPArrived, sent*1428, r.n*1428)
+	}
 	// The queue drains at the bottleneck rate: the last packet cannot
 	// arrive before the delay plus the serialization of everything
 	// delivered. Scheduling noise only makes it later, so the upper bound

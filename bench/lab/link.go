@@ -47,6 +47,11 @@ type PathStats struct {
 	OverflowDrops uint64 // packets refused because the emulator ran out of slots
 	WriteErrors   uint64 // packets the far TUN device refused
 	MaxQueueBytes int    // largest queue occupancy seen, including the arriving packet
+	// IP bytes by protocol: UDP and TCP that arrived at the link (what the senders sent, before
+	// random loss and the queue) and that it delivered. A flow's sending rate is its arrivals
+	// over time, its share of the bottleneck its deliveries.
+	UDPArrived, UDPDelivered uint64
+	TCPArrived, TCPDelivered uint64
 }
 
 // Sub returns the counters accumulated since an earlier snapshot o.
@@ -60,7 +65,35 @@ func (s PathStats) Sub(o PathStats) PathStats {
 	s.QueueBytes -= o.QueueBytes
 	s.OverflowDrops -= o.OverflowDrops
 	s.WriteErrors -= o.WriteErrors
+	s.UDPArrived -= o.UDPArrived
+	s.UDPDelivered -= o.UDPDelivered
+	s.TCPArrived -= o.TCPArrived
+	s.TCPDelivered -= o.TCPDelivered
 	return s
+}
+
+// IPv4 protocol numbers the counters tell apart.
+const (
+	protoTCP = 6
+	protoUDP = 17
+)
+
+// proto is an IPv4 packet's protocol number (0 for anything else: IPv6 is off in the lab).
+func proto(pkt []byte) byte {
+	if len(pkt) < 20 || pkt[0]>>4 != 4 {
+		return 0
+	}
+	return pkt[9]
+}
+
+// countProto adds n bytes of a packet of protocol p to the UDP or TCP counter.
+func countProto(p byte, n uint64, udp, tcp *uint64) {
+	switch p {
+	case protoUDP:
+		*udp += n
+	case protoTCP:
+		*tcp += n
+	}
 }
 
 type slot struct {
@@ -190,6 +223,7 @@ func (l *link) readLoop() error {
 		now := l.now()
 
 		l.mu.Lock()
+		countProto(proto(buf[:n]), uint64(n), &l.stats.UDPArrived, &l.stats.TCPArrived)
 		if p := l.path.Loss; p > 0 && l.rng.Float64() < p {
 			l.stats.LossDrops++
 			l.stats.LossBytes += uint64(n)
@@ -291,7 +325,7 @@ func (l *link) releaseLoop() {
 		head := l.head
 		l.mu.Unlock()
 
-		var pkts, bytes, errs uint64
+		var pkts, bytes, errs, udp, tcp uint64
 		for i := range k {
 			s := &l.ring[(head+i)%len(l.ring)]
 			if _, err := l.out.Write(s.buf[:s.n]); err != nil {
@@ -305,6 +339,7 @@ func (l *link) releaseLoop() {
 			}
 			pkts++
 			bytes += uint64(s.n)
+			countProto(proto(s.buf[:s.n]), uint64(s.n), &udp, &tcp)
 		}
 
 		l.mu.Lock()
@@ -318,6 +353,8 @@ func (l *link) releaseLoop() {
 		l.stats.Packets += pkts
 		l.stats.Bytes += bytes
 		l.stats.WriteErrors += errs
+		l.stats.UDPDelivered += udp
+		l.stats.TCPDelivered += tcp
 		l.mu.Unlock()
 	}
 }

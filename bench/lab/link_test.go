@@ -175,3 +175,55 @@ func TestDefaultQueueBytes(t *testing.T) {
 		t.Errorf("tiny BDP: %d, want the 64 KiB floor", got)
 	}
 }
+
+// TestLinkProtocolCounters: UDP and TCP bytes are counted apart, on arrival (before random loss
+// and the queue) and on delivery; anything else (here an IPv6 header and a runt) counts in the
+// totals only.
+func TestLinkProtocolCounters(t *testing.T) {
+	ipv4 := func(proto byte, n int) []byte {
+		p := make([]byte, n)
+		p[0], p[9] = 0x45, proto
+		return p
+	}
+	const udpN, tcpN = 200, 100
+	// A 5-packet queue at 1 Mbit/s: a burst of 1000-byte packets loses most of them to it.
+	lk, _, recv := startLinkAfter(t, Path{RateBps: 1e6, QueueBytes: 5000}, 1, func(send *os.File) {
+		for i := range udpN + tcpN { // every third a TCP packet
+			pkt := ipv4(protoUDP, 1000)
+			if i%3 == 0 {
+				pkt = ipv4(protoTCP, 500)
+			}
+			if _, err := send.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send.Write([]byte{0x60, 0, 0, 0, 0, 0, 0, 0, 0, protoUDP, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+		send.Write([]byte{0x45, 0, 0, 0, 0, 0, 0, 0, 0, protoUDP})
+	})
+	got := collect(t, recv, udpN+tcpN+2, 300*time.Millisecond)
+	st := lk.snapshot()
+	var udp, tcp, other uint64
+	for _, a := range got {
+		switch a.n {
+		case 1000:
+			udp += 1000
+		case 500:
+			tcp += 500
+		default:
+			other += uint64(a.n)
+		}
+	}
+	t.Logf("stats %+v; delivered udp %d tcp %d other %d", st, udp, tcp, other)
+	if st.UDPArrived != udpN*1000 || st.TCPArrived != tcpN*500 {
+		t.Errorf("arrived UDP %d, TCP %d; want %d and %d", st.UDPArrived, st.TCPArrived, udpN*1000, tcpN*500)
+	}
+	if st.QueueDrops == 0 || udp == 0 || tcp == 0 || st.UDPDelivered != udp || st.TCPDelivered != tcp {
+		t.Errorf("delivered UDP %d, TCP %d (queue drops %d); the far end got %d and %d", st.UDPDelivered, st.TCPDelivered, st.QueueDrops, udp, tcp)
+	}
+	if st.Bytes != udp+tcp+other {
+		t.Errorf("total %d bytes delivered, the far end got %d", st.Bytes, udp+tcp+other)
+	}
+	if d := st.Sub(st); d.UDPArrived != 0 || d.UDPDelivered != 0 || d.TCPArrived != 0 || d.TCPDelivered != 0 {
+		t.Errorf("Sub leaves %+v", d)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/bench/lab/labcli"
 	"github.com/farwing/farwing/bench/lab/sshlab"
+	"github.com/farwing/farwing/internal/tcpbench"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -30,10 +33,16 @@ type benchOptions struct {
 	lab                  bool
 	labRate, labLoss     string
 	labRTT               time.Duration
+	copyFlags            []string // --copy-flag: added to the Farwing rows' copies
+	fairDuration         time.Duration
+	halveSize            string
+	halveAt              time.Duration
 	level                string // the level's name in the tables (set by --lab for each level)
 	ssh                  sshFlags
 	sizeBytes            int64
+	halveBytes           int64
 	selected             []bench.Row
+	labRows              []bench.Row // of selected, those only --lab measures
 	labRateBps           float64
 	labLosses            []float64
 	labLossNames         []string
@@ -44,7 +53,8 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&b.runs, "runs", 3, "runs of each row at each level (the median is shown, with the fastest and slowest)")
 	fs.DurationVar(&b.duration, "duration", 20*time.Second, "length of each throughput run")
 	fs.DurationVar(&b.limit, "limit", 5*time.Minute, "time limit of each copy run: a copy not checked by then stalled")
-	fs.StringVar(&b.rows, "rows", "", "rows to measure, comma separated (default all): farwing, tcp-8bbr, tcp-bbr, tcp-cubic, tcp, farwing-first, http, scp")
+	fs.StringVar(&b.rows, "rows", "", "rows to measure, comma separated (default all but the lab rows): farwing, tcp-8bbr, tcp-bbr, tcp-cubic, tcp, farwing-first, http, scp; with --lab also fairness, halving")
+	fs.StringArrayVar(&b.copyFlags, "copy-flag", nil, "a farwing copy flag for the Farwing rows, as --NAME=VALUE (repeatable): --rate, --min-rate, --policy, --fec, --window")
 	fs.BoolVar(&b.pull, "pull", false, "measure from the host to this one (default: this one to the host)")
 	fs.StringVar(&b.jsonFile, "json", "", "write the evidence ledger (every sample, command, host and path fact) to this file")
 	fs.BoolVarP(&b.quiet, "quiet", "q", false, "no progress lines")
@@ -52,6 +62,9 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&b.labRate, "lab-rate", "400M", "the lab's rate each way (IP bytes)")
 	fs.DurationVar(&b.labRTT, "lab-rtt", 140*time.Millisecond, "the lab's round trip")
 	fs.StringVar(&b.labLoss, "lab-loss", "0,0.1%,1%,3%", "the lab's random loss levels, each way")
+	fs.DurationVar(&b.fairDuration, "fair-duration", 40*time.Second, "fairness row: how long the TCP CUBIC flow shares the path with Farwing")
+	fs.StringVar(&b.halveSize, "halve-size", "1G", "halving row: the size of the copy under which the rate is halved")
+	fs.DurationVar(&b.halveAt, "halve-at", 8*time.Second, "halving row: when the lab halves its rate, after the copy starts")
 	fs.StringVar(&b.level, "level", "", "name of the path in the tables (default: the host)")
 	fs.MarkHidden("level")
 	b.ssh.register(fs)
@@ -74,7 +87,27 @@ func (b *benchOptions) check() error {
 	if b.selected, err = bench.SelectRows(b.rows); err != nil {
 		return err
 	}
+	for _, r := range b.selected {
+		if r.IsLab() {
+			b.labRows = append(b.labRows, r)
+		}
+	}
+	if len(b.labRows) > 0 && !b.lab {
+		return fmt.Errorf("--rows %s: a lab row (it works the emulated path itself); run it with --lab", b.labRows[0].ID)
+	}
+	if err := checkCopyFlags(b.copyFlags); err != nil {
+		return err
+	}
 	if b.lab {
+		if b.fairDuration < time.Second || b.fairDuration > tcpbench.MaxSeconds*time.Second {
+			return fmt.Errorf("--fair-duration must be 1s..%ds", tcpbench.MaxSeconds)
+		}
+		if b.halveBytes, err = units.ParseSize(b.halveSize); err != nil || b.halveBytes <= 0 {
+			return fmt.Errorf("--halve-size %q: want a size such as 1G", b.halveSize)
+		}
+		if b.halveAt < time.Second {
+			return fmt.Errorf("--halve-at must be at least 1s")
+		}
 		if b.labRateBps, err = labcli.ParseRate(b.labRate); err != nil {
 			return fmt.Errorf("--lab-rate: %v", err)
 		}
@@ -86,6 +119,36 @@ func (b *benchOptions) check() error {
 			b.labLosses = append(b.labLosses, loss)
 			b.labLossNames = append(b.labLossNames, lossName(loss))
 		}
+	}
+	return nil
+}
+
+// benchCopyFlags are the farwing copy flags --copy-flag may pass on: those that change how a
+// copy behaves on the path. The bench sets the rest itself (--json, -q, --sink, the ssh flags,
+// sources and destination), so none of those can change what a row measures or where it goes.
+var benchCopyFlags = []string{"rate", "min-rate", "policy", "fec", "window"}
+
+// checkCopyFlags checks --copy-flag's values: each one --NAME=VALUE of benchCopyFlags, and
+// together a valid farwing copy command line (the values parse, --policy fixed has a --rate).
+func checkCopyFlags(flags []string) error {
+	for _, f := range flags {
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		if !strings.HasPrefix(f, "--") || !slices.Contains(benchCopyFlags, name) {
+			return fmt.Errorf("--copy-flag %q: the bench passes on only --%s to its copies", f, strings.Join(benchCopyFlags, ", --"))
+		}
+		if !hasValue {
+			return fmt.Errorf("--copy-flag %q: give the value with the flag, as --copy-flag=--%s=VALUE", f, name)
+		}
+	}
+	fs := pflag.NewFlagSet("copy", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c copyOptions
+	c.register(fs)
+	if err := fs.Parse(flags); err != nil {
+		return fmt.Errorf("--copy-flag: %v", err)
+	}
+	if _, err := c.options(); err != nil {
+		return fmt.Errorf("--copy-flag: %v", err)
 	}
 	return nil
 }
@@ -106,7 +169,8 @@ func cmdBench(ctx context.Context, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage:\n  farwing bench [flags] [user@]host\n  farwing bench --lab [flags]\n\n"+
 			"Measures Farwing, TCP (default, CUBIC, BBR, 8 × BBR) and scp on one path and prints the\n"+
-			"published tables: medians with the fastest and slowest run.\n\nFlags:\n")
+			"published tables: medians with the fastest and slowest run. With --lab, --rows fairness,halving\n"+
+			"also measure Farwing sharing the emulated path with TCP CUBIC and under a halved rate.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -145,7 +209,7 @@ func cmdBench(ctx context.Context, args []string) int {
 		}
 		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false)}, SSHArgs: b.ssh.ssh(false).Flags(), Farwing: exe,
 			SCP: "scp", Size: b.sizeBytes, Runs: b.runs, Duration: b.duration, Limit: b.limit, Rows: b.selected, Pull: b.pull,
-			Levels: []string{level}, Argv: argv}
+			Levels: []string{level}, Argv: argv, CopyFlags: b.copyFlags}
 		if p := os.Getenv("FARWING_SCP"); p != "" {
 			cfg.SCP = p
 		}
@@ -230,13 +294,25 @@ func printTables(l *bench.Ledger, b benchOptions) {
 		fmt.Fprintf(stdout, "%s copy %s, start of command to checked file\n\nDisk to disk, %s limit per run, median of %d.\n\n%s\n",
 			units.Size(b.sizeBytes), dir, b.limit, b.runs, t)
 	}
+	path := fmt.Sprintf("%s Mbit/s, %s, no random loss", bench.Number(b.labRateBps/1e6), b.labRTT)
+	if t := bench.FairnessMarkdown(l.Samples); t != "" {
+		fmt.Fprintf(stdout, "Fairness: Farwing (--sink) and one TCP CUBIC flow sharing the lab's path (%s)\n\n"+
+			"Goodput in Mbit/s over the %s the CUBIC flow ran, median of %d, with the slowest and fastest run beside it.\n\n%s\n",
+			path, b.fairDuration, b.runs, t)
+	}
+	if t := bench.HalvingMarkdown(l.Samples); t != "" {
+		fmt.Fprintf(stdout, "Capacity halved: a %s --sink copy (%s); %s after it starts the lab's rate is halved\n\n"+
+			"Farwing's sending rate as it reaches the link, per base round trip; median of %d, with the slowest and fastest run beside it.\n\n%s\n",
+			units.Size(b.halveBytes), path, b.halveAt, b.runs, t)
+	}
 	if !l.Complete {
 		fmt.Fprintf(stdout, "Incomplete: %s.\n", l.Error)
 	}
 }
 
-// runLab builds the emulated WAN, and for each loss level runs this bench against the lab's
-// sshd as an ordinary host from namespace A, then merges the levels' ledgers.
+// runLab builds the emulated WAN; for each loss level it runs this bench against the lab's sshd
+// as an ordinary host from namespace A, and merges the levels' ledgers; then, without random
+// loss, it measures the lab rows itself (they work the path: bench.RunLab).
 func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*bench.Ledger, error) {
 	if err := lab.Check(); err != nil {
 		return nil, err
@@ -259,8 +335,14 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	// The children get this command's flags, less the lab's, plus the lab's host.
-	var child []string
+	// The children get this command's flags, less the lab's, plus the lab's host; --rows names
+	// only the rows they measure.
+	var child, rows []string
+	for _, r := range b.selected {
+		if !r.IsLab() && !slices.Contains(rows, r.ID) {
+			rows = append(rows, r.ID)
+		}
+	}
 	skip := map[string]bool{"--lab": true}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -268,7 +350,8 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 		switch {
 		case skip[name]:
 			continue
-		case name == "--lab-rate" || name == "--lab-rtt" || name == "--lab-loss" || name == "--json":
+		case name == "--lab-rate" || name == "--lab-rtt" || name == "--lab-loss" || name == "--json" || name == "--rows" ||
+			name == "--fair-duration" || name == "--halve-size" || name == "--halve-at":
 			if !hasValue {
 				i++
 			}
@@ -276,9 +359,17 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 		}
 		child = append(child, a)
 	}
-	merged := &bench.Ledger{Schema: bench.Schema, Started: time.Now().UTC(), Host: fmt.Sprintf("lab %s, %s", b.labRate, b.labRTT), Complete: true}
+	child = append(child, "--rows", strings.Join(rows, ","))
+	merged := &bench.Ledger{Schema: bench.Schema, Started: time.Now().UTC(), Host: fmt.Sprintf("lab %s, %s", b.labRate, b.labRTT), Complete: true,
+		Size: b.sizeBytes, Runs: b.runs, Duration: b.duration.Seconds(), Limit: b.limit.Seconds(), CopyFlags: b.copyFlags, Direction: "push"}
+	if b.pull {
+		merged.Direction = "pull"
+	}
+	for _, r := range b.selected {
+		merged.Rows = append(merged.Rows, bench.TableName(r.Kind)+":"+r.ID)
+	}
 	for i, loss := range b.labLosses {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || len(rows) == 0 {
 			break
 		}
 		for _, d := range []lab.Direction{lab.AtoB, lab.BtoA} {
@@ -304,8 +395,7 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 			break
 		}
 		if i == 0 {
-			merged.Client, merged.Server, merged.Direction = lv.Client, lv.Server, lv.Direction
-			merged.Size, merged.Runs, merged.Duration, merged.Limit, merged.Rows = lv.Size, lv.Runs, lv.Duration, lv.Limit, lv.Rows
+			merged.Client, merged.Server = lv.Client, lv.Server
 			merged.PeerArgv = lv.PeerArgv
 		}
 		for _, f := range lv.Levels {
@@ -316,6 +406,22 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 		if !lv.Complete {
 			merged.Complete, merged.Error = false, "level "+name+": "+lv.Error
 			break
+		}
+	}
+	if len(b.labRows) > 0 && merged.Complete && ctx.Err() == nil {
+		if len(rows) == 0 {
+			merged.Client, merged.Server = bench.LabFacts(l)
+		}
+		cfg := bench.LabConfig{Lab: l, Host: srv.Host, SSHArgs: []string{"-F", srv.ConfigFile}, Farwing: exe, CopyFlags: b.copyFlags,
+			Rows: b.labRows, Runs: b.runs, Level: lossName(0), Rate: b.labRateBps, RTT: b.labRTT,
+			FairDuration: b.fairDuration, HalveSize: b.halveBytes, HalveAt: b.halveAt, Limit: b.limit}
+		if !b.quiet {
+			cfg.Progress = benchProgress()
+		}
+		samples, err := bench.RunLab(ctx, cfg)
+		merged.Samples = append(merged.Samples, samples...)
+		if err != nil && ctx.Err() == nil {
+			merged.Complete, merged.Error = false, "lab rows: "+oneLine(err)
 		}
 	}
 	if ctx.Err() != nil {

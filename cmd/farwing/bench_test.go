@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/farwing/farwing/bench"
+	"github.com/farwing/farwing/bench/lab/labtest"
+	"github.com/farwing/farwing/bench/lab/sshlab"
 )
 
 // TestLabBench runs `farwing bench` through the lab at a small size and short durations, against
@@ -20,7 +23,7 @@ func TestLabBench(t *testing.T) {
 	e := startLab(t, 200e6, 40*time.Millisecond, 0.01)
 	ledger := filepath.Join(t.TempDir(), "ledger.json")
 	cmd := e.l.Command(e.l.NSA, e.bin, "bench", "-q", "-F", e.srv.ConfigFile, "--size", "16M", "--runs", "1",
-		"--duration", "2s", "--limit", "60s", "--json", ledger, e.srv.Host)
+		"--duration", "2s", "--limit", "60s", "--copy-flag=--fec=auto", "--json", ledger, e.srv.Host)
 	var out strings.Builder
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -35,8 +38,8 @@ func TestLabBench(t *testing.T) {
 	if err := json.Unmarshal(raw, &l); err != nil {
 		t.Fatal(err)
 	}
-	if !l.Complete || l.Schema != bench.Schema || len(l.Levels) != 1 {
-		t.Fatalf("ledger: complete %v, schema %d, %d levels; %s", l.Complete, l.Schema, len(l.Levels), l.Error)
+	if !l.Complete || l.Schema != bench.Schema || len(l.Levels) != 1 || strings.Join(l.CopyFlags, " ") != "--fec=auto" {
+		t.Fatalf("ledger: complete %v, schema %d, %d levels, copy flags %q; %s", l.Complete, l.Schema, len(l.Levels), l.CopyFlags, l.Error)
 	}
 	for who, f := range map[string]struct {
 		cores  int
@@ -81,6 +84,16 @@ func TestLabBench(t *testing.T) {
 				}
 			}
 		}
+		// The Farwing rows' copies got --copy-flag, and their FEC evidence is kept (1 % loss: parity
+		// on every block, so every block is a group).
+		if row.ID == "farwing" || row.ID == "farwing-first" {
+			groups, _ := s.Detail["fec_groups"].(float64)
+			_, repairs := s.Detail["repair_groups"].(float64)
+			if len(s.Commands) != 1 || !slices.Contains(s.Commands[0], "--fec=auto") || groups <= 0 || !repairs || s.Detail["fec"] != "auto" {
+				t.Errorf("%s %s: commands %q, fec %v, groups %v, repair groups %v", bench.TableName(row.Kind), row.ID, s.Commands,
+					s.Detail["fec"], s.Detail["fec_groups"], s.Detail["repair_groups"])
+			}
+		}
 		if row.Kind == bench.Copy && row.ID != "http" && (len(s.Commands) == 0 || s.Detail["blake3_copy"] != s.Detail["blake3_source"]) {
 			t.Errorf("%s copy: commands %v, digests %v / %v", row.ID, s.Commands, s.Detail["blake3_copy"], s.Detail["blake3_source"])
 		}
@@ -90,6 +103,85 @@ func TestLabBench(t *testing.T) {
 		if !strings.Contains(out.String(), title) {
 			t.Errorf("no table headed %s in:\n%s", title, out.String())
 		}
+	}
+}
+
+// TestLabBenchLabRows runs `farwing bench --lab` with only its lab rows, short and small: the
+// fairness row shares the path with a CUBIC flow and the halving row halves the rate under a
+// copy; both tables are printed with numbers, and the ledger holds each sample with its
+// commands (--copy-flag passed on to every copy), its times and the lab's counters.
+func TestLabBenchLabRows(t *testing.T) {
+	labtest.Skip(t)
+	if err := sshlab.Check(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	bin := farwingBin(t)
+	ledger := filepath.Join(t.TempDir(), "ledger.json")
+	cmd := exec.Command(bin, "bench", "--lab", "-q", "--rows", "fairness,halving", "--runs", "1", "--lab-rate", "100M", "--lab-rtt", "40ms",
+		"--fair-duration", "3s", "--halve-size", "64M", "--halve-at", "2s", "--limit", "90s", "--copy-flag=--fec=off", "--json", ledger)
+	var out, errs strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench: %v\n%s\n%s", err, out.String(), errs.String())
+	}
+	raw, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l bench.Ledger
+	if err := json.Unmarshal(raw, &l); err != nil {
+		t.Fatal(err)
+	}
+	if !l.Complete || len(l.Samples) != 2 || strings.Join(l.CopyFlags, " ") != "--fec=off" || l.Client.Cores <= 0 || l.Server.Kernel == "" {
+		t.Fatalf("ledger: complete %v (%s), %d samples, copy flags %q, client %+v", l.Complete, l.Error, len(l.Samples), l.CopyFlags, l.Client)
+	}
+	for _, s := range l.Samples {
+		if s.Outcome != bench.OK || !s.End.After(s.Start) || len(s.Commands) != 2 {
+			t.Errorf("%s: %s %s, %v–%v, commands %q", s.Table, s.Outcome, s.Error, s.Start, s.End, s.Commands)
+			continue
+		}
+		for _, argv := range s.Commands { // the warm-up and the measured copy
+			a := strings.Join(argv, " ")
+			if !strings.Contains(a, " copy --json -q -F ") || !strings.Contains(a, " --fec=off --sink ") {
+				t.Errorf("%s: command %q", s.Table, a)
+			}
+		}
+		series, _ := s.Detail["lab_series"].(map[string]any)
+		if ts, _ := series["t"].([]any); len(ts) < 100 {
+			t.Errorf("%s: %d samples of the lab's counters", s.Table, len(ts))
+		}
+		if fec, _ := s.Detail["fec"].(string); fec != "off" {
+			t.Errorf("%s: the copy's summary says fec %q", s.Table, fec)
+		}
+	}
+	for _, s := range l.Samples {
+		switch {
+		case s.Table == "fairness" && s.Fairness != nil:
+			f := s.Fairness
+			if f.FarwingMbps <= 0 || f.CUBICMbps <= 0 || f.FarwingMbps+f.CUBICMbps > 100 || f.OverlapSeconds < 3 || f.OverlapSeconds > 10 || f.GoalMbps != 30 {
+				t.Errorf("fairness figures %+v", f)
+			}
+			if used, _ := s.Detail["cubic_cc_used"].([]any); len(used) != 1 || used[0] != "cubic" {
+				t.Errorf("the CUBIC flow used %v", s.Detail["cubic_cc_used"])
+			}
+		case s.Table == "halving" && s.Halving != nil:
+			// The controller follows the capacity down: a correctness check, not a time goal.
+			h := s.Halving
+			if !h.Intact || !h.Reached || h.Seconds <= 0 || h.RTTs <= 0 || h.GoodputAfterMbps <= 0 || h.GoodputAfterMbps > 50 || h.ChangeSeconds < 2 || h.CapacityBps != 50e6 {
+				t.Errorf("halving figures %+v", h)
+			}
+		default:
+			t.Errorf("sample %s without its figures: %+v", s.Table, s)
+		}
+	}
+	for _, head := range []string{"| Farwing | TCP CUBIC | sum | overlap | goal (each) | verdict |",
+		"| time until Farwing sends ≤ 50 Mbit/s | in 40 ms RTTs | goal | verdict | goodput from +3 s, Mbit/s | completed intact |"} {
+		if !strings.Contains(out.String(), head) {
+			t.Errorf("no table headed %s in:\n%s", head, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "| Added loss |") {
+		t.Errorf("the lab rows alone printed a throughput or copy table:\n%s", out.String())
 	}
 }
 
@@ -144,5 +236,45 @@ func TestLabBenchInterrupt(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(benchDirs); len(left) > 0 {
 		t.Errorf("bench directories left on the host: %v", left)
+	}
+}
+
+// TestCheckCopyFlags: --copy-flag passes on only the copy flags that change how a copy behaves,
+// each with its value, and only values farwing copy itself accepts; never ssh flags, the
+// bench's own copy flags, or paths.
+func TestCheckCopyFlags(t *testing.T) {
+	for _, ok := range [][]string{
+		nil,
+		{"--fec=off"},
+		{"--fec=10+2", "--rate=300M", "--min-rate=50M", "--window=64"},
+		{"--policy=fixed", "--rate=100M"},
+	} {
+		if err := checkCopyFlags(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, c := range []struct {
+		flags []string
+		want  string // in the error
+	}{
+		{[]string{"-F=/tmp/cfg"}, "passes on only --rate, --min-rate, --policy, --fec, --window"},
+		{[]string{"--ssh-config=/tmp/cfg"}, "passes on only"},
+		{[]string{"-o=ProxyCommand=sh"}, "passes on only"},
+		{[]string{"--option=ProxyCommand=sh"}, "passes on only"},
+		{[]string{"--json"}, "passes on only"},
+		{[]string{"--sink=false"}, "passes on only"},
+		{[]string{"--recursive=true"}, "passes on only"},
+		{[]string{"evil@host:/etc"}, "passes on only"},
+		{[]string{"--fec"}, "as --copy-flag=--fec=VALUE"},
+		{[]string{"--fec=sometimes"}, "--copy-flag"},
+		{[]string{"--rate=fast"}, "--copy-flag"},
+		{[]string{"--window=-1"}, "--copy-flag"},
+		{[]string{"--policy=fixed"}, "needs --rate"},
+		{[]string{"--min-rate=500M", "--rate=100M"}, "above --rate"},
+	} {
+		err := checkCopyFlags(c.flags)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error saying %q", c.flags, err, c.want)
+		}
 	}
 }

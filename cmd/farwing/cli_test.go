@@ -53,6 +53,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--size", "huge", "h"},
 		{"bench", "--rows", "ftp", "h"},
 		{"bench", "--frobnicate", "h"},
+		{"bench", "--rows", "fairness", "h"},
+		{"bench", "--rows", "farwing,halving", "h"},
+		{"bench", "--copy-flag=-F=cfg", "h"},
+		{"bench", "--copy-flag=--fec=sometimes", "h"},
 		{"bench"},
 	} {
 		var errs bytes.Buffer

@@ -1,0 +1,419 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/farwing/farwing/bench/lab"
+	"github.com/farwing/farwing/bench/lab/labcli"
+	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/units"
+	"github.com/farwing/farwing/internal/xfer"
+)
+
+// LabConfig is the lab rows' setting: the emulated WAN they work, the sshd in it, and the size
+// of their runs. The copies run in namespace A against the sshd in B, as a user's would.
+type LabConfig struct {
+	Lab       *lab.Lab
+	Host      string   // the lab sshd's [user@]host
+	SSHArgs   []string // the ssh flags that reach it (-F CONFIG)
+	Farwing   string   // the farwing executable
+	CopyFlags []string // added to every farwing copy (as Config.CopyFlags)
+	Rows      []Row    // of LabRows
+	Runs      int
+	Level     string        // the samples' level: the path without random loss
+	Rate      float64       // the lab's rate each way, IP bits/s
+	RTT       time.Duration // its base round trip
+	Queue     int           // its queue in bytes (0: one BDP)
+	// FairDuration is how long the CUBIC flow runs beside Farwing's copy; HalveSize is the
+	// halving copy's size, HalveAt when after its start the rate is halved.
+	FairDuration time.Duration
+	HalveSize    int64
+	HalveAt      time.Duration
+	Limit        time.Duration // each copy's time limit
+	Progress     func(line string, final bool)
+}
+
+// sampleEvery is how often the lab rows read the lab's counters.
+const sampleEvery = 20 * time.Millisecond
+
+// RunLab measures the lab rows, Runs times each, with the path at cfg's rate and round trip and
+// no random loss, and returns their samples (with what finished when ctx ends early). The path
+// is left as it was found.
+func RunLab(ctx context.Context, cfg LabConfig) ([]Sample, error) {
+	dir, err := os.MkdirTemp("", "farwing-bench-lab-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	l := cfg.Lab
+	saved := [2]lab.Path{l.Path(lab.AtoB), l.Path(lab.BtoA)}
+	defer func() {
+		l.SetPath(lab.AtoB, saved[0])
+		l.SetPath(lab.BtoA, saved[1])
+	}()
+	r := &labRunner{cfg: cfg, dir: dir}
+	var samples []Sample
+	for _, row := range cfg.Rows {
+		for i := 1; i <= cfg.Runs; i++ {
+			if ctx.Err() != nil {
+				return samples, ctx.Err()
+			}
+			r.setPath(cfg.Rate)
+			s := Sample{Row: row.ID, Table: TableName(row.Kind), Level: cfg.Level, Run: i,
+				Detail: map[string]any{"load_client": hostinfo.Load()}}
+			what := fmt.Sprintf("[%s] %s run %d/%d", cfg.Level, row.ID, i, cfg.Runs)
+			r.progress(what, false)
+			s.Start = time.Now().UTC()
+			switch row.Kind {
+			case Fairness:
+				r.fairness(ctx, what, &s)
+			case Halving:
+				r.halving(ctx, what, &s)
+			}
+			s.End = time.Now().UTC()
+			r.progress(what+": "+s.labText(), true)
+			samples = append(samples, s)
+			if s.Outcome == Unavailable {
+				break
+			}
+		}
+	}
+	return samples, ctx.Err()
+}
+
+type labRunner struct {
+	cfg LabConfig
+	dir string
+}
+
+func (r *labRunner) progress(line string, final bool) {
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(line, final)
+	}
+}
+
+// setPath sets both directions to rate, the lab's round trip, its queue (kept in bytes when it
+// was one BDP) and no random loss.
+func (r *labRunner) setPath(rate float64) {
+	q := r.cfg.Queue
+	if q <= 0 {
+		q = lab.DefaultQueueBytes(r.cfg.Rate, r.cfg.RTT/2)
+	}
+	for _, d := range []lab.Direction{lab.AtoB, lab.BtoA} {
+		r.cfg.Lab.SetPath(d, lab.Path{RateBps: rate, Delay: r.cfg.RTT / 2, QueueBytes: q})
+	}
+}
+
+func (s Sample) labText() string {
+	switch {
+	case s.Outcome != OK && s.Error != "":
+		return string(s.Outcome) + ": " + s.Error
+	case s.Fairness != nil:
+		f := s.Fairness
+		return fmt.Sprintf("Farwing %.1f, CUBIC %.1f Mbit/s over %.1f s", f.FarwingMbps, f.CUBICMbps, f.OverlapSeconds)
+	case s.Halving != nil && s.Halving.Reached:
+		h := s.Halving
+		return fmt.Sprintf("≤ capacity after %.2f s (%.1f RTTs), then %.1f Mbit/s, intact %v", h.Seconds, h.RTTs, h.GoodputAfterMbps, h.Intact)
+	case s.Halving != nil:
+		return fmt.Sprintf("never ≤ capacity, intact %v", s.Halving.Intact)
+	}
+	return string(s.Outcome)
+}
+
+// copyArgv is `farwing copy --json -q` in namespace A with the bench's ssh and copy flags,
+// sending src to the sink.
+func (r *labRunner) copyArgv(src string) []string {
+	argv := []string{"ip", "netns", "exec", r.cfg.Lab.NSA, r.cfg.Farwing, "copy", "--json", "-q"}
+	argv = append(argv, r.cfg.SSHArgs...)
+	argv = append(argv, r.cfg.CopyFlags...)
+	return append(argv, "--sink", src, r.cfg.Host+":")
+}
+
+// warmup makes a 1 MiB copy first, so that the peer is installed and the shared ssh connection
+// open before the measured copy: its start is then the same every run.
+func (r *labRunner) warmup(ctx context.Context, s *Sample) error {
+	src := filepath.Join(r.dir, "warmup")
+	if err := sparse(src, 1<<20); err != nil {
+		return err
+	}
+	out, _, err := command(ctx, r.cfg.Limit, r.copyArgv(src), nil, s)
+	_, err = copySummary(out, err, nil)
+	if err != nil {
+		return fmt.Errorf("warm-up copy: %w", err)
+	}
+	return nil
+}
+
+// labCopy is a measured copy under way, with the lab's counters sampled from before it started.
+type labCopy struct {
+	series Series
+	start  time.Time
+	done   chan struct{}
+	res    map[string]any
+	err    error
+	end    float64 // when it ended, on the series' clock
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// startCopy starts a --sink copy of a sparse file of size and the sampler of the lab's
+// counters toward the receiver; tick is called with the series so far once a second.
+func (r *labRunner) startCopy(ctx context.Context, s *Sample, size int64, what string) (*labCopy, error) {
+	src := filepath.Join(r.dir, "stream")
+	if err := sparse(src, size); err != nil {
+		return nil, err
+	}
+	s.Detail["size"] = size
+	c := &labCopy{series: Series{EveryMs: int(sampleEvery / time.Millisecond)}, done: make(chan struct{}), stop: make(chan struct{})}
+	c.start = time.Now()
+	base, _ := r.cfg.Lab.Stats()
+	c.series.add(0, lab.PathStats{})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(sampleEvery)
+		defer t.Stop()
+		lastLine, lastT, lastB := time.Now(), 0.0, uint64(0)
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+				// Timed as read: under load the tick's own time can be milliseconds earlier.
+				st, _ := r.cfg.Lab.Stats()
+				now := time.Now()
+				el := now.Sub(c.start).Seconds()
+				c.series.add(el, st.Sub(base))
+				if now.Sub(lastLine) >= time.Second {
+					d := st.Sub(base).UDPDelivered
+					r.progress(fmt.Sprintf("%s  %s  Farwing %s at the link", what, now.Sub(c.start).Round(time.Second),
+						units.Rate(float64(d-lastB)*8/(el-lastT))), false)
+					lastLine, lastT, lastB = now, el, d
+				}
+			}
+		}
+	}()
+	argv := r.copyArgv(src)
+	go func() {
+		defer close(c.done)
+		out, _, err := command(ctx, r.cfg.Limit, argv, nil, nil)
+		c.end = time.Since(c.start).Seconds()
+		c.res, c.err = copySummary(out, err, s)
+	}()
+	s.Commands = append(s.Commands, argv)
+	return c, nil
+}
+
+// now is the series' clock.
+func (c *labCopy) now() float64 { return time.Since(c.start).Seconds() }
+
+// ended reports whether the copy has ended.
+func (c *labCopy) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the copy to end, stops the sampler and keeps the series in the sample.
+func (c *labCopy) wait(s *Sample) {
+	<-c.done
+	time.Sleep(2 * sampleEvery) // the counters of the copy's last datagrams
+	close(c.stop)
+	c.wg.Wait()
+	s.Detail["lab_series"] = c.series
+	s.Detail["copy_seconds"] = c.end
+}
+
+// deliveredSince is the UDP bytes the lab has delivered toward the receiver since the copy started.
+func (r *labRunner) deliveredSince(base lab.PathStats) uint64 {
+	st, _ := r.cfg.Lab.Stats()
+	return st.Sub(base).UDPDelivered
+}
+
+// fairness: a --sink copy sized to outlast the CUBIC flow at the whole path's rate starts; once
+// its data crosses the link, one TCP CUBIC flow (the bench's own streams, from namespace A to a
+// listener in B) runs beside it for FairDuration; the copy then runs to its verified end.
+func (r *labRunner) fairness(ctx context.Context, what string, s *Sample) {
+	if err := tcpbench.CheckCC("cubic"); err != nil {
+		s.Outcome, s.Error = Unavailable, escape.Text(err.Error())
+		return
+	}
+	if err := r.warmup(ctx, s); err != nil {
+		s.Outcome, s.Error = Failed, escape.Text(err.Error())
+		return
+	}
+	size := int64(r.cfg.Rate / 8 * (r.cfg.FairDuration + 5*time.Second).Seconds())
+	base, _ := r.cfg.Lab.Stats()
+	c, err := r.startCopy(ctx, s, size, what)
+	if err != nil {
+		s.Outcome, s.Error = Failed, err.Error()
+		return
+	}
+	// The CUBIC flow joins once Farwing's data crosses the link (1 MiB of it).
+	flowing := false
+	for !flowing && !c.ended() {
+		time.Sleep(sampleEvery)
+		flowing = r.deliveredSince(base) >= 1<<20
+	}
+	var cubic, sent tcpbench.Result
+	var t0, t1 float64
+	var cerr error
+	if flowing {
+		cubic, sent, t0, t1, cerr = r.cubic(ctx, c)
+	}
+	c.wait(s)
+	s.Detail["cubic_start"], s.Detail["cubic_end"] = t0, t1
+	s.Detail["cubic_bytes"], s.Detail["cubic_receiver_seconds"] = cubic.Bytes, cubic.Seconds
+	s.Detail["cubic_cc_used"], s.Detail["cubic_retransmits"] = sent.CC, sent.Retransmits
+	switch {
+	case c.err != nil:
+		s.Outcome, s.Error = outcome(ctx, c.err), escape.Text(c.err.Error())
+	case !flowing:
+		s.Outcome, s.Error = Failed, "the copy ended before its data crossed the link"
+	case cerr != nil:
+		s.Outcome, s.Error = Failed, "the CUBIC flow: "+escape.Text(cerr.Error())
+	case c.end < t1:
+		s.Outcome, s.Error = Failed, fmt.Sprintf("the copy ended %.1f s before the CUBIC flow: nothing shared the path then", t1-c.end)
+	default:
+		bytes, _ := c.res["bytes"].(float64)
+		f := fairnessFigures(&c.series, 0, c.end, t0, t1, int64(bytes), cubic.Mbps(), r.cfg.Rate)
+		s.Outcome, s.Fairness = OK, &f
+		s.Detail["tcp_delivered_mbit_s"] = c.series.rate(c.series.TCPDelivered, t0, t1) / 1e6
+		s.Detail["udp_delivered_mbit_s"] = c.series.rate(c.series.UDPDelivered, t0, t1) / 1e6
+	}
+}
+
+// cubic runs one TCP CUBIC stream from namespace A to a listener in B for FairDuration, with the
+// bench's token and counting at the receiver, and returns the receiver's and sender's results
+// and when it started and ended on c's clock (the sender's first write, the receiver's end).
+func (r *labRunner) cubic(ctx context.Context, c *labCopy) (got, sent tcpbench.Result, t0, t1 float64, err error) {
+	l := r.cfg.Lab
+	var ln *net.TCPListener
+	if err = l.Do(l.NSB, func() (err error) {
+		ln, err = net.ListenTCP("tcp4", &net.TCPAddr{IP: l.AddrB.AsSlice()})
+		return err
+	}); err != nil {
+		return got, sent, 0, 0, err
+	}
+	token := tcpbench.NewToken()
+	type accepted struct {
+		conns []*net.TCPConn
+		err   error
+	}
+	acc := make(chan accepted, 1)
+	go func() {
+		conns, err := tcpbench.Accept(ctx, ln, 1, token, 10*time.Second)
+		acc <- accepted{conns, err}
+	}()
+	var conns []*net.TCPConn
+	err = l.Do(l.NSA, func() (err error) {
+		conns, err = tcpbench.Dial(ctx, ln.Addr().String(), 1, "cubic", token)
+		return err
+	})
+	if err != nil {
+		ln.Close() // ends the Accept
+	}
+	a := <-acc
+	if err == nil {
+		err = a.err
+	}
+	if err != nil {
+		tcpbench.Close(conns)
+		tcpbench.Close(a.conns)
+		return got, sent, 0, 0, err
+	}
+	defer tcpbench.Close(conns)
+	defer tcpbench.Close(a.conns)
+	type received struct {
+		res tcpbench.Result
+		err error
+	}
+	recv := make(chan received, 1)
+	go func() {
+		res, err := tcpbench.Receive(ctx, a.conns, time.Now().Add(r.cfg.FairDuration+30*time.Second), nil)
+		recv <- received{res, err}
+	}()
+	t0 = c.now()
+	sent, serr := tcpbench.Send(ctx, conns, r.cfg.FairDuration, nil)
+	rv := <-recv
+	t1 = c.now()
+	got = rv.res
+	if err = errors.Join(serr, rv.err); err != nil {
+		return got, sent, t0, t1, err
+	}
+	for _, used := range sent.CC {
+		if used != "cubic" {
+			return got, sent, t0, t1, fmt.Errorf("asked for cubic, the kernel used %s", escape.Text(used))
+		}
+	}
+	return got, sent, t0, t1, nil
+}
+
+// halving: a --sink copy of HalveSize at the lab's rate; HalveAt after it starts, the rate of
+// both directions is halved (the queue keeps its size in bytes, as a router's buffer would).
+func (r *labRunner) halving(ctx context.Context, what string, s *Sample) {
+	if err := r.warmup(ctx, s); err != nil {
+		s.Outcome, s.Error = Failed, escape.Text(err.Error())
+		return
+	}
+	c, err := r.startCopy(ctx, s, r.cfg.HalveSize, what)
+	if err != nil {
+		s.Outcome, s.Error = Failed, err.Error()
+		return
+	}
+	capacity := r.cfg.Rate / 2
+	change := -1.0
+	select {
+	case <-c.done:
+	case <-time.After(r.cfg.HalveAt):
+		half := capacity
+		for _, d := range []lab.Direction{lab.AtoB, lab.BtoA} {
+			r.cfg.Lab.SetPath(d, labcli.Change{Rate: &half}.Apply(r.cfg.Lab.Path(d)))
+		}
+		change = c.now()
+	}
+	c.wait(s)
+	r.setPath(r.cfg.Rate)
+	s.Detail["change"] = change
+	switch {
+	case change < 0 && c.err == nil:
+		s.Outcome, s.Error = Failed, fmt.Sprintf("the copy ended before the change at +%s: give it a larger size", r.cfg.HalveAt)
+	case change < 0:
+		s.Outcome, s.Error = outcome(ctx, c.err), escape.Text(c.err.Error())
+	default:
+		bytes, _ := c.res["bytes"].(float64)
+		h := halvingFigures(&c.series, 0, c.end, change, capacity, r.cfg.RTT, int64(bytes), c.err == nil)
+		s.Halving = &h
+		s.Outcome = OK
+		if c.err != nil {
+			s.Outcome, s.Error = outcome(ctx, c.err), escape.Text(c.err.Error())
+		}
+	}
+}
+
+// LabFacts are the facts of the lab's two ends, gathered inside namespaces A and B (their TCP
+// settings are the namespaces'): for a ledger whose rows ran no bench peer to report them.
+func LabFacts(l *lab.Lab) (client, server hostinfo.Facts) {
+	sshd := []string{"ssh", "-V"}
+	if p, err := exec.LookPath("sshd"); err == nil {
+		sshd = []string{p, "-V"}
+	} else if _, err := os.Stat("/usr/sbin/sshd"); err == nil {
+		sshd = []string{"/usr/sbin/sshd", "-V"}
+	}
+	l.Do(l.NSA, func() error { client = hostinfo.Gather(l.AddrB, []string{"ssh", "-V"}, xfer.Version); return nil })
+	l.Do(l.NSB, func() error { server = hostinfo.Gather(l.AddrA, sshd, xfer.Version); return nil })
+	return client, server
+}

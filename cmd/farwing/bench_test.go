@@ -136,13 +136,21 @@ func TestLabBenchLabRows(t *testing.T) {
 		t.Fatalf("ledger: complete %v (%s), %d samples, copy flags %q, client %+v", l.Complete, l.Error, len(l.Samples), l.CopyFlags, l.Client)
 	}
 	for _, s := range l.Samples {
-		if s.Outcome != bench.OK || !s.End.After(s.Start) || len(s.Commands) != 2 {
+		want := 2 // the warm-up and the measured copy; fairness adds the CUBIC flow's child bench
+		if s.Table == "fairness" {
+			want = 3
+		}
+		if s.Outcome != bench.OK || !s.End.After(s.Start) || len(s.Commands) != want {
 			t.Errorf("%s: %s %s, %v–%v, commands %q", s.Table, s.Outcome, s.Error, s.Start, s.End, s.Commands)
 			continue
 		}
-		for _, argv := range s.Commands { // the warm-up and the measured copy
+		for i, argv := range s.Commands {
 			a := strings.Join(argv, " ")
-			if !strings.Contains(a, " copy --json -q -F ") || !strings.Contains(a, " --fec=off --sink ") {
+			if i == 2 {
+				if !strings.Contains(a, " bench -F ") || !strings.Contains(a, " --rows tcp-cubic --runs 1 --duration 3s ") {
+					t.Errorf("%s: the CUBIC flow's command %q", s.Table, a)
+				}
+			} else if !strings.Contains(a, " copy --json -q -F ") || !strings.Contains(a, " --fec=off --sink ") {
 				t.Errorf("%s: command %q", s.Table, a)
 			}
 		}

@@ -211,8 +211,8 @@ func TestPullHostileOverExistingHardLink(t *testing.T) {
 // should at least be a directory (the home directory is one), so a top-level file is refused
 // there too.
 //
-// HOLE: copy.MatchRequest lets a "free" request (requestBase false) bring a top-level entry of
-// any kind, with or without -r.
+// HOLE (found by this probe, fixed with it): copy.MatchRequest let a "free" request (requestBase
+// false) bring a top-level entry of any kind, with or without -r; it now takes only a directory.
 func TestProbePullFreeRequestBringsFile(t *testing.T) {
 	for _, c := range []struct {
 		path string
@@ -226,6 +226,7 @@ func TestProbePullFreeRequestBringsFile(t *testing.T) {
 			o := e.options()
 			o.Recursive = c.r
 			_, err := Pull(pullCtx(t), o, "host", []string{c.path}, dst)
+			t.Log(err)
 			if _, serr := os.Lstat(filepath.Join(dst, ".bashrc")); serr == nil {
 				t.Errorf("a pull of %q wrote the remote's .bashrc into the destination (err %v)", c.path, err)
 			}

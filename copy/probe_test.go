@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // probeWriter writes the plan's regular files (10 bytes each, as writeAll) into dst and stops
@@ -121,10 +122,16 @@ func TestProbeHardLinkRaceIdentity(t *testing.T) {
 // is longer than 228 bytes cannot be written (ENAMETOOLONG, exit 4) although the sender was
 // allowed to send it and rsync/scp copy it.
 //
-// HOLE (robustness, not an escape): partName should shorten the base it embeds (the temporary
-// name need only be unique and recognisable: isPart).
+// HOLE (robustness, not an escape; found by this probe, fixed with it): partName now embeds at
+// most 228 bytes of the base (cut at a character boundary); the name need only be unique and
+// recognisable (isPart).
 func TestProbeLongNameTemp(t *testing.T) {
 	long := strings.Repeat("n", 255)
+	for _, base := range []string{long, strings.Repeat("é", 127), "x"} {
+		if tmp := partName(base); len(tmp) > maxElement || !isPart(tmp) || !utf8.ValidString(tmp) {
+			t.Errorf("temporary name %q (%d bytes) for a %d-byte name", tmp, len(tmp), len(base))
+		}
+	}
 	for _, files := range [][]File{
 		{{Name: long, Size: 10, Mode: 0o644}},
 		{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/" + long, Link: "x"}},

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // probeWriter writes the plan's regular files (10 bytes each, as writeAll) into dst and stops
@@ -90,9 +92,9 @@ func TestWriterDirModeRace(t *testing.T) {
 // renaming in a hard link to a file outside) gets a second name inside the destination.
 // hardlink() checks only that what it linked is a regular file.
 //
-// HOLE (hardening, needs a local racer, not the peer alone): linkat should be checked against
-// the device and inode that place() renamed to t/a (recorded with the file's digest for
-// hardSums), and refused otherwise.
+// HOLE (hardening, needs a local racer, not the peer alone; found by this probe, fixed with it):
+// what linkat linked (and what copyLocal reads) is now checked against the device and inode
+// that finish() recorded for t/a, and refused otherwise (exit 4).
 func TestProbeHardLinkRaceIdentity(t *testing.T) {
 	root := t.TempDir()
 	dst, outside := filepath.Join(root, "dst"), filepath.Join(root, "outside")
@@ -114,6 +116,23 @@ func TestProbeHardLinkRaceIdentity(t *testing.T) {
 	hs, herr := os.Stat(filepath.Join(dst, "t", "h"))
 	if herr == nil && os.SameFile(vs, hs) {
 		t.Errorf("t/h is a hard link to the outside file (%d links; finish: %v)", vs.Sys().(*syscall.Stat_t).Nlink, err)
+	}
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "no longer the regular file") {
+		t.Errorf("finish after the swap: %v", err)
+	}
+	// The same where the destination cannot link: the copy made instead is refused too.
+	linkat = func(int, string, int, string, int) error { return unix.EXDEV }
+	defer func() { linkat = unix.Linkat }()
+	dst2 := filepath.Join(root, "dst2")
+	os.Mkdir(dst2, 0o755)
+	w = probeWriter(t, files, dst2, WriterOptions{})
+	a = filepath.Join(dst2, "t", "a")
+	os.Rename(a, filepath.Join(dst2, "t", "kept")) // kept: its inode number is not reused
+	os.WriteFile(a, []byte("0123456789"), 0o644)   // the same bytes, another file
+	err = w.Finish(context.Background())
+	w.Abort()
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "no longer the regular file") {
+		t.Errorf("finish after the swap, copying: %v", err)
 	}
 }
 

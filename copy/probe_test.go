@@ -205,3 +205,57 @@ func TestManyEntriesMemory(t *testing.T) {
 		t.Errorf("%d MiB for the checks of one list", after.Sys>>20)
 	}
 }
+
+// TestProbeHardLinkFallbackAmplification: where the destination cannot link (another
+// filesystem, no hard links, or EMLINK: ext4 stops at 65,000 links), every hard link entry is
+// written as a local copy of its file. A hostile remote answering a pull -H sends one file
+// once and then as many hard link entries to it as a list holds (~35 bytes each: two million
+// in one control message), and the client writes the file's size once per entry it cannot
+// link: with a 1 GiB file and 100,000 links (a 3.5 MB list), 35 TB once ext4's 65,000 links are
+// used, 100 TB where the destination cannot link at all. The network carries the file once;
+// rsync in the same place has the sender send the bytes again for each name it could not link.
+//
+// HOLE (denial of service, not an escape): the local copies are unbounded. Bound what
+// copyLocal may write (say, to the bytes the transfer received, after which the copy stops
+// with exit 4 naming the link it could not make), or on EMLINK make the entry the first of a
+// new link group rather than a copy.
+func TestProbeHardLinkFallbackAmplification(t *testing.T) {
+	linkat = func(int, string, int, string, int) error { return unix.EMLINK }
+	defer func() { linkat = unix.Linkat }()
+	dst := t.TempDir()
+	files := []File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 10, Mode: 0o644}}
+	for i := range 200 {
+		files = append(files, File{Name: fmt.Sprintf("t/h%d", i), Hard: "t/a"})
+	}
+	err := writeAll(t, files, &Target{root: dst, into: true})
+	var written int64
+	filepath.WalkDir(dst, func(p string, d os.DirEntry, _ error) error {
+		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
+			written += st.Size()
+		}
+		return nil
+	})
+	if received := int64(10); written > 4*received {
+		t.Errorf("%d bytes received, %d written in the destination (%v)", received, written, err)
+	}
+}
+
+// TestProbePullFreeRequestDotName: with -r, a pull of the remote's home directory ("host:")
+// takes one top-level directory of the remote's choosing. A hostile remote names it ".ssh" (or
+// ".config") and a user who pulls "host:" into their home directory gets
+// ~/.ssh/authorized_keys (or ~/.config/autostart/…) written: CVE-2019-6111 again, in the one
+// place the name check cannot know the right name. (Into a destination that does not exist the
+// name is replaced by the destination's, Target.rel, and nothing can go wrong.)
+//
+// HOLE (residual; docs/PROTOCOL.md allows "one top-level name"): at least refuse a free
+// top-level name that starts with "." (no home directory's name does), or require such pulls to
+// name a destination that does not exist yet, so that the remote's name is never used.
+func TestProbePullFreeRequestDotName(t *testing.T) {
+	d := func(n string) File { return File{Name: n, Dir: true, Mode: 0o700} }
+	list := []File{d(".ssh"), {Name: ".ssh/authorized_keys", Size: 10, Mode: 0o600}}
+	for _, req := range []string{"", "~", "."} {
+		if err := MatchRequest([]string{req}, CollectOptions{Recursive: true}, list); err == nil {
+			t.Errorf("a pull -r of %q accepted a top-level %q of the remote's choosing", req, ".ssh")
+		}
+	}
+}

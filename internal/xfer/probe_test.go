@@ -365,3 +365,26 @@ func TestPushHostileSecondPushThroughOwnLink(t *testing.T) {
 		t.Error("the outside directory got the pushed mode")
 	}
 }
+
+// TestProbeByeBeforeDigests: a remote that sends "bye" before its digests (a protocol
+// violation: bye comes after the verdict) stops the client's reading of the control channel
+// (runRecv's reader returns at the first bye), so the digests that follow are never taken and
+// the writer waits for them for as long as the remote keeps its lanes alive with pings: the
+// client hangs instead of failing with the protocol code.
+//
+// HOLE (denial of service; not tree-specific): runRecv's reader should refuse a bye before
+// the receiver has sent "done" (ErrProtocol), or keep reading after it.
+func TestProbeByeBeforeDigests(t *testing.T) {
+	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 3 << 20, Mode: 0o644}}
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.serve = hostileSender(files, nil, func(ctl *Control) { ctl.Send(Msg{T: "bye"}) })
+	o := e.options()
+	o.Recursive = true
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
+	if ExitCode(err) != ExitProtocol {
+		t.Errorf("bye before the digests: after %s, %v (exit %d)", time.Since(start).Round(time.Second), err, ExitCode(err))
+	}
+}

@@ -372,8 +372,8 @@ func TestPushHostileSecondPushThroughOwnLink(t *testing.T) {
 // the writer waits for them for as long as the remote keeps its lanes alive with pings: the
 // client hangs instead of failing with the protocol code.
 //
-// HOLE (denial of service; not tree-specific): runRecv's reader should refuse a bye before
-// the receiver has sent "done" (ErrProtocol), or keep reading after it.
+// HOLE (denial of service; not tree-specific; found by this probe, fixed with it): runRecv's
+// reader now refuses a bye before this end has sent "done" (ErrProtocol).
 func TestProbeByeBeforeDigests(t *testing.T) {
 	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 3 << 20, Mode: 0o644}}
 	e := newEnv(t, lanetest.Link{}, 1)

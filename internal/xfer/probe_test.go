@@ -388,3 +388,55 @@ func TestProbeByeBeforeDigests(t *testing.T) {
 		t.Errorf("bye before the digests: after %s, %v (exit %d)", time.Since(start).Round(time.Second), err, ExitCode(err))
 	}
 }
+
+// hostilePush pushes files (crafted, with data by name) to the real server's dest as a client
+// that skips its own checks would, and returns the outcome.
+func hostilePush(t *testing.T, e *env, dest string, files []fcopy.File, data map[string][]byte, preserve bool) error {
+	t.Helper()
+	plan, err := fcopy.NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.options()
+	ctx := pullCtx(t)
+	c, ready, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dest, Files: files, Window: 16, Preserve: preserve}, &Result{})
+	if err != nil {
+		return err
+	}
+	defer c.close(0)
+	if err := c.openPath(c.ctx, &o, "host", ready, c.crypto, false); err != nil {
+		return err
+	}
+	open := func(i int) (io.ReaderAt, io.Closer, error) {
+		b, ok := data[files[i].Name]
+		if !ok {
+			b = make([]byte, files[i].Size)
+		}
+		return bytes.NewReader(b), io.NopCloser(nil), nil
+	}
+	_, err = runSend(c.ctx, c.ctl, c.path, plan, open, session.SenderConfig{Window: 16, InitialRTT: c.rtt, FEC: fec.Mode{Kind: fec.ModeOff}}, false, nil)
+	return err
+}
+
+// TestPushHostileOverExistingHardLink: the server's destination holds t/f, a hard link to a
+// file outside it, and t/g, a symbolic link to it; a client pushes t/f as a file and t/g as a
+// hard link to it, with -p: both are new inodes, the outside file is as it was.
+func TestPushHostileOverExistingHardLink(t *testing.T) {
+	outside, dst := t.TempDir(), t.TempDir()
+	v := newVictim(t, outside)
+	os.Mkdir(filepath.Join(dst, "t"), 0o755)
+	os.Link(v.path, filepath.Join(dst, "t", "f"))
+	os.Symlink(v.path, filepath.Join(dst, "t", "g"))
+	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o777, MTime: 3}, {Name: "t/f", Size: 6, Mode: 0o777, MTime: 3}, {Name: "t/g", Hard: "t/f"}}
+	e := newEnv(t, lanetest.Link{}, 1)
+	if err := hostilePush(t, e, dst, files, map[string][]byte{"t/f": []byte("PWNED!")}, true); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	v.untouched(t, 0)
+	if sameInode(v.path, filepath.Join(dst, "t", "f")) || sameInode(v.path, filepath.Join(dst, "t", "g")) {
+		t.Error("t/f or t/g is still the outside file")
+	}
+	if !sameInode(filepath.Join(dst, "t", "f"), filepath.Join(dst, "t", "g")) {
+		t.Error("t/g is not a hard link to t/f")
+	}
+}

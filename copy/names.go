@@ -142,7 +142,7 @@ func cutLast(name string) (dir, base string, ok bool) {
 // o.Recursive and under a directory, and a request for "", ".", "~" or a path ending in ".."
 // (whose base name only the remote knows) may bring one top-level directory of its own name (it
 // names a directory: never a file, a link or a hard link, which would land under a name of the
-// remote's choosing, ".bashrc", say). A symbolic
+// remote's choosing, ".bashrc", say; and never one whose name starts with ".", ".ssh" say). A symbolic
 // link comes only below a top-level directory (Collect follows a link given as an argument) and
 // never with o.Follow (-L: the remote follows them); a hard link only with o.HardLinks. The list
 // must also pass checkTree (NewPlan).
@@ -175,6 +175,11 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 		}
 		switch {
 		case want[top]:
+		case free > 0 && f.Dir && strings.HasPrefix(top, "."):
+			// No home directory (or other directory such a request names) is called ".ssh" or
+			// ".config", but a pull of "host:" into one's home would then overwrite its dot
+			// directories: CVE-2019-6111's shape in the one place the name cannot be predicted.
+			return fmt.Errorf("%w: the remote sent %q for a request of its home directory (or another whose name only it knows); such a directory's name never starts with \".\" (name the remote directory, or copy into a new destination)", ErrName, f.Name)
 		case free > 0 && f.Dir:
 			free-- // what such a request names is a directory (the remote's home, "/", "x/..")
 		case free > 0:

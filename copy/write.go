@@ -187,6 +187,9 @@ type Writer struct {
 	nextFile int    // next file to finalize
 	cur      *wfile
 	temps    map[*wfile]bool // temporary files not yet renamed into place
+	// receivedBytes is what the received files placed so far hold; localCopied what copyLocal
+	// wrote (bounded by localCopyRatio of it).
+	receivedBytes, localCopied int64
 	replaced []*os.File      // files the copy replaced, held open until Close (holdReplaced)
 	results  []FileResult
 	tree     fileTree
@@ -484,6 +487,10 @@ func (w *Writer) hardlink(f File) error {
 	return nil
 }
 
+// localCopyRatio bounds what copyLocal writes in all: at most this many times the bytes of the
+// files received.
+const localCopyRatio = 3
+
 // copyLocal writes the hard link f as a copy of the file it names (obase in directory ofd), read
 // without following a link and checked against that file's digest, then placed like a received
 // file.
@@ -495,6 +502,13 @@ func (w *Writer) copyLocal(ofd int, obase string, f File) error {
 			break
 		}
 	}
+	// A list of one file and many hard links to it must not make the destination write many
+	// times what was received (each link a full copy where the filesystem cannot link).
+	if w.localCopied+first.Size > localCopyRatio*w.receivedBytes {
+		return fmt.Errorf("%w: the destination cannot make the hard link %s, and copying %s for it would write more than %d times the bytes received; copy without -H",
+			ErrDest, escape.Text(w.target.Path(f.Name)), escape.Text(w.target.Path(f.Hard)), localCopyRatio)
+	}
+	w.localCopied += first.Size
 	sfd, err := unix.Openat(ofd, obase, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Hard)), err)
@@ -662,6 +676,7 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 		res.Path = wf.final
 	}
 	w.results = append(w.results, res)
+	w.receivedBytes += f.Size
 	w.cur = nil
 	w.nextFile = i + 1
 	return nil

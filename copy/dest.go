@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -32,9 +33,20 @@ func isPart(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, partMarker) && strings.HasSuffix(name, ".part")
 }
 
+// partBase is the most of a base name a temporary name embeds: what leaves room, within an
+// element's 255 bytes, for the dot, the marker, 12 hex digits and ".part".
+const partBase = maxElement - len("."+partMarker+".part") - 12
+
 func partName(base string) string {
 	var rnd [6]byte
 	rand.Read(rnd[:])
+	if len(base) > partBase { // a long name: its temporary name keeps a prefix of it
+		n := partBase
+		for n > 0 && !utf8.RuneStart(base[n]) {
+			n--
+		}
+		base = base[:n]
+	}
 	return "." + base + partMarker + hex.EncodeToString(rnd[:]) + ".part"
 }
 

@@ -56,6 +56,9 @@ func FuzzPlan(f *testing.F) {
 			if fl.Link != "" && !below || fl.Hard != "" {
 				t.Fatalf("%+v accepted: a top-level link, or a hard link without -H", fl)
 			}
+			if !known && fl.Name == top && !fl.Dir {
+				t.Fatalf("asked for %q (a directory whose name only the remote knows), accepted %+v", req, fl)
+			}
 			if known && top != base {
 				t.Fatalf("asked for %q (%q), accepted %q", req, base, fl.Name)
 			}

@@ -140,7 +140,9 @@ func cutLast(name string) (dir, base string, ok bool) {
 // for: the paths, and the remote's Collect options o. Each top-level name must be the base name of
 // one requested path (scp's rule after CVE-2019-6111), names below it are allowed only with
 // o.Recursive and under a directory, and a request for "", ".", "~" or a path ending in ".."
-// (whose base name only the remote knows) may bring one top-level name of its own. A symbolic
+// (whose base name only the remote knows) may bring one top-level directory of its own name (it
+// names a directory: never a file, a link or a hard link, which would land under a name of the
+// remote's choosing, ".bashrc", say; and never one whose name starts with ".", ".ssh" say). A symbolic
 // link comes only below a top-level directory (Collect follows a link given as an argument) and
 // never with o.Follow (-L: the remote follows them); a hard link only with o.HardLinks. The list
 // must also pass checkTree (NewPlan).
@@ -173,8 +175,15 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 		}
 		switch {
 		case want[top]:
+		case free > 0 && f.Dir && strings.HasPrefix(top, "."):
+			// No home directory (or other directory such a request names) is called ".ssh" or
+			// ".config", but a pull of "host:" into one's home would then overwrite its dot
+			// directories: CVE-2019-6111's shape in the one place the name cannot be predicted.
+			return fmt.Errorf("%w: the remote sent %q for a request of its home directory (or another whose name only it knows); such a directory's name never starts with \".\" (name the remote directory, or copy into a new destination)", ErrName, f.Name)
+		case free > 0 && f.Dir:
+			free-- // what such a request names is a directory (the remote's home, "/", "x/..")
 		case free > 0:
-			free--
+			return fmt.Errorf("%w: the remote sent %q as %s for a request of its home directory (or another whose name only it knows), which brings a directory", ErrName, f.Name, f.what())
 		default:
 			return fmt.Errorf("%w: the remote sent %q, which was not asked for", ErrName, f.Name)
 		}

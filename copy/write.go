@@ -187,14 +187,20 @@ type Writer struct {
 	nextFile int    // next file to finalize
 	cur      *wfile
 	temps    map[*wfile]bool // temporary files not yet renamed into place
-	replaced []*os.File      // files the copy replaced, held open until Close (holdReplaced)
-	results  []FileResult
-	tree     fileTree
-	dirs     *dirs     // the destination's directories, opened without following links
-	reg      *registry // this writer's entry in the partial-file registry
+	// receivedBytes is what the received files placed so far hold; localCopied what copyLocal
+	// wrote (bounded by localCopyRatio of it).
+	receivedBytes, localCopied int64
+	replaced                   []*os.File // files the copy replaced, held open until Close (holdReplaced)
+	results                    []FileResult
+	tree                       fileTree
+	dirs                       *dirs     // the destination's directories, opened without following links
+	reg                        *registry // this writer's entry in the partial-file registry
 	// hardSums holds the whole-file digests of the files that hard links of the plan name, for
 	// the copy made where the destination cannot link (copyLocal).
 	hardSums map[string][32]byte
+	// hardIDs holds the device and inode of those files as placed: a hard link is made only to
+	// the file this writer put there, not to whatever stands at its name since.
+	hardIDs map[string]devIno
 }
 
 // writebackEvery is how much written data the writer lets accumulate before it starts the
@@ -224,7 +230,7 @@ type WriterOptions struct {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest,
-		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}}
+		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}}
 	for _, f := range plan.Files {
 		if f.Hard != "" {
 			w.hardSums[f.Hard] = [32]byte{}
@@ -465,9 +471,11 @@ func (w *Writer) hardlink(f File) error {
 		return fmt.Errorf("%w: cannot link %s to %s: %v", ErrDest, escape.Text(final), escape.Text(w.target.Path(f.Hard)), err)
 	}
 	// linkat does not follow a link at its source: what it linked must be the regular file this
-	// writer placed there, not whatever replaced it since.
+	// writer placed there (its device and inode), not whatever replaced it since.
 	var st unix.Stat_t
-	if err := unix.Fstatat(fd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	id, placed := w.hardIDs[f.Hard]
+	if err := unix.Fstatat(fd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+		!placed || (devIno{uint64(st.Dev), uint64(st.Ino)}) != id {
 		unix.Unlinkat(fd, tmp, 0)
 		return fmt.Errorf("%w: %s is no longer the regular file this copy wrote; not linking %s to it", ErrDest,
 			escape.Text(w.target.Path(f.Hard)), escape.Text(final))
@@ -478,6 +486,10 @@ func (w *Writer) hardlink(f File) error {
 	}
 	return nil
 }
+
+// localCopyRatio bounds what copyLocal writes in all: at most this many times the bytes of the
+// files received.
+const localCopyRatio = 3
 
 // copyLocal writes the hard link f as a copy of the file it names (obase in directory ofd), read
 // without following a link and checked against that file's digest, then placed like a received
@@ -490,9 +502,22 @@ func (w *Writer) copyLocal(ofd int, obase string, f File) error {
 			break
 		}
 	}
-	sfd, err := unix.Openat(ofd, obase, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// A list of one file and many hard links to it must not make the destination write many
+	// times what was received (each link a full copy where the filesystem cannot link).
+	if w.localCopied+first.Size > localCopyRatio*w.receivedBytes {
+		return fmt.Errorf("%w: the destination cannot make the hard link %s, and copying %s for it would write more than %d times the bytes received; copy without -H",
+			ErrDest, escape.Text(w.target.Path(f.Name)), escape.Text(w.target.Path(f.Hard)), localCopyRatio)
+	}
+	w.localCopied += first.Size
+	sfd, err := unix.Openat(ofd, obase, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Hard)), err)
+	}
+	var st unix.Stat_t
+	if id, ok := w.hardIDs[f.Hard]; unix.Fstat(sfd, &st) != nil || !ok || (devIno{uint64(st.Dev), uint64(st.Ino)}) != id {
+		unix.Close(sfd)
+		return fmt.Errorf("%w: %s is no longer the regular file this copy wrote; not copying it to %s", ErrDest,
+			escape.Text(w.target.Path(f.Hard)), escape.Text(w.target.Path(f.Name)))
 	}
 	src := os.NewFile(uintptr(sfd), w.target.Path(f.Hard))
 	defer src.Close()
@@ -639,6 +664,10 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 	res := FileResult{Name: f.Name, Size: f.Size, Sum: hex.EncodeToString(got[:])}
 	if _, ok := w.hardSums[f.Name]; ok {
 		w.hardSums[f.Name] = got
+		var st unix.Stat_t
+		if wf.f != nil && unix.Fstat(int(wf.f.Fd()), &st) == nil {
+			w.hardIDs[f.Name] = devIno{uint64(st.Dev), uint64(st.Ino)}
+		}
 	}
 	if !w.sink {
 		if err := w.place(wf, f); err != nil {
@@ -647,6 +676,7 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 		res.Path = wf.final
 	}
 	w.results = append(w.results, res)
+	w.receivedBytes += f.Size
 	w.cur = nil
 	w.nextFile = i + 1
 	return nil

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -414,6 +415,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	res := &sideResult{start: time.Now()}
 	dg := newDigests()
 	bye := make(chan Msg, 1)
+	var doneSent atomic.Bool // the sender's bye answers this end's done, and comes only after it
 	go func() {
 		for {
 			m, err := ctl.Next(ctx, 0)
@@ -422,6 +424,10 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 				case "digest":
 					err = dg.take(plan, m)
 				case "bye":
+					if !doneSent.Load() {
+						err = fmt.Errorf("%w: control channel: got bye before this end confirmed the files", ErrProtocol)
+						break
+					}
 					bye <- m
 					return
 				default:
@@ -462,6 +468,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(), Cores: runtime.NumCPU(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
+	doneSent.Store(true)
 	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {
 		return res, err
 	}

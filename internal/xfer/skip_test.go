@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -288,4 +289,62 @@ func TestPushHostileHaveEverything(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPullHostileHave: a pulling client (the receiver) whose accept reports files it has that
+// are not regular files of the list the server sent, or names one twice, is refused by the real
+// server with the protocol's exit code before it sends anything.
+func TestPullHostileHave(t *testing.T) {
+	src := t.TempDir()
+	tree(t, src, skipTree)
+	for _, have := range [][]int{{6}, {-3}, {2, 2}, {0}} {
+		e := newEnv(t, lanetest.Link{}, 1)
+		o := e.options()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, _, err := start(ctx, &o, "host", Msg{Role: "send", Paths: []string{filepath.Join(src, "t")}, Recursive: true, Window: 16}, &Result{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if files, err := c.ctl.Expect(c.ctx, "files", 10*time.Second); err != nil || len(files.Files) != 6 {
+			t.Fatalf("files: %v, %d entries", err, len(files.Files))
+		}
+		c.ctl.Send(Msg{T: "accept", Window: 16, Have: have})
+		_, err = c.ctl.Next(c.ctx, 10*time.Second)
+		var re *RemoteError
+		if !errors.As(err, &re) || re.Code != ExitProtocol || !strings.Contains(re.Msg, "report of the files it has") {
+			t.Errorf("server's answer to have %v: %v", have, err)
+		}
+		c.close(0)
+		cancel()
+	}
+}
+
+// TestInProcessSkipHardLink: with -H, a re-run skips the file and makes its second name a hard
+// link to the one already there again.
+func TestInProcessSkipHardLink(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	src, remote := t.TempDir(), t.TempDir()
+	tree(t, src, map[string]int{"t/a": 5000})
+	if err := os.Link(filepath.Join(src, "t", "a"), filepath.Join(src, "t", "b")); err != nil {
+		t.Fatal(err)
+	}
+	o := e.options()
+	o.Recursive, o.Preserve, o.HardLinks = true, true, true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for run := range 2 {
+		res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+		if err != nil {
+			t.Fatalf("push %d: %v", run, err)
+		}
+		if res.SkippedFiles != run || res.HardLinks != 1 {
+			t.Errorf("push %d: skipped %d, %d hard links", run, res.SkippedFiles, res.HardLinks)
+		}
+		a, _ := os.Stat(filepath.Join(remote, "t", "a"))
+		b, _ := os.Stat(filepath.Join(remote, "t", "b"))
+		if !os.SameFile(a, b) {
+			t.Errorf("push %d: t/b is not a hard link to t/a", run)
+		}
+	}
+	sameBytes(t, filepath.Join(src, "t", "a"), filepath.Join(remote, "t", "b"))
 }

@@ -25,6 +25,9 @@ type File struct {
 	Link string `json:"link,omitempty"`
 	// Hard names an earlier regular file of the list that this entry is a hard link to (-H).
 	Hard string `json:"hard,omitempty"`
+	// Sum is a regular file's whole-file BLAKE3 (hex), read before the copy: only with
+	// --checksum (Checksum), for the receiver to compare with what it has.
+	Sum string `json:"blake3,omitempty"`
 }
 
 // Regular reports whether f is a regular file with contents of its own: not a directory, a
@@ -50,6 +53,7 @@ type Plan struct {
 	Files     []File
 	first     []uint32 // first global block of each file
 	numBlocks uint32
+	skip      []bool // files the receiver already has (Skip): no blocks, digest or result
 }
 
 // NewPlan checks the file list and numbers its blocks.
@@ -57,39 +61,94 @@ func NewPlan(files []File) (*Plan, error) {
 	if err := checkTree(files); err != nil {
 		return nil, err
 	}
-	p := &Plan{Files: files, first: make([]uint32, len(files))}
-	var n uint64
-	for i, f := range files {
+	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files))}
+	for _, f := range files {
 		if f.Size < 0 || !f.Regular() && f.Size != 0 {
 			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
 		}
+	}
+	return p, p.number()
+}
+
+// number numbers the blocks of the files not skipped.
+func (p *Plan) number() error {
+	var n uint64
+	for i := range p.Files {
 		p.first[i] = uint32(n)
-		n += uint64(blocksOf(f.Size))
+		n += uint64(p.blocks(i))
 		if n >= 1<<32-1 {
-			return nil, fmt.Errorf("transfer too large: more than %d blocks", uint32(1<<32-2))
+			return fmt.Errorf("transfer too large: more than %d blocks", uint32(1<<32-2))
 		}
 	}
 	p.numBlocks = uint32(n)
-	return p, nil
+	return nil
 }
 
 func blocksOf(size int64) uint32 { return uint32((size + BlockSize - 1) / BlockSize) }
 
+// blocks is the number of blocks file i sends: none once it is skipped.
+func (p *Plan) blocks(i int) uint32 {
+	if p.skip[i] {
+		return 0
+	}
+	return blocksOf(p.Files[i].Size)
+}
+
+// Skip takes the files at indexes have (the receiver's report of what it already has) out of the
+// plan: they keep their place in the list but have no blocks, no digest and no result, and the
+// blocks of the rest are numbered anew. have must name regular files of the plan, each once, in
+// ascending order; anything else is refused and the plan is left as it was. Both ends call it
+// with the same list before any data moves.
+func (p *Plan) Skip(have []int) error {
+	prev := -1
+	for _, i := range have {
+		switch {
+		case i < 0 || i >= len(p.Files):
+			return fmt.Errorf("file index %d is not in the list of %d entries", i, len(p.Files))
+		case i <= prev:
+			return fmt.Errorf("file index %d named twice or out of order", i)
+		case !p.Files[i].Regular():
+			return fmt.Errorf("file index %d (%s) is not a regular file", i, p.Files[i].what())
+		}
+		prev = i
+	}
+	for _, i := range have {
+		p.skip[i] = true
+	}
+	return p.number()
+}
+
+// Skipped reports whether file i was taken out of the plan (Skip).
+func (p *Plan) Skipped(i int) bool { return p.skip[i] }
+
+// SkippedFiles counts the files taken out of the plan and their bytes.
+func (p *Plan) SkippedFiles() (n int, bytes int64) {
+	for i, f := range p.Files {
+		if p.skip[i] {
+			n++
+			bytes += f.Size
+		}
+	}
+	return n, bytes
+}
+
 // NumBlocks is the number of blocks in the whole transfer.
 func (p *Plan) NumBlocks() uint32 { return p.numBlocks }
 
-// TotalBytes is the sum of the file sizes.
+// TotalBytes is the sum of the sizes of the files the plan sends (not those skipped).
 func (p *Plan) TotalBytes() int64 {
 	var t int64
-	for _, f := range p.Files {
-		t += f.Size
+	for i, f := range p.Files {
+		if !p.skip[i] {
+			t += f.Size
+		}
 	}
 	return t
 }
 
-// FileBlocks returns the first global block of file i and how many it has.
+// FileBlocks returns the first global block of file i and how many it has (none if skipped).
 func (p *Plan) FileBlocks(i int) (first, n uint32) {
-	return p.first[i], blocksOf(p.Files[i].Size)
+	return p.first[i], p.blocks(i)
 }
 
 // Locate returns the file, offset and length of global block b.

@@ -73,7 +73,7 @@ type Opener func(i int) (io.ReaderAt, io.Closer, error)
 // read, while the CPU's cache still holds them.
 const readSize = 4 * PieceSize
 
-// Read reads every block of plan in order, hashes it, and sends it to out. digest is called with
+// Read reads every block of plan in order (skipped files are not opened), hashes it, and sends it to out. digest is called with
 // each file's whole-file BLAKE3 digest as soon as its last block has been hashed, before that
 // block is sent on out; the calls are made in file order, all before Read returns. A file that
 // changes size while it is read is an error.
@@ -94,8 +94,8 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 	var h BlockHasher
 	var tree fileTree
 	for i, f := range plan.Files {
-		if !f.Regular() {
-			continue // no bytes of its own
+		if !f.Regular() || plan.Skipped(i) {
+			continue // no bytes of its own, or the receiver has them
 		}
 		first, n := plan.FileBlocks(i)
 		r, c, err := open(i)

@@ -36,6 +36,15 @@ type Target struct {
 // ResolveTarget applies scp's rules for DST: an existing directory (or a path ending in "/")
 // receives the sources under their own names; otherwise a single source is written as DST.
 func ResolveTarget(dst string, files []File) (*Target, error) {
+	t, err := resolveTarget(dst, files)
+	if err != nil {
+		return nil, err
+	}
+	return t, t.check(files, nil)
+}
+
+// resolveTarget is ResolveTarget without the check of what stands at the destination.
+func resolveTarget(dst string, files []File) (*Target, error) {
 	if dst == "" {
 		dst = "."
 	}
@@ -54,8 +63,7 @@ func ResolveTarget(dst string, files []File) (*Target, error) {
 		if err := probeWritable(dst); err != nil {
 			return nil, err
 		}
-		t := &Target{root: dst, into: true}
-		return t, t.check(files)
+		return &Target{root: dst, into: true}, nil
 	case err == nil:
 		if len(tops) > 1 {
 			return nil, fmt.Errorf("%w: %s is not a directory (several sources need a directory)", ErrDest, dst)
@@ -81,8 +89,7 @@ func ResolveTarget(dst string, files []File) (*Target, error) {
 	if err := probeWritable(parent); err != nil {
 		return nil, err
 	}
-	t := &Target{root: parent, base: filepath.Base(filepath.Clean(dst))}
-	return t, t.check(files)
+	return &Target{root: parent, base: filepath.Base(filepath.Clean(dst))}, nil
 }
 
 // rel is where the file called name (a plan name) is written, relative to root, slash-separated.
@@ -103,8 +110,13 @@ func (t *Target) Path(name string) string {
 
 // check refuses, before anything is sent, a destination that the writer would refuse: a
 // directory of a name that is a symbolic link or not a directory, a directory where a file goes
-// or the other way round, a read-only file to replace. The writer checks again as it writes.
-func (t *Target) check(files []File) error {
+// or the other way round, a read-only file to replace (unless it is one of have: files already
+// there, which are not replaced). The writer checks again as it writes.
+func (t *Target) check(files []File, have []int) error {
+	kept := map[int]bool{}
+	for _, i := range have {
+		kept[i] = true
+	}
 	okDir := map[string]bool{"": true}
 	var checkDir func(rel string) error
 	checkDir = func(rel string) error {
@@ -126,7 +138,7 @@ func (t *Target) check(files []File) error {
 		okDir[rel] = true
 		return nil
 	}
-	for _, f := range files {
+	for i, f := range files {
 		rel := t.rel(f.Name)
 		if dir, _, ok := cutLast(rel); ok {
 			if err := checkDir(dir); err != nil {
@@ -134,6 +146,9 @@ func (t *Target) check(files []File) error {
 			}
 		}
 		p := filepath.Join(t.root, filepath.FromSlash(rel))
+		if kept[i] {
+			continue
+		}
 		if !f.Dir {
 			if err := checkReplace(unix.AT_FDCWD, p, p, f.what()); err != nil {
 				return err
@@ -308,6 +323,15 @@ func (w *Writer) finishUpTo(ctx context.Context, file int) error {
 	for w.nextFile < file {
 		i := w.nextFile
 		f := w.plan.Files[i]
+		if f.Regular() && w.plan.Skipped(i) {
+			if !w.sink {
+				if err := w.keep(f); err != nil {
+					return err
+				}
+			}
+			w.nextFile++
+			continue
+		}
 		if f.Regular() {
 			if _, nb := w.plan.FileBlocks(i); nb > 0 {
 				return fmt.Errorf("internal: file %s skipped", f.Name)
@@ -496,9 +520,10 @@ const localCopyRatio = 3
 // file.
 func (w *Writer) copyLocal(ofd int, obase string, f File) error {
 	var first File
-	for _, g := range w.plan.Files {
+	kept := false // the file was already there (Plan.Skip): no digest came with it
+	for j, g := range w.plan.Files {
 		if g.Name == f.Hard {
-			first = g
+			first, kept = g, w.plan.Skipped(j)
 			break
 		}
 	}
@@ -539,7 +564,7 @@ func (w *Writer) copyLocal(ofd int, obase string, f File) error {
 	if _, err := io.Copy(io.MultiWriter(tf, h), src); err != nil {
 		return fmt.Errorf("%w: copy %s to %s: %v", ErrDest, escape.Text(src.Name()), escape.Text(wf.final), unwrapPath(err))
 	}
-	if got, want := [32]byte(h.Sum(nil)), w.hardSums[f.Hard]; got != want {
+	if got, want := [32]byte(h.Sum(nil)), w.hardSums[f.Hard]; got != want && !kept {
 		return fmt.Errorf("%w: %s changed after it was written; its copy for %s does not match", ErrVerify, escape.Text(src.Name()), escape.Text(wf.final))
 	}
 	return w.place(wf, first)

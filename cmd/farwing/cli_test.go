@@ -45,6 +45,7 @@ func TestUsageErrors(t *testing.T) {
 		{"copy", "--policy", "greedy", "a", "h:b"},
 		{"copy", "--policy", "fixed", "a", "h:b"},
 		{"copy", "--min-rate", "500M", "--rate", "100M", "a", "h:b"},
+		{"copy", "--checksum", "--ignore-times", "a", "h:b"},
 		{"nosuchcommand"},
 		{"copy", "-l", "a", "h:b"},
 		{"copy", "--bwlimit", "10", "a", "h:b"},

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/cc"
+	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/units"
@@ -23,6 +24,7 @@ type copyOptions struct {
 	rate, minRate, policy, fec string
 	window                     int
 	json, verbose, quiet       bool
+	checksum, ignoreTimes      bool
 	ssh                        sshFlags
 }
 
@@ -39,6 +41,8 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&c.o.Follow, "copy-links", "L", false, "follow symbolic links below a directory: copy what they point to (default: copy them as links)")
 	fs.BoolVarP(&c.o.HardLinks, "hard-links", "H", false, "keep hard links: files with several names are sent once and linked at the destination")
 	fs.BoolVarP(&c.o.Preserve, "preserve", "p", false, "keep modification times of files, directories and links")
+	fs.BoolVar(&c.checksum, "checksum", false, "a destination file counts as already there (and is not sent) when its size and BLAKE3 digest are the source's, not its size and modification time")
+	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "send every file, even those the destination already has with the same size and modification time")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
 }
@@ -68,6 +72,14 @@ func (c *copyOptions) options() (xfer.Options, error) {
 	}
 	if o.MinRate > 0 && o.Rate > 0 && o.MinRate > o.Rate {
 		return o, fmt.Errorf("--min-rate is above --rate")
+	}
+	switch {
+	case c.checksum && c.ignoreTimes:
+		return o, fmt.Errorf("--checksum and --ignore-times exclude each other")
+	case c.checksum:
+		o.Compare = fcopy.Checksum
+	case c.ignoreTimes:
+		o.Compare = fcopy.IgnoreTimes
 	}
 	if c.window < 0 {
 		return o, fmt.Errorf("--window must be positive")
@@ -188,11 +200,28 @@ func summary(r *xfer.Result) {
 	if r.HardLinks > 0 {
 		links += fmt.Sprintf(", %d hard link(s)", r.HardLinks)
 	}
-	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified\n",
-		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest)
+	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified%s\n",
+		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r))
 	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
 		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
 	}
+}
+
+// skippedNote is the summary's account of the files not sent because the destination had them
+// ("" when there were none); on a push that is the remote's word, and the line says so.
+func skippedNote(r *xfer.Result) string {
+	if r.SkippedFiles == 0 {
+		return ""
+	}
+	how := "same size and modification time"
+	if r.Compare == "checksum" {
+		how = "same size and BLAKE3"
+	}
+	whose := "already here"
+	if r.Direction == "push" {
+		whose = "already there, as the remote reports"
+	}
+	return fmt.Sprintf("; %d file(s), %s not sent: %s (%s)", r.SkippedFiles, units.Size(r.SkippedBytes), whose, how)
 }
 
 // splitRemote splits "[user@]host:path" the way scp does: a colon before any slash makes an

@@ -3,6 +3,7 @@ package xfer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,7 +37,10 @@ type Options struct {
 	HardLinks bool // -H: files with several names are sent once, as hard links
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
-	Log       func(format string, args ...any)
+	// Compare is what makes a destination file count as already there, and not sent: the same
+	// size and mtime (zero value), BLAKE3 (--checksum), nothing (--ignore-times).
+	Compare fcopy.Compare
+	Log     func(format string, args ...any)
 	// Warn prints a warning the user must see (what the sending side skipped); nil: none.
 	Warn     func(msg string)
 	Progress ProgressFunc
@@ -114,10 +118,13 @@ type Result struct {
 	Symlinks      int                `json:"symlinks,omitempty"`   // symbolic links made, as links
 	HardLinks     int                `json:"hard_links,omitempty"` // hard links made (-H)
 	Skipped       *fcopy.Skipped     `json:"skipped,omitempty"`    // what the sending side left out (devices, sockets, FIFOs; loops with -L)
-	Bytes         int64              `json:"bytes"`
-	Seconds       float64            `json:"seconds"`      // whole command: start to verified files
-	DataSeconds   float64            `json:"data_seconds"` // first data datagram to verified end
-	GoodputBps    float64            `json:"goodput_bps"`  // file bits / data seconds
+	Compare       string             `json:"compare"`              // what counted as already there: size-mtime, checksum or none (--ignore-times)
+	SkippedFiles  int                `json:"skipped_files"`        // regular files not sent: the receiver had them (on a push, the remote's word)
+	SkippedBytes  int64              `json:"skipped_bytes"`        // their bytes
+	Bytes         int64              `json:"bytes"`                // bytes of the files sent (skipped ones not counted)
+	Seconds       float64            `json:"seconds"`              // whole command: start to verified files
+	DataSeconds   float64            `json:"data_seconds"`         // first data datagram to verified end
+	GoodputBps    float64            `json:"goodput_bps"`          // file bits / data seconds
 	DatagramsSent uint64             `json:"datagrams_sent"`
 	DatagramsRecv uint64             `json:"datagrams_received"`
 	Retransmitted uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
@@ -167,6 +174,35 @@ func (o *Options) window(rtt time.Duration, agreed int) int {
 		return o.Window
 	}
 	return min(windowBlocks(o.Rate, rtt), agreed)
+}
+
+// compareName is how Result names o.Compare.
+func (o *Options) compareName() string {
+	if o.Compare == fcopy.QuickCheck {
+		return "size-mtime"
+	}
+	return o.Compare.String()
+}
+
+// haveWithin bounds the wait for the receiver's report of what it has, of files of bytes bytes:
+// with --checksum it hashes them first (allowed 20 MB/s, as the bench's hashing is).
+func haveWithin(c fcopy.Compare, bytes int64) time.Duration {
+	if c == fcopy.Checksum {
+		return 2*PeerIdle + time.Duration(bytes/20e6)*time.Second
+	}
+	return 2 * PeerIdle
+}
+
+// takeHave applies the receiver's report of the files it already has to plan, checked: only
+// what was asked (nothing with --ignore-times or --sink), regular files of the list, each once.
+func takeHave(plan *fcopy.Plan, c fcopy.Compare, sink bool, have []int) error {
+	if len(have) > 0 && (c == fcopy.IgnoreTimes || sink) {
+		return fmt.Errorf("%w: the receiver reported %d file(s) already there, though nothing was to be skipped", ErrProtocol, len(have))
+	}
+	if err := plan.Skip(have); err != nil {
+		return fmt.Errorf("%w: the receiver's report of the files it has: %v", ErrProtocol, err)
+	}
+	return nil
 }
 
 func (o *Options) collect() fcopy.CollectOptions {
@@ -381,12 +417,18 @@ func serverAddr(ctx context.Context, host, name, seen string) (netip.Addr, error
 
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
-	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
+	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
 	sources, err := fcopy.Collect(srcs, o.collect())
 	if err != nil {
 		return nil, err
 	}
 	o.skipped(res, sources.Skipped)
+	if o.Compare == fcopy.Checksum && !o.Sink {
+		o.logf("hashing %d file(s) for --checksum", len(sources.Files))
+		if err := sources.AddSums(); err != nil {
+			return nil, err
+		}
+	}
 	plan, err := fcopy.NewPlan(sources.Files)
 	if err != nil {
 		return nil, err
@@ -394,7 +436,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	window := o.window(0, 1<<30)
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
-	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files,
+	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files, Compare: o.Compare.String(),
 		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
@@ -405,8 +447,22 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
+	// The receiver says which files it already has (sent as soon as it has looked, so it is here
+	// by now or soon); they leave the plan. Its word is taken only for files of this list.
+	have, err := c.ctl.Expect(ctx, "have", haveWithin(o.Compare, plan.TotalBytes()))
+	if err == nil {
+		err = takeHave(plan, o.Compare, o.Sink, have.Have)
+	}
+	if err != nil {
+		var re *RemoteError
+		if !errors.As(err, &re) {
+			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		}
+		return nil, err
+	}
 	window = o.window(c.rtt, window) // now that the round trip is known
-	o.logf("sending %d file(s), %d bytes, window %d blocks", len(sources.Files), plan.TotalBytes(), window)
+	n, b := plan.SkippedFiles()
+	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
 		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress)
 	if err != nil {
@@ -437,9 +493,9 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 
 // Pull copies host:srcs to the local dst.
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
-	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), started: time.Now()}
+	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
 	window := o.window(0, 1<<30)
-	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window,
+	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window, Compare: o.Compare.String(),
 		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
 		return nil, err
@@ -474,12 +530,23 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if files.Skipped != nil {
 		o.skipped(res, *files.Skipped)
 	}
+	// This end is the receiver: it decides what it already has.
 	var target *fcopy.Target
+	var have []int
 	if !o.Sink {
-		if target, err = fcopy.ResolveTarget(dst, files.Files); err != nil {
-			c.ctl.Send(Msg{T: "error", Err: "the client cannot write its destination", Code: ExitCode(err)})
+		if target, have, err = fcopy.ResolveTargetHave(dst, files.Files, o.Compare); err != nil {
+			what := "the client cannot write its destination"
+			if errors.Is(err, fcopy.ErrName) {
+				what, err = "refusing the remote's file list", fmt.Errorf("refusing the remote's file list: %w", err)
+			}
+			c.ctl.Send(Msg{T: "error", Err: what, Code: ExitCode(err)})
 			return nil, err
 		}
+		if err := plan.Skip(have); err != nil {
+			return nil, err
+		}
+		n, b := plan.SkippedFiles()
+		o.logf("%d file(s), %d bytes, already here; receiving %d bytes", n, b, plan.TotalBytes())
 	}
 	// The window is sized once the handshake has measured the round trip: the accept reaches
 	// the server about when the client's address is proven there (session/hello.go), so waiting
@@ -491,7 +558,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	hs <- nil
 	window = o.window(c.rtt, window)
-	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0}); err != nil {
+	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0, Have: have}); err != nil {
 		return nil, err
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, o.Window == 0, true, o.Progress)
@@ -551,6 +618,7 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 		}
 	}
 	r.Bytes = plan.TotalBytes()
+	r.SkippedFiles, r.SkippedBytes = plan.SkippedFiles()
 	r.Seconds = time.Since(r.started).Seconds()
 	r.DataSeconds = side.end.Sub(side.start).Seconds()
 	if r.DataSeconds > 0 {

@@ -22,11 +22,11 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 8
+const Proto = 9
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
-	T       string `json:"t"` // hello ready files accept digest done error bye; facts tcp listen tcp-done (bench)
+	T       string `json:"t"` // hello ready files have accept digest done error bye; facts tcp listen tcp-done (bench)
 	Version string `json:"version,omitempty"`
 	Proto   int    `json:"proto,omitempty"`
 
@@ -48,6 +48,7 @@ type Msg struct {
 	MinRate   float64  `json:"min_rate,omitempty"` // floor, bits/s
 	Policy    string   `json:"policy,omitempty"`   // fair, high, fixed, low
 	FEC       string   `json:"fec,omitempty"`      // off, auto or K+M (pull: the server sends)
+	Compare   string   `json:"compare,omitempty"`  // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -58,6 +59,9 @@ type Msg struct {
 	Skipped    *fcopy.Skipped `json:"skipped,omitempty"` // files (pull): what the remote's Collect left out
 	Window     int            `json:"window,omitempty"`
 	AutoWindow bool           `json:"auto_window,omitempty"` // Window came from windowBlocks, not --window
+	// have (push, server → client) / accept (pull): the indexes of the regular files of the list
+	// that the receiver already has, ascending; they are not sent (fcopy.Plan.Skip)
+	Have []int `json:"have,omitempty"`
 
 	// digest
 	File int    `json:"file,omitempty"`
@@ -393,11 +397,11 @@ func (d *digests) put(i int, sum [32]byte) {
 	d.cond.Broadcast()
 }
 
-// take records the digest message m, checked against the plan: a file of the plan, a regular one,
-// 32 bytes in hex, and only once.
+// take records the digest message m, checked against the plan: a file of the plan, a regular one
+// that is sent (not one the receiver already has), 32 bytes in hex, and only once.
 func (d *digests) take(plan *fcopy.Plan, m Msg) error {
 	b, err := hex.DecodeString(m.Sum)
-	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || !plan.Files[m.File].Regular() {
+	if err != nil || len(b) != 32 || m.File < 0 || m.File >= len(plan.Files) || !plan.Files[m.File].Regular() || plan.Skipped(m.File) {
 		return fmt.Errorf("%w: control channel: a malformed digest (file %d, %s)", ErrProtocol, m.File, escape.Quote(m.Sum))
 	}
 	d.mu.Lock()

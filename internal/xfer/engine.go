@@ -334,15 +334,15 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 	}
 }
 
-// checkResults checks the receiver's verdict against what this end sent: one result per file, in
-// order, each with the file's name, size and the whole-file digest this end read. The receiver
+// checkResults checks the receiver's verdict against what this end sent: one result per file sent,
+// in order, each with the file's name, size and the whole-file digest this end read. The receiver
 // checked the same digest before it renamed each file into place; a verdict that differs is a
 // receiver that is broken or lying, and the copy is not verified.
 func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult) error {
 	k := 0
 	for i, f := range plan.Files {
-		if !f.Regular() {
-			continue // directories and links have no bytes, and no result
+		if !f.Regular() || plan.Skipped(i) {
+			continue // directories, links and files the receiver had have no bytes sent, and no result
 		}
 		if k >= len(results) {
 			return fmt.Errorf("%w: the receiver confirmed %d files of %d", fcopy.ErrVerify, len(results), k+1)

@@ -104,17 +104,30 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		return err
 	}
 
+	cmp, err := fcopy.ParseCompare(hello.Compare)
+	if err != nil {
+		return fail(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
+	}
 	switch hello.Role {
 	case "recv":
 		plan, err := fcopy.NewPlan(hello.Files)
 		if err != nil {
 			return failLinger(err)
 		}
+		// This end is the receiver: it tells the client which files it already has, before any
+		// data, and they leave the plan at both ends.
 		var target *fcopy.Target
+		var have []int
 		if !hello.Sink {
-			if target, err = fcopy.ResolveTarget(expandHome(hello.Dest), hello.Files); err != nil {
+			if target, have, err = fcopy.ResolveTargetHave(expandHome(hello.Dest), hello.Files, cmp); err != nil {
 				return failLinger(err)
 			}
+		}
+		if err := plan.Skip(have); err != nil {
+			return failLinger(err)
+		}
+		if err := ctl.Send(Msg{T: "have", Have: have}); err != nil {
+			return err
 		}
 		window := clampWindow(hello.Window)
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
@@ -131,6 +144,11 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err != nil {
 			return fail(err)
 		}
+		if cmp == fcopy.Checksum {
+			if err := sources.AddSums(); err != nil {
+				return fail(err)
+			}
+		}
 		plan, err := fcopy.NewPlan(sources.Files)
 		if err != nil {
 			return fail(err)
@@ -143,9 +161,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err := ctl.Send(files); err != nil {
 			return err
 		}
-		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)
+		acc, err := ctl.Expect(ctx, "accept", haveWithin(cmp, plan.TotalBytes()))
 		if err != nil {
 			return err
+		}
+		// The client is the receiver and says what it has; only files of this list, each once.
+		if err := takeHave(plan, cmp, false, acc.Have); err != nil {
+			return fail(err)
 		}
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)

@@ -212,6 +212,10 @@ func (w *Writer) keep(f File) error {
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%w: %s changed during the copy: it is no longer the file that was there", ErrDest, escape.Text(final))
 	}
+	if _, ok := w.hardSums[f.Name]; ok {
+		// Hard links of the list to this file link to the inode kept here (hardlink checks it).
+		w.hardIDs[f.Name] = devIno{uint64(st.Dev), uint64(st.Ino)}
+	}
 	if mode := uint32(f.Mode.Perm() &^ umask); uint32(st.Mode)&0o7777 != mode {
 		if err := chmodNoFollow(dfd, base, mode); err != nil {
 			return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(final), err)

@@ -407,6 +407,14 @@ func hostilePush(t *testing.T, e *env, dest string, files []fcopy.File, data map
 	if err := c.openPath(c.ctx, &o, "host", ready, c.crypto, false); err != nil {
 		return err
 	}
+	// The server says what it already has (protocol 9); the hostile client takes its word.
+	have, err := c.ctl.Expect(c.ctx, "have", haveWithin(o.Compare, plan.TotalBytes()))
+	if err != nil {
+		return err
+	}
+	if err := takeHave(plan, o.Compare, o.Sink, have.Have); err != nil {
+		return err
+	}
 	open := func(i int) (io.ReaderAt, io.Closer, error) {
 		b, ok := data[files[i].Name]
 		if !ok {

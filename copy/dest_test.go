@@ -207,30 +207,8 @@ func TestReplacedHeldOpen(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dst, "small"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files := planFor(t, "big", "small")
-	plan, err := NewPlan(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := ResolveTarget(dst, files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := []byte("0123456789")
-	sums := map[int][32]byte{}
-	for i := range files {
-		var tr fileTree
-		s := plan.Sum(plan.first[i], data)
-		tr.add(&s)
-		sums[i] = tr.sum()
-	}
-	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
-	for b := uint32(0); b < plan.NumBlocks(); b++ {
-		s := plan.Sum(b, data)
-		if err := w.WriteBlock(context.Background(), b, data, s.Digest()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := probeWriter(t, planFor(t, "big", "small"), dst, WriterOptions{})
+	data := []byte("0123456789") // what probeWriter writes into each file
 	if err := w.Finish(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -115,14 +115,7 @@ func TestPullRefusesWhatWasNotAsked(t *testing.T) {
 			}
 			noControlBytes(t, err.Error())
 			emptyDir(t, dst)
-			select {
-			case m := <-told:
-				if m.Code != ExitProtocol {
-					t.Fatalf("the remote was told %q with code %d", m.Err, m.Code)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the client did not tell the remote why it stopped")
-			}
+			toldProtocol(t, told)
 		})
 	}
 }
@@ -316,14 +309,7 @@ func TestPullRefusesHostileTree(t *testing.T) {
 			noControlBytes(t, err.Error())
 			emptyDir(t, dst)
 			untouched()
-			select {
-			case m := <-told:
-				if m.Code != ExitProtocol {
-					t.Fatalf("the remote was told %q with code %d", m.Err, m.Code)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the client did not tell the remote why it stopped")
-			}
+			toldProtocol(t, told)
 		})
 	}
 }
@@ -455,5 +441,19 @@ func TestPullSkippedReport(t *testing.T) {
 			}
 			noControlBytes(t, warned[0])
 		})
+	}
+}
+
+// toldProtocol waits for the error the client sent its remote and checks it carries the protocol
+// code: a client that refuses a peer says why.
+func toldProtocol(t *testing.T, told <-chan Msg) {
+	t.Helper()
+	select {
+	case m := <-told:
+		if m.Code != ExitProtocol {
+			t.Fatalf("the remote was told %q with code %d", m.Err, m.Code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not tell the remote why it stopped")
 	}
 }

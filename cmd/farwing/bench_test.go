@@ -30,14 +30,7 @@ func TestLabBench(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("bench: %v\n%s", err, out.String())
 	}
-	raw, err := os.ReadFile(ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l bench.Ledger
-	if err := json.Unmarshal(raw, &l); err != nil {
-		t.Fatal(err)
-	}
+	l := readLedger(t, ledger)
 	if !l.Complete || l.Schema != bench.Schema || len(l.Levels) != 1 || strings.Join(l.CopyFlags, " ") != "--fec=auto" {
 		t.Fatalf("ledger: complete %v, schema %d, %d levels, copy flags %q; %s", l.Complete, l.Schema, len(l.Levels), l.CopyFlags, l.Error)
 	}
@@ -124,14 +117,7 @@ func TestLabBenchLabRows(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("bench: %v\n%s\n%s", err, out.String(), errs.String())
 	}
-	raw, err := os.ReadFile(ledger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l bench.Ledger
-	if err := json.Unmarshal(raw, &l); err != nil {
-		t.Fatal(err)
-	}
+	l := readLedger(t, ledger)
 	if !l.Complete || len(l.Samples) != 2 || strings.Join(l.CopyFlags, " ") != "--fec=off" || l.Client.Cores <= 0 || l.Server.Kernel == "" {
 		t.Fatalf("ledger: complete %v (%s), %d samples, copy flags %q, client %+v", l.Complete, l.Error, len(l.Samples), l.CopyFlags, l.Client)
 	}
@@ -285,4 +271,18 @@ func TestCheckCopyFlags(t *testing.T) {
 			t.Errorf("%q: %v, want an error saying %q", c.flags, err, c.want)
 		}
 	}
+}
+
+// readLedger reads the bench's --json ledger at path.
+func readLedger(t *testing.T, path string) bench.Ledger {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l bench.Ledger
+	if err := json.Unmarshal(raw, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

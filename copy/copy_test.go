@@ -123,6 +123,13 @@ func receive(t *testing.T, src *Sources, dst string, corrupt bool) ([]FileResult
 // them to another buffer).
 func receiveWith(t *testing.T, src *Sources, dst string, data func(*Plan, *Block) []byte) ([]FileResult, error) {
 	t.Helper()
+	return receiveOpts(t, src, dst, WriterOptions{}, data)
+}
+
+// receiveOpts copies the sources into dst through a writer with options o (its Digest set
+// here), each block's bytes chosen by data, and returns the writer's results.
+func receiveOpts(t *testing.T, src *Sources, dst string, o WriterOptions, data func(*Plan, *Block) []byte) ([]FileResult, error) {
+	t.Helper()
 	plan, err := NewPlan(src.Files)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +144,8 @@ func receiveWith(t *testing.T, src *Sources, dst string, data func(*Plan, *Block
 		t.Fatal(err)
 	}
 	close(out)
-	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
+	o.Digest = func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }
+	w := NewWriter(plan, target, o)
 	for b := range out {
 		if err := w.WriteBlock(context.Background(), b.ID, data(plan, b), b.Hash); err != nil {
 			w.Abort()
@@ -148,6 +156,7 @@ func receiveWith(t *testing.T, src *Sources, dst string, data func(*Plan, *Block
 		w.Abort()
 		return nil, err
 	}
+	w.Close()
 	return w.Results(), nil
 }
 

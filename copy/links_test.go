@@ -1,7 +1,6 @@
 package copy
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -232,34 +231,8 @@ func TestCheckTreeKinds(t *testing.T) {
 // receiveTree copies the sources into dst through the writer (as receive does) with options o.
 func receiveTree(t *testing.T, src *Sources, dst string, o WriterOptions) error {
 	t.Helper()
-	plan, err := NewPlan(src.Files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := ResolveTarget(dst, src.Files)
-	if err != nil {
-		return err
-	}
-	out := make(chan *Block, 1000)
-	sums := map[int][32]byte{}
-	if err := Read(context.Background(), plan, src.Open(), NewPool(64), out, func(i int, s [32]byte) { sums[i] = s }); err != nil {
-		t.Fatal(err)
-	}
-	close(out)
-	o.Digest = func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }
-	w := NewWriter(plan, target, o)
-	for b := range out {
-		if err := w.WriteBlock(context.Background(), b.ID, b.Data, b.Hash); err != nil {
-			w.Abort()
-			return err
-		}
-	}
-	if err := w.Finish(context.Background()); err != nil {
-		w.Abort()
-		return err
-	}
-	w.Close()
-	return nil
+	_, err := receiveOpts(t, src, dst, o, func(_ *Plan, b *Block) []byte { return b.Data })
+	return err
 }
 
 // TestWriterTree: a tree written by the writer is the source as rsync -a -H leaves it: bytes,

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -334,6 +335,9 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 	}
 }
 
+// maxResultPath bounds the destination path a receiver reports for a file (PATH_MAX).
+const maxResultPath = 4096
+
 // checkResults checks the receiver's verdict against what this end sent: one result per file sent,
 // in order, each with the file's name, size and the whole-file digest this end read. The receiver
 // checked the same digest before it renamed each file into place; a verdict that differs is a
@@ -353,6 +357,13 @@ func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult)
 			return fmt.Errorf("%w: the receiver confirmed %s (%d bytes, BLAKE3 %s) for %s (%d bytes, BLAKE3 %x)", fcopy.ErrVerify,
 				escape.Quote(r.Name), r.Size, escape.Quote(r.Sum), escape.Quote(f.Name), f.Size, sums[i][:8])
 		}
+		// Where the receiver says it placed the file is its word, shown as it is in --json:
+		// valid UTF-8, at most a path's length, nothing a terminal would act on.
+		p := strings.ToValidUTF8(r.Path, "?")
+		if len(p) > maxResultPath {
+			p = strings.ToValidUTF8(p[:maxResultPath], "")
+		}
+		results[k-1].Path = escape.Text(p)
 	}
 	if k != len(results) {
 		return fmt.Errorf("%w: the receiver confirmed %d files, %d were sent", fcopy.ErrVerify, len(results), k)

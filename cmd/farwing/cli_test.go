@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/pflag"
+
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -48,6 +50,8 @@ func TestUsageErrors(t *testing.T) {
 		{"copy", "--checksum", "--ignore-times", "a", "h:b"},
 		{"nosuchcommand"},
 		{"copy", "-l", "a", "h:b"},
+		{"copy", "-l", "-5", "a", "h:b"},
+		{"copy", "-l", "8000", "--rate", "8M", "a", "h:b"},
 		{"copy", "--bwlimit", "10", "a", "h:b"},
 		{"copy", "-P", "notanum", "a", "h:b"},
 		{"bench", "--runs", "0", "h"},
@@ -139,6 +143,25 @@ func TestProgressFits(t *testing.T) {
 		}
 		if width >= 300 && (!strings.Contains(line, "rtt 140 ms") || !strings.Contains(line, "file\\x1b[31m.bin")) {
 			t.Errorf("width %d: %q lacks the verbose fields or the whole (escaped) name", width, line)
+		}
+	}
+}
+
+// TestLimitKbit: -l takes scp's unit, Kbit/s, and sets the same ceiling as --rate.
+func TestLimitKbit(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{{[]string{"-l", "8000"}, 8e6}, {[]string{"--rate", "8M"}, 8e6}, {nil, 0}} {
+		var co copyOptions
+		fs := pflag.NewFlagSet("copy", pflag.ContinueOnError)
+		co.register(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		o, err := co.options()
+		if err != nil || o.Rate != c.want {
+			t.Errorf("%v: rate %v, %v; want %v", c.args, o.Rate, err, c.want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ type copyOptions struct {
 	o                          xfer.Options
 	rate, minRate, policy, fec string
 	window                     int
+	limitKbit                  int64 // -l, scp's limit in Kbit/s
 	json, verbose, quiet       bool
 	checksum, ignoreTimes      bool
 	ssh                        sshFlags
@@ -30,6 +31,7 @@ type copyOptions struct {
 
 func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.rate, "rate", "", "rate ceiling in bits/s, counted in IP bytes (e.g. 300M, 1.5G); the exact rate with --policy fixed")
+	fs.Int64VarP(&c.limitKbit, "limit", "l", 0, "rate ceiling in Kbit/s, as scp's -l (the same as --rate with K)")
 	fs.StringVar(&c.minRate, "min-rate", "", "rate floor in bits/s")
 	fs.StringVar(&c.policy, "policy", "fair", "rate policy: fair (share with TCP), high (hold more under loss), fixed (hold --rate), low (yield to everything)")
 	fs.StringVar(&c.fec, "fec", "auto", "Reed-Solomon parity: auto (sized from the measured random loss), off, or K+M (M parity datagrams per K data datagrams, e.g. 10+2)")
@@ -55,6 +57,14 @@ func (c *copyOptions) options() (xfer.Options, error) {
 		if o.Rate, err = units.ParseRate(c.rate); err != nil {
 			return o, err
 		}
+	}
+	switch {
+	case c.limitKbit < 0:
+		return o, fmt.Errorf("-l %d: the limit is in Kbit/s and must be positive", c.limitKbit)
+	case c.limitKbit > 0 && c.rate != "":
+		return o, fmt.Errorf("-l and --rate both set the rate ceiling; give one")
+	case c.limitKbit > 0:
+		o.Rate = float64(c.limitKbit) * 1e3
 	}
 	if c.minRate != "" {
 		if o.MinRate, err = units.ParseRate(c.minRate); err != nil {

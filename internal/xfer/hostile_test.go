@@ -99,23 +99,7 @@ func TestPullRefusesWhatWasNotAsked(t *testing.T) {
 		{"a child without its directory", []fcopy.File{f("report.txt/a/b", 1)}, true},
 	} {
 		t.Run(c.what, func(t *testing.T) {
-			e := newEnv(t, lanetest.Link{}, 1)
-			told := make(chan Msg, 1)
-			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-				return ctl.Send(Msg{T: "files", Files: c.files})
-			}, told)
-			dst := t.TempDir()
-			o := e.options()
-			o.Recursive = c.r
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err := Pull(ctx, o, "host", []string{"report.txt"}, dst)
-			if err == nil || ExitCode(err) != ExitProtocol {
-				t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, ExitCode(err))
-			}
-			noControlBytes(t, err.Error())
-			emptyDir(t, dst)
-			toldProtocol(t, told)
+			pullRefused(t, c.files, "report.txt", func(o *Options) { o.Recursive = c.r })
 		})
 	}
 }
@@ -292,24 +276,8 @@ func TestPullRefusesHostileTree(t *testing.T) {
 	outside, untouched := outsideDir(t)
 	for _, c := range hostileTrees(outside) {
 		t.Run(c.what, func(t *testing.T) {
-			e := newEnv(t, lanetest.Link{}, 1)
-			told := make(chan Msg, 1)
-			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-				return ctl.Send(Msg{T: "files", Files: c.files})
-			}, told)
-			dst := t.TempDir()
-			o := e.options()
-			o.Recursive, o.HardLinks = true, c.hard
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err := Pull(ctx, o, "host", []string{"t"}, dst)
-			if err == nil || ExitCode(err) != ExitProtocol {
-				t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, ExitCode(err))
-			}
-			noControlBytes(t, err.Error())
-			emptyDir(t, dst)
+			pullRefused(t, c.files, "t", func(o *Options) { o.Recursive, o.HardLinks = true, c.hard })
 			untouched()
-			toldProtocol(t, told)
 		})
 	}
 }
@@ -456,4 +424,28 @@ func toldProtocol(t *testing.T, told <-chan Msg) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client did not tell the remote why it stopped")
 	}
+}
+
+// pullRefused pulls req (with the options set gives) from a remote that answers with files: the
+// pull must end with the protocol code and an escaped error, write nothing into the destination,
+// and tell the remote why.
+func pullRefused(t *testing.T, files []fcopy.File, req string, set func(*Options)) {
+	t.Helper()
+	e := newEnv(t, lanetest.Link{}, 1)
+	told := make(chan Msg, 1)
+	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+		return ctl.Send(Msg{T: "files", Files: files})
+	}, told)
+	dst := t.TempDir()
+	o := e.options()
+	set(&o)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Pull(ctx, o, "host", []string{req}, dst)
+	if err == nil || ExitCode(err) != ExitProtocol {
+		t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, ExitCode(err))
+	}
+	noControlBytes(t, err.Error())
+	emptyDir(t, dst)
+	toldProtocol(t, told)
 }

@@ -107,7 +107,7 @@ type Progress struct {
 	Elapsed time.Duration
 	Final   bool
 	// File is the name of the file in progress, as the file list gives it (from a pull's peer:
-	// escape it before printing); FileIndex counts from 0 among the plan's Files entries.
+	// escape it before printing); FileIndex counts from 0 among the Files whose data travels.
 	File      string
 	FileIndex int
 	Files     int
@@ -119,11 +119,11 @@ func reportProgress(fn ProgressFunc, plan *fcopy.Plan, snap func() *session.Prog
 	}
 	ends := fileEnds(plan)
 	report := func(p *session.Progress, el time.Duration, final bool) {
-		r := Progress{Progress: *p, Total: plan.TotalBytes(), Elapsed: el, Final: final, Files: len(plan.Files)}
+		r := Progress{Progress: *p, Total: plan.TotalBytes(), Elapsed: el, Final: final, Files: len(ends)}
 		if len(ends) > 0 {
 			// The first file whose end lies beyond the bytes done (the last one when all are).
 			i := min(sort.Search(len(ends), func(i int) bool { return ends[i].end > p.Bytes }), len(ends)-1)
-			r.File, r.FileIndex = plan.Files[ends[i].file].Name, ends[i].file
+			r.File, r.FileIndex = plan.Files[ends[i].file].Name, i
 		}
 		fn(r)
 	}
@@ -157,13 +157,13 @@ type fileEnd struct {
 	file int
 }
 
-// fileEnds lists the plan's files that hold data, with the running total of bytes at each one's
-// end (the order blocks travel in).
+// fileEnds lists the plan's files whose data travels (not the ones the receiver had), with the
+// running total of bytes at each one's end (the order blocks travel in).
 func fileEnds(plan *fcopy.Plan) []fileEnd {
 	var ends []fileEnd
 	var sum int64
 	for i, f := range plan.Files {
-		if f.Size > 0 {
+		if f.Regular() && f.Size > 0 && !plan.Skipped(i) {
 			sum += f.Size
 			ends = append(ends, fileEnd{sum, i})
 		}

@@ -83,3 +83,21 @@ func TestCheckResultsPath(t *testing.T) {
 		t.Errorf("a verdict for other bytes: %v, want ErrVerify", err)
 	}
 }
+
+// TestFileEnds: the progress report's files are those whose data travels, in plan order, with
+// the bytes done at each one's end: no directory, link or file the receiver already had.
+func TestFileEnds(t *testing.T) {
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/a", Size: 5, Mode: 0o644},
+		{Name: "d/b", Size: 7, Mode: 0o644}, {Name: "d/l", Link: "a"}, {Name: "d/c", Size: 3, Mode: 0o644}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.Skip([]int{2}); err != nil {
+		t.Fatal(err)
+	}
+	got := fileEnds(plan)
+	want := []fileEnd{{5, 1}, {8, 4}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("fileEnds %v, want %v", got, want)
+	}
+}

@@ -216,6 +216,8 @@ type Writer struct {
 	// hardIDs holds the device and inode of those files as placed: a hard link is made only to
 	// the file this writer put there, not to whatever stands at its name since.
 	hardIDs map[string]devIno
+	// hardFirst is the plan index of each file that hard links name (copyLocal copies it).
+	hardFirst map[string]int
 }
 
 // writebackEvery is how much written data the writer lets accumulate before it starts the
@@ -245,10 +247,15 @@ type WriterOptions struct {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest,
-		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}}
+		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{}}
 	for _, f := range plan.Files {
 		if f.Hard != "" {
 			w.hardSums[f.Hard] = [32]byte{}
+		}
+	}
+	for i, f := range plan.Files {
+		if _, ok := w.hardSums[f.Name]; ok && f.Regular() {
+			w.hardFirst[f.Name] = i
 		}
 	}
 	if !w.sink {
@@ -519,14 +526,9 @@ const localCopyRatio = 3
 // without following a link and checked against that file's digest, then placed like a received
 // file.
 func (w *Writer) copyLocal(ofd int, obase string, f File) error {
-	var first File
-	kept := false // the file was already there (Plan.Skip): no digest came with it
-	for j, g := range w.plan.Files {
-		if g.Name == f.Hard {
-			first, kept = g, w.plan.Skipped(j)
-			break
-		}
-	}
+	j := w.hardFirst[f.Hard] // checkTree: a hard link names an earlier regular file
+	first := w.plan.Files[j]
+	kept := w.plan.Skipped(j) // the file was already there (Plan.Skip): no digest came with it
 	// A list of one file and many hard links to it must not make the destination write many
 	// times what was received (each link a full copy where the filesystem cannot link).
 	if w.localCopied+first.Size > localCopyRatio*w.receivedBytes {

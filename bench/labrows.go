@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -244,8 +243,8 @@ func (r *labRunner) deliveredSince(base lab.PathStats) uint64 {
 }
 
 // fairness: a --sink copy sized to outlast the CUBIC flow at the whole path's rate starts; once
-// its data crosses the link, one TCP CUBIC flow (the bench's own streams, from namespace A to a
-// listener in B) runs beside it for FairDuration; the copy then runs to its verified end.
+// its data crosses the link, one TCP CUBIC flow (the bench's tcp-cubic row, in a child process:
+// cubic) runs beside it for FairDuration; the copy then runs to its verified end.
 func (r *labRunner) fairness(ctx context.Context, what string, s *Sample) {
 	if err := tcpbench.CheckCC("cubic"); err != nil {
 		s.Outcome, s.Error = Unavailable, escape.Text(err.Error())
@@ -304,27 +303,12 @@ func (r *labRunner) fairness(ctx context.Context, what string, s *Sample) {
 // Farwing where iperf3, a process of its own, got 175–182 in the same hour.
 func (r *labRunner) cubic(ctx context.Context, c *labCopy, s *Sample) (flow Sample, t0, t1 float64, err error) {
 	ledger := filepath.Join(r.dir, "cubic.json")
-	argv := append([]string{"bench"}, r.cfg.SSHArgs...)
+	argv := []string{"ip", "netns", "exec", r.cfg.Lab.NSA, r.cfg.Farwing, "bench"}
+	argv = append(argv, r.cfg.SSHArgs...)
 	argv = append(argv, "--rows", "tcp-cubic", "--runs", "1", "--duration", r.cfg.FairDuration.String(), "-q",
 		"--json", ledger, r.cfg.Host)
-	l := r.cfg.Lab
-	cmd := l.Command(l.NSA, r.cfg.Farwing, argv...)
-	s.Commands = append(s.Commands, append([]string{"ip", "netns", "exec", l.NSA, r.cfg.Farwing}, argv...))
-	var stderr strings.Builder
-	cmd.Stderr = &limitWriter{w: &stderr, n: 4096}
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
+	if _, _, err := command(ctx, r.cfg.Limit, argv, nil, s); err != nil {
 		return flow, 0, 0, err
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		cmd.Process.Signal(os.Interrupt)
-		err = <-done
-	}
-	if err != nil {
-		return flow, 0, 0, fmt.Errorf("%v: %s", err, escape.Text(strings.TrimSpace(stderr.String())))
 	}
 	raw, err := os.ReadFile(ledger)
 	if err != nil {

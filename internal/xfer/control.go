@@ -12,6 +12,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
@@ -189,10 +190,11 @@ func checkVerdicts(vs []Verdict) []Verdict {
 		if !verdictReasons[vs[i].Reason] {
 			vs[i].Reason = "unknown"
 		}
-		vs[i].State = escape.Text(hostinfo.Clip(vs[i].State))
-		if len(vs[i].State) > 24 {
-			vs[i].State = vs[i].State[:24]
+		st := escape.Text(hostinfo.Clip(vs[i].State))
+		if len(st) > 24 {
+			st = strings.ToValidUTF8(st[:24], "") // no rune cut in two
 		}
+		vs[i].State = st
 	}
 	return vs
 }

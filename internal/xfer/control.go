@@ -10,9 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"strings"
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"

@@ -248,3 +248,25 @@ func TestCruiseProbesAfterRounds(t *testing.T) {
 		}
 	}
 }
+
+// A round trip that stays within Q_LOW of rtprop confirms it without PROBE_RTT; one that rose by
+// more (a longer route) still expires it after 10 s, and PROBE_RTT re-takes it.
+func TestRtpropConfirmedWithinQLow(t *testing.T) {
+	cc := New(Config{MSS: 1500, Lanes: 4, InitialRTT: 140 * time.Millisecond, Seed: 1}, t0)
+	l := &loop{c: cc, now: t0, rtt: 140 * time.Millisecond}
+	run := func(d time.Duration) { l.steps(int(d / (100 * time.Microsecond))) }
+	run(3 * time.Second)
+	if got := cc.Stats().MinRTT; got != 140*time.Millisecond {
+		t.Fatalf("rtprop %v after 3 s at 140 ms", got)
+	}
+	l.rtt = 140*time.Millisecond + time.Duration(cc.qLow())/2
+	run(25 * time.Second)
+	if s := cc.Stats(); s.ProbeRTTs != 0 || s.MinRTT != 140*time.Millisecond {
+		t.Errorf("round trip %v for 25 s: %d PROBE_RTTs, rtprop %v; want none, 140ms", l.rtt, s.ProbeRTTs, s.MinRTT)
+	}
+	l.rtt = 150 * time.Millisecond
+	run(12 * time.Second)
+	if s := cc.Stats(); s.ProbeRTTs != 1 || s.MinRTT != 150*time.Millisecond {
+		t.Errorf("round trip 150ms for 12 s: %d PROBE_RTTs, rtprop %v; want 1, 150ms", s.ProbeRTTs, s.MinRTT)
+	}
+}

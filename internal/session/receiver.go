@@ -499,8 +499,12 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 		r.base.Store(b.id + 1)
 		r.mu.Unlock()
 	}
+	lastWritten := time.Now()
 	if err := r.w.Finish(ctx); err != nil {
 		return err
+	}
+	if debug {
+		fmt.Fprintf(os.Stderr, "receiver: last block written, files finished %s later\n", time.Since(lastWritten).Round(time.Millisecond))
 	}
 	return nil
 }

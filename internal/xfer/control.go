@@ -157,6 +157,7 @@ type RateStats struct {
 	CongestionEvents uint64  `json:"congestion_events"`
 	SharedEvents     uint64  `json:"shared_events"`   // times the fair-share cap went on (a loss-based flow filled the queue)
 	SpuriousLosses   uint64  `json:"spurious_losses"` // datagrams declared lost that were acknowledged afterwards
+	ProbeRTTs        uint64  `json:"probe_rtts"`      // times the controller drained to half a BDP to re-take the minimum RTT
 	Mode             string  `json:"mode"`
 	// Verdicts is the evidence of the latest congestion events (at most four, oldest first).
 	Verdicts []Verdict `json:"verdicts,omitempty"`

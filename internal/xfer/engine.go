@@ -276,9 +276,14 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	stop()
 	res.sender = s.Stats()
 	if err == nil {
+		acked := time.Now()
 		var m Msg
 		if m, err = awaitDone(ctx, path, done); err == nil {
 			res.results, res.peerStats = m.Results, m.Stats
+		}
+		if session.Debug() && !res.sender.LastNewDataAt.IsZero() {
+			fmt.Fprintf(os.Stderr, "sender: last new data, then all acknowledged %s later, the verdict %s later\n",
+				acked.Sub(res.sender.LastNewDataAt).Round(time.Millisecond), time.Since(res.sender.LastNewDataAt).Round(time.Millisecond))
 		}
 	} else if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 		err = c
@@ -396,7 +401,7 @@ func cpuSeconds() float64 {
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
-		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, Mode: c.Mode.String(),
+		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, ProbeRTTs: c.ProbeRTTs, Mode: c.Mode.String(),
 		Verdicts: verdicts(c)}
 }
 

@@ -1,0 +1,44 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/farwing/farwing/cc"
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/wire"
+)
+
+// Tail groups get tail parity unless it would add more than maxTailShare of their data shards:
+// a small file's group of 3 or 10 chunks keeps the body's count (none at 1 %), a 64 KiB file's
+// group and a full group get the tail count.
+func TestTailParityShare(t *testing.T) {
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 16 << 10, Mode: 0o644}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}, lossHint: 0.01})
+	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.srtt}, time.Now())
+	for _, c := range []struct {
+		k    int
+		want func(body, tail int) int
+	}{
+		{3, func(body, tail int) int { return body }},
+		{10, func(body, tail int) int { return body }},
+		{47, func(body, tail int) int { return tail }},
+		{187, func(body, tail int) int { return tail }},
+	} {
+		body, tail := fec.Plan(0.01, c.k)
+		m, inTail := s.planParity(c.k)
+		if !inTail {
+			t.Fatalf("k %d: a 16 KiB transfer at its start is not in the tail (2 BDP)", c.k)
+		}
+		if want := c.want(body, tail); int(m) != want {
+			t.Errorf("k %d at 1 %% in the tail: %d parity shards, want %d (plan: body %d, tail %d)", c.k, m, want, body, tail)
+		}
+		if c.k <= 10 && body == tail {
+			t.Errorf("k %d: fec.Plan gives body %d = tail %d; the case no longer tests anything", c.k, body, tail)
+		}
+	}
+}

@@ -68,13 +68,16 @@ func TestTrainRate(t *testing.T) {
 // (seen on the lab: 46 arrivals in 246 µs at 400 Mbit/s, read as 2,157 Mbit/s) does not set it.
 func TestTrainsLowest(t *testing.T) {
 	fill := func(rx *trainRx, k int, arrivals string) {
-		for _, f := range strings.Fields(arrivals) {
+		base := 0
+		for _, l := range trainLens[:k] {
+			base += l
+		}
+		for j, f := range strings.Fields(arrivals) {
 			us, err := strconv.Atoi(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rx.at[k][rx.n[k]], rx.size[k][rx.n[k]] = time.Duration(us)*time.Microsecond, 1500
-			rx.n[k]++
+			rx.add(base+j, time.Duration(us)*time.Microsecond, 1500)
 		}
 	}
 	const compressed = "0 4 10 15 19 19 60 65 69 75 79 84 90 90 100 104 109 113 118 123 127 127 136 141 146 151 156 160 166 166 179 185 189 193 198 202 209 209 219 223 227 231 237 242 246 246"
@@ -97,5 +100,21 @@ func TestTrainsLowest(t *testing.T) {
 		if math.Abs(got-c.want) > 0.1*c.want || (c.want == 0 && got != 0) {
 			t.Errorf("%s: %.0f Mbit/s, want %.0f", c.name, got, c.want)
 		}
+	}
+}
+
+// A train's arrivals are placed by their index: the second train's after the first's, anything
+// beyond the trains or beyond a train's length dropped.
+func TestTrainIndexes(t *testing.T) {
+	var rx trainRx
+	for i := range trainMax + 10 {
+		rx.add(i, time.Duration(i)*time.Microsecond, 1500)
+	}
+	rx.add(0, 0, 1500) // a second copy of the first datagram: the first train is full
+	if rx.n[0] != trainLens[0] || rx.n[1] != trainLens[1] {
+		t.Fatalf("arrivals per train %v, want %v", rx.n, trainLens)
+	}
+	if rx.at[1][0] != time.Duration(trainLens[0])*time.Microsecond {
+		t.Fatalf("the second train's first arrival is at %v", rx.at[1][0])
 	}
 }

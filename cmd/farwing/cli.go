@@ -35,9 +35,10 @@ Run 'farwing copy --help' and 'farwing bench --help' for their flags.
 Exit status:
   0 success; 1 other failure; 2 bad command line; 3 source missing or unreadable;
   4 destination not writable; 5 ssh failed (host, connection, authentication);
-  6 no UDP path or it died; 7 verification failed; 8 remote platform unsupported;
-  9 the peer could not be installed on the remote host; 10 the other end broke the
-  protocol (an unsafe or unrequested file name, a malformed message); 130 interrupted.
+  6 no UDP path (no reply within 5 s) or it died; 7 verification failed;
+  8 remote platform unsupported; 9 the peer could not be installed on the remote host;
+  10 the other end broke the protocol (an unsafe or unrequested file name, a malformed
+  message); 130 interrupted.
 `
 
 func run(args []string) int {

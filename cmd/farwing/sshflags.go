@@ -20,7 +20,7 @@ type sshFlags struct {
 func (f *sshFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.config, "ssh-config", "F", "", "ssh configuration file")
 	fs.StringVarP(&f.identity, "identity", "i", "", "ssh identity (private key) file")
-	fs.IntVarP(&f.port, "port", "P", 0, "ssh port")
+	fs.IntVarP(&f.port, "ssh-port", "P", 0, "ssh port (as scp's -P)")
 	fs.StringArrayVarP(&f.options, "option", "o", nil, "ssh option, as in ssh -o (repeatable)")
 	fs.StringVarP(&f.jump, "jump", "J", "", "ssh jump host (ProxyJump)")
 	fs.DurationVar(&f.persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the command, so the next one to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")

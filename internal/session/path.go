@@ -70,6 +70,7 @@ type Path struct {
 	cookie     [Lanes]atomic.Uint64
 	haveCookie [Lanes]atomic.Bool
 	provenAck  [Lanes]atomic.Bool
+	helloHeard [Lanes]atomic.Bool // (server) an authentic hello came on the lane
 	// chunk is the agreed file bytes per data datagram (0: wire.ChunkSize): the client proposes
 	// wire.JumboChunkSize in its hellos (ProposeJumbo), the server accepts it in its answers when
 	// it sees the client on a loopback address too.
@@ -91,6 +92,7 @@ type Path struct {
 	sendMu       [Lanes]sync.Mutex
 	train        trainRx
 	trainBps     atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
+	trainGot     atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
 	trainOnHello atomic.Bool
 	trainSent    atomic.Bool
 	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off

@@ -148,3 +148,27 @@ func portList(ports []int) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// Buffers are the socket buffers the kernel granted a lane, in bytes of data (getsockopt's value
+// halved: Linux doubles what is set for its bookkeeping); 0 where the lanes cannot tell (not UDP
+// sockets).
+func (p *Path) Buffers() (recv, send int) {
+	if c, ok := p.conns[0].(interface{ Buffers() (int, int) }); ok {
+		r, s := c.Buffers()
+		return r / 2, s / 2
+	}
+	return 0, 0
+}
+
+// LanesHeard (server) is how many lanes have received an authentic hello from the client, its
+// address proven or not: with a client whose handshake failed, it tells a path that loses the
+// client's datagrams from one that loses this end's answers.
+func (p *Path) LanesHeard() int {
+	n := 0
+	for i := range p.helloHeard {
+		if p.helloHeard[i].Load() {
+			n++
+		}
+	}
+	return n
+}

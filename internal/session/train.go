@@ -129,6 +129,7 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 	}
 	t.reported = true
 	bps := uint64(trainRate(t.at[:t.n], t.size[:t.n]))
+	p.trainGot.Store(bps + 1)
 	if debug {
 		fmt.Fprintf(os.Stderr, "train: %d datagrams, %.0f Mbit/s; arrivals (µs):", t.n, float64(bps)/1e6)
 		for _, d := range t.at[:t.n] {
@@ -156,6 +157,16 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 // report has arrived.
 func (p *Path) TrainEstimate() (float64, bool) {
 	v := p.trainBps.Load()
+	if v == 0 {
+		return 0, false
+	}
+	return float64(v - 1), true
+}
+
+// ReceivedTrain is the capacity this end measured from the peer's probe, in bits/s (0 when the
+// arrivals could not be timed), once it has come.
+func (p *Path) ReceivedTrain() (float64, bool) {
+	v := p.trainGot.Load()
 	if v == 0 {
 		return 0, false
 	}

@@ -26,11 +26,12 @@ Usage:
   farwing copy [flags] [user@]host:SRC... DST     pull files from a host
   farwing bench [flags] [user@]host               compare with TCP and scp on the path to host
   farwing bench --lab [flags]                     the same through the built-in emulated WAN (root)
+  farwing doctor [flags] [user@]host              check the path to host: ssh, UDP, buffers, MTU, CPU, clock
   farwing lab [flags] -- COMMAND                  run COMMAND through an emulated WAN (root)
   farwing version
   farwing serve                                   the remote peer (started over ssh)
 
-Run 'farwing copy --help' and 'farwing bench --help' for their flags.
+Run 'farwing copy --help', 'farwing bench --help' and 'farwing doctor --help' for their flags.
 
 Exit status:
   0 success; 1 other failure; 2 bad command line; 3 source missing or unreadable;
@@ -57,6 +58,8 @@ func run(args []string) int {
 		return cmdServe(ctx, args[1:])
 	case "bench":
 		return cmdBench(ctx, args[1:])
+	case "doctor":
+		return cmdDoctor(ctx, args[1:])
 	case "lab":
 		return cmdLab(ctx, args[1:])
 	case "version", "--version":

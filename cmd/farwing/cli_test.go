@@ -66,6 +66,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--copy-flag=-F=cfg", "h"},
 		{"bench", "--copy-flag=--fec=sometimes", "h"},
 		{"bench"},
+		{"doctor"},
+		{"doctor", "h1", "h2"},
+		{"doctor", "--port", "1-2", "h"},
+		{"doctor", "--frobnicate", "h"},
 	} {
 		var errs bytes.Buffer
 		stderr = &errs

@@ -191,6 +191,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
 		return err
+	case "doctor":
+		return serveDoctor(ctx, ctl, path, so.SSHConnection)
 	case "bench":
 		path.Close() // a bench peer needs no lanes: no UDP port stays open for the bench's length
 		return serveBench(ctx, ctl, so.SSHConnection)

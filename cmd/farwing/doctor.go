@@ -128,6 +128,10 @@ func diagnose(rep *xfer.DoctorReport, err error) []finding {
 			return []finding{{Check: "ssh", Verdict: verdictFail, Detail: msg, code: code,
 				Fix: "check that 'ssh " + escape.Text(rep.Host) + " true' works with the same -F/-i/-P/-o/-J flags: host name, port, key, known_hosts"}}
 		}
+		if code == xfer.ExitUDP { // the peer could not bind its lanes in the --port range
+			return []finding{sshFinding(rep), {Check: "udp", Verdict: verdictFail, Detail: msg, code: code,
+				Fix: "give a range with at least 4 ports free on the remote host (and open it in its firewall), or leave --port out"}}
+		}
 		fix := ""
 		switch code {
 		case xfer.ExitPlatform:

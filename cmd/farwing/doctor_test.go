@@ -50,6 +50,10 @@ func TestDiagnoseAll(t *testing.T) {
 	if len(fs) != 2 || fs[0].Verdict != verdictOK || fs[1].Check != "peer" || fs[1].Verdict != verdictFail || fs[1].code != xfer.ExitPlatform {
 		t.Fatalf("platform failure: %+v", fs)
 	}
+	fs = diagnose(&xfer.DoctorReport{Host: "u@h", SSHSeconds: 1}, &xfer.RemoteError{Msg: "the remote peer could bind only 2 of its 4 UDP lanes in ports 40000-40003", Code: xfer.ExitUDP})
+	if len(fs) != 2 || fs[1].Check != "udp" || fs[1].Verdict != verdictFail || fs[1].code != xfer.ExitUDP || !strings.Contains(fs[1].Detail, "only 2 of its 4") {
+		t.Fatalf("no room in the port range: %+v", fs)
+	}
 }
 
 // TestDoctorBuffers: buffers below what the BDP needs per lane warn with the sysctl line for

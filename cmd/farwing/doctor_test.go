@@ -148,6 +148,16 @@ func TestDoctorVerdicts(t *testing.T) {
 		t.Errorf("no down estimate: %+v", f)
 	}
 
+	r = goodReport()
+	r.UpBps = 2.7e9
+	if f := capacityFinding(r); f.Verdict != verdictWarn || !strings.Contains(f.Fix, "differ more than 4×") {
+		t.Errorf("estimates 28× apart: %+v", f)
+	}
+	r.UpBps = 300e6
+	if f := capacityFinding(r); f.Verdict != verdictOK {
+		t.Errorf("estimates 3× apart: %+v", f)
+	}
+
 	// MTU: below farwing's 1480-byte datagrams (1500 on IPv6) warns naming the interface.
 	r = goodReport()
 	r.Remote.MTU, r.Remote.Interface = 1400, "wg0"

@@ -13,10 +13,11 @@ import (
 )
 
 // TestDoctorInProcess: the doctor's measurements against the real Serve (role doctor) over
-// lanetest: the handshake's round trip is at least the link's, both trains are timed below the
-// link's rate, the peer's facts arrive, the clock offset (one clock at both ends) is within its
-// uncertainty. With every datagram lost, or only the server's, the report says so (and which),
-// and Doctor itself does not fail.
+// lanetest: the handshake's round trip is at least the link's, a train estimate is a rate when
+// there is one (no bound above: a train released bunched looks faster than the link), the peer's
+// facts arrive, the clock offset (one clock at both ends) is within its uncertainty. With every
+// datagram lost, or only the server's, the report says so (and which), and Doctor itself does
+// not fail.
 func TestDoctorInProcess(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Delay: 15 * time.Millisecond, Rate: 50e6}, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -29,7 +30,7 @@ func TestDoctorInProcess(t *testing.T) {
 	if rep.UDPError != "" || rep.RemoteHeard != session.Lanes || rep.RTTSeconds < 0.030 || len(rep.Ports) != session.Lanes || len(rep.LocalPorts) != session.Lanes {
 		t.Fatalf("UDP: %q, heard %d, rtt %.4f, ports %v %v", rep.UDPError, rep.RemoteHeard, rep.RTTSeconds, rep.Ports, rep.LocalPorts)
 	}
-	if rep.UpOK && rep.UpBps > 75e6 || rep.DownOK && rep.DownBps > 75e6 || !rep.UpOK && rep.UpBps != 0 {
+	if rep.UpOK != (rep.UpBps > 0) || rep.DownOK != (rep.DownBps > 0) {
 		t.Errorf("trains %v/%v, %v/%v through a 50 Mbit/s link", rep.UpBps, rep.UpOK, rep.DownBps, rep.DownOK)
 	}
 	if rep.Remote.Hostname == "" || rep.Remote.Cores <= 0 || rep.Local.Cores <= 0 || rep.Remote.Farwing != Version {

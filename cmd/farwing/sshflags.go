@@ -9,7 +9,8 @@ import (
 	"github.com/farwing/farwing/bootstrap"
 )
 
-// sshFlags are the ssh flags every command that reaches a host takes (copy, bench), defined once.
+// sshFlags are the ssh flags every command that reaches a host takes (copy, bench, doctor), defined
+// once.
 type sshFlags struct {
 	config, identity, jump string
 	port                   int

@@ -34,6 +34,7 @@ type Path struct {
 	Delay      time.Duration // one-way propagation delay
 	Loss       float64       // random (Bernoulli) loss probability 0..1, applied before the queue
 	QueueBytes int           // drop-tail queue limit in bytes (0 = one BDP of RateBps×2×Delay, min 64 KiB)
+	DropUDP    bool          // drop every UDP packet (a firewall that blocks UDP); counted in PathStats.Blocked
 }
 
 // Config describes both directions of a Lab.

@@ -46,6 +46,7 @@ type PathStats struct {
 	QueueBytes    uint64
 	OverflowDrops uint64 // packets refused because the emulator ran out of slots
 	WriteErrors   uint64 // packets the far TUN device refused
+	Blocked       uint64 // UDP packets dropped because the path blocks UDP (Path.DropUDP)
 	MaxQueueBytes int    // largest queue occupancy seen, including the arriving packet
 	// IP bytes by protocol: UDP and TCP that arrived at the link (what the senders sent, before
 	// random loss and the queue) and that it delivered. A flow's sending rate is its arrivals
@@ -65,6 +66,7 @@ func (s PathStats) Sub(o PathStats) PathStats {
 	s.QueueBytes -= o.QueueBytes
 	s.OverflowDrops -= o.OverflowDrops
 	s.WriteErrors -= o.WriteErrors
+	s.Blocked -= o.Blocked
 	s.UDPArrived -= o.UDPArrived
 	s.UDPDelivered -= o.UDPDelivered
 	s.TCPArrived -= o.TCPArrived
@@ -223,7 +225,13 @@ func (l *link) readLoop() error {
 		now := l.now()
 
 		l.mu.Lock()
-		countProto(proto(buf[:n]), uint64(n), &l.stats.UDPArrived, &l.stats.TCPArrived)
+		p := proto(buf[:n])
+		countProto(p, uint64(n), &l.stats.UDPArrived, &l.stats.TCPArrived)
+		if p == protoUDP && l.path.DropUDP {
+			l.stats.Blocked++
+			l.mu.Unlock()
+			continue
+		}
 		if p := l.path.Loss; p > 0 && l.rng.Float64() < p {
 			l.stats.LossDrops++
 			l.stats.LossBytes += uint64(n)

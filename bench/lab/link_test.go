@@ -227,3 +227,34 @@ func TestLinkProtocolCounters(t *testing.T) {
 		t.Errorf("Sub leaves %+v", d)
 	}
 }
+
+// TestLinkDropUDP: a path that blocks UDP drops every UDP packet and counts it; TCP and other
+// packets pass.
+func TestLinkDropUDP(t *testing.T) {
+	ipv4 := func(proto byte, n int) []byte {
+		p := make([]byte, n)
+		p[0], p[9] = 0x45, proto
+		return p
+	}
+	lk, _, recv := startLinkAfter(t, Path{DropUDP: true}, 1, func(send *os.File) {
+		for i := range 30 {
+			pkt := ipv4(protoUDP, 1000)
+			if i%3 == 0 {
+				pkt = ipv4(protoTCP, 500)
+			}
+			if _, err := send.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	got := collect(t, recv, 30, 300*time.Millisecond) // all that comes, until 300 ms of nothing
+	st := lk.snapshot()
+	for _, a := range got {
+		if a.n != 500 {
+			t.Errorf("a %d-byte packet passed a path that blocks UDP", a.n)
+		}
+	}
+	if len(got) != 10 || st.Blocked != 20 || st.UDPDelivered != 0 || st.TCPDelivered != 10*500 {
+		t.Errorf("delivered %d packets, stats %+v; want the 10 TCP ones, 20 blocked", len(got), st)
+	}
+}

@@ -54,7 +54,7 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&b.duration, "duration", 20*time.Second, "length of each throughput run")
 	fs.DurationVar(&b.limit, "limit", 5*time.Minute, "time limit of each copy run: a copy not checked by then stalled")
 	fs.StringVar(&b.rows, "rows", "", "rows to measure, comma separated (default all but the lab rows): farwing, tcp-8bbr, tcp-bbr, tcp-cubic, tcp, farwing-first, http, scp; with --lab also fairness, halving")
-	fs.StringArrayVar(&b.copyFlags, "copy-flag", nil, "a farwing copy flag for the Farwing rows, as --NAME=VALUE (repeatable): --rate, --min-rate, --policy, --fec, --window")
+	fs.StringArrayVar(&b.copyFlags, "copy-flag", nil, "a farwing copy flag for the Farwing rows, as --NAME=VALUE (repeatable): --rate, --min-rate, --policy, --fec, --window, --port")
 	fs.BoolVar(&b.pull, "pull", false, "measure from the host to this one (default: this one to the host)")
 	fs.StringVar(&b.jsonFile, "json", "", "write the evidence ledger (every sample, command, host and path fact) to this file")
 	fs.BoolVarP(&b.quiet, "quiet", "q", false, "no progress lines")
@@ -126,7 +126,7 @@ func (b *benchOptions) check() error {
 // benchCopyFlags are the farwing copy flags --copy-flag may pass on: those that change how a
 // copy behaves on the path. The bench sets the rest itself (--json, -q, --sink, the ssh flags,
 // sources and destination), so none of those can change what a row measures or where it goes.
-var benchCopyFlags = []string{"rate", "min-rate", "policy", "fec", "window"}
+var benchCopyFlags = []string{"rate", "min-rate", "policy", "fec", "window", "port"}
 
 // checkCopyFlags checks --copy-flag's values: each one --NAME=VALUE of benchCopyFlags, and
 // together a valid farwing copy command line (the values parse, --policy fixed has a --rate).

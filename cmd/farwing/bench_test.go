@@ -242,6 +242,7 @@ func TestCheckCopyFlags(t *testing.T) {
 		{"--fec=off"},
 		{"--fec=10+2", "--rate=300M", "--min-rate=50M", "--window=64"},
 		{"--policy=fixed", "--rate=100M"},
+		{"--port=40000-40003"},
 	} {
 		if err := checkCopyFlags(ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
@@ -263,6 +264,8 @@ func TestCheckCopyFlags(t *testing.T) {
 		{[]string{"--fec=sometimes"}, "--copy-flag"},
 		{[]string{"--rate=fast"}, "--copy-flag"},
 		{[]string{"--window=-1"}, "--copy-flag"},
+		{[]string{"--port=40000"}, "LO-HI"},
+		{[]string{"--ssh-port=2222"}, "passes on only"},
 		{[]string{"--policy=fixed"}, "needs --rate"},
 		{[]string{"--min-rate=500M", "--rate=100M"}, "above --rate"},
 	} {

@@ -26,18 +26,20 @@ Usage:
   farwing copy [flags] [user@]host:SRC... DST     pull files from a host
   farwing bench [flags] [user@]host               compare with TCP and scp on the path to host
   farwing bench --lab [flags]                     the same through the built-in emulated WAN (root)
+  farwing doctor [flags] [user@]host              check the path to host: ssh, UDP, buffers, MTU, CPU, clock
   farwing lab [flags] -- COMMAND                  run COMMAND through an emulated WAN (root)
   farwing version
   farwing serve                                   the remote peer (started over ssh)
 
-Run 'farwing copy --help' and 'farwing bench --help' for their flags.
+Run 'farwing copy --help', 'farwing bench --help' and 'farwing doctor --help' for their flags.
 
 Exit status:
   0 success; 1 other failure; 2 bad command line; 3 source missing or unreadable;
   4 destination not writable; 5 ssh failed (host, connection, authentication);
-  6 no UDP path or it died; 7 verification failed; 8 remote platform unsupported;
-  9 the peer could not be installed on the remote host; 10 the other end broke the
-  protocol (an unsafe or unrequested file name, a malformed message); 130 interrupted.
+  6 no UDP path (no reply within 5 s) or it died; 7 verification failed;
+  8 remote platform unsupported; 9 the peer could not be installed on the remote host;
+  10 the other end broke the protocol (an unsafe or unrequested file name, a malformed
+  message); 130 interrupted.
 `
 
 func run(args []string) int {
@@ -56,6 +58,8 @@ func run(args []string) int {
 		return cmdServe(ctx, args[1:])
 	case "bench":
 		return cmdBench(ctx, args[1:])
+	case "doctor":
+		return cmdDoctor(ctx, args[1:])
 	case "lab":
 		return cmdLab(ctx, args[1:])
 	case "version", "--version":

@@ -54,6 +54,9 @@ func TestUsageErrors(t *testing.T) {
 		{"copy", "-l", "8000", "--rate", "8M", "a", "h:b"},
 		{"copy", "--bwlimit", "10", "a", "h:b"},
 		{"copy", "-P", "notanum", "a", "h:b"},
+		{"copy", "--port", "40000", "a", "h:b"},
+		{"copy", "--port", "40000-40002", "a", "h:b"},
+		{"copy", "--port", "0-100", "a", "h:b"},
 		{"bench", "--runs", "0", "h"},
 		{"bench", "--size", "huge", "h"},
 		{"bench", "--rows", "ftp", "h"},
@@ -63,6 +66,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--copy-flag=-F=cfg", "h"},
 		{"bench", "--copy-flag=--fec=sometimes", "h"},
 		{"bench"},
+		{"doctor"},
+		{"doctor", "h1", "h2"},
+		{"doctor", "--port", "1-2", "h"},
+		{"doctor", "--frobnicate", "h"},
 	} {
 		var errs bytes.Buffer
 		stderr = &errs

@@ -14,6 +14,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -23,7 +24,8 @@ type copyOptions struct {
 	o                          xfer.Options
 	rate, minRate, policy, fec string
 	window                     int
-	limitKbit                  int64 // -l, scp's limit in Kbit/s
+	ports                      string // --port LO-HI: the remote peer's UDP ports
+	limitKbit                  int64  // -l, scp's limit in Kbit/s
 	json, verbose, quiet       bool
 	checksum, ignoreTimes      bool
 	ssh                        sshFlags
@@ -36,6 +38,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.policy, "policy", "fair", "rate policy: fair (share with TCP), high (hold more under loss), fixed (hold --rate), low (yield to everything)")
 	fs.StringVar(&c.fec, "fec", "auto", "Reed-Solomon parity: auto (sized from the measured random loss), off, or K+M (M parity datagrams per K data datagrams, e.g. 10+2)")
 	fs.IntVar(&c.window, "window", 0, "receive window in MiB (0: from rate and round trip)")
+	fs.StringVar(&c.ports, "port", "", "the remote peer's UDP ports: it binds its four lanes inside LO-HI (e.g. 40000-40003, the ports to open in its firewall); default: any")
 	fs.BoolVar(&c.json, "json", false, "print one JSON summary object on stdout")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "show progress details and ssh's own messages")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "print nothing but errors")
@@ -95,6 +98,9 @@ func (c *copyOptions) options() (xfer.Options, error) {
 		return o, fmt.Errorf("--window must be positive")
 	}
 	o.Window = c.window
+	if o.Ports, err = session.ParsePortRange(c.ports); err != nil {
+		return o, err
+	}
 	o.SSH = c.ssh.ssh(c.verbose)
 	return o, nil
 }

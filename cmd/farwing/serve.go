@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/xfer"
 )
 
@@ -17,7 +18,12 @@ func cmdServe(ctx context.Context, args []string) int {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pub := fs.String("pub", "", "the client's ephemeral X25519 public key (set by farwing copy)")
+	portRange := fs.String("port", "", "bind the four UDP lanes in this port range, LO-HI (farwing copy --port)")
 	if err := fs.Parse(args); err != nil {
+		return badFlags("serve", err)
+	}
+	ports, err := session.ParsePortRange(*portRange)
+	if err != nil {
 		return badFlags("serve", err)
 	}
 	// The peer outlives its client only long enough to clean up: a write to the control channel
@@ -26,7 +32,7 @@ func cmdServe(ctx context.Context, args []string) int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
-	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION")}); err != nil {
+	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return xfer.ExitCode(err)
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/farwing/farwing/bootstrap"
 )
 
-// sshFlags are the ssh flags every command that reaches a host takes (copy, bench), defined once.
+// sshFlags are the ssh flags every command that reaches a host takes (copy, bench, doctor), defined
+// once.
 type sshFlags struct {
 	config, identity, jump string
 	port                   int
@@ -20,7 +21,7 @@ type sshFlags struct {
 func (f *sshFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.config, "ssh-config", "F", "", "ssh configuration file")
 	fs.StringVarP(&f.identity, "identity", "i", "", "ssh identity (private key) file")
-	fs.IntVarP(&f.port, "port", "P", 0, "ssh port")
+	fs.IntVarP(&f.port, "ssh-port", "P", 0, "ssh port (as scp's -P)")
 	fs.StringArrayVarP(&f.options, "option", "o", nil, "ssh option, as in ssh -o (repeatable)")
 	fs.StringVarP(&f.jump, "jump", "J", "", "ssh jump host (ProxyJump)")
 	fs.DurationVar(&f.persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the command, so the next one to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")

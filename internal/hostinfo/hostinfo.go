@@ -1,6 +1,6 @@
 // Package hostinfo gathers the facts about one end that a bench ledger records, so that a third
 // party can tell what the figures were measured on: CPU, memory, kernel, TCP settings, the MTU of
-// the route to the other end, the load, the programs' versions.
+// the route to the other end, the load, the programs' versions, the CPU features that matter.
 package hostinfo
 
 import (
@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/cpu"
 )
 
 // Facts are one end's facts. Strings from the other end are cut to MaxText bytes (Clean).
@@ -39,6 +41,40 @@ type Facts struct {
 	SHA256    string     `json:"farwing_sha256,omitempty"`
 	Go        string     `json:"go"`
 	At        time.Time  `json:"at"`
+	// CPUFlags are the instructions Farwing's sealing and hashing use, of those the CPU has
+	// (CPUFeatures).
+	CPUFlags []string `json:"cpu_flags,omitempty"`
+}
+
+// CPUFeatures lists the instructions that matter to Farwing's speed that this CPU has: AES-GCM
+// in hardware needs "aes" and "pclmulqdq" (x86) or "aes" and "pmull" (arm64); the AVX-512 sealing
+// path (internal/aesgcm) needs "avx512f", "avx512bw", "avx512vl", "avx512vaes",
+// "avx512vpclmulqdq" and "bmi2"; BLAKE3
+// uses "avx2" and "avx512f".
+func CPUFeatures() []string {
+	var out []string
+	add := func(have bool, name string) {
+		if have {
+			out = append(out, name)
+		}
+	}
+	switch runtime.GOARCH {
+	case "amd64", "386":
+		x := cpu.X86
+		add(x.HasAES, "aes")
+		add(x.HasPCLMULQDQ, "pclmulqdq")
+		add(x.HasAVX2, "avx2")
+		add(x.HasBMI2, "bmi2")
+		add(x.HasAVX512F, "avx512f")
+		add(x.HasAVX512BW, "avx512bw")
+		add(x.HasAVX512VL, "avx512vl")
+		add(x.HasAVX512VAES, "avx512vaes") // VAES with AVX-512 (Zen 3 has VAES without it)
+		add(x.HasAVX512VPCLMULQDQ, "avx512vpclmulqdq")
+	case "arm64":
+		add(cpu.ARM64.HasAES, "aes")
+		add(cpu.ARM64.HasPMULL, "pmull")
+	}
+	return out
 }
 
 // TCP are the kernel's TCP settings that bound a stream's rate.
@@ -75,6 +111,7 @@ func Gather(peer netip.Addr, ssh []string, version string) Facts {
 		f.OpenSSH = sshVersion(ssh)
 	}
 	f.SHA256 = exeHash()
+	f.CPUFlags = CPUFeatures()
 	return f
 }
 
@@ -120,6 +157,12 @@ func (f *Facts) Clean() {
 	}
 	for i := range f.TCP.Available {
 		f.TCP.Available[i] = Clip(f.TCP.Available[i])
+	}
+	if len(f.CPUFlags) > 32 {
+		f.CPUFlags = f.CPUFlags[:32]
+	}
+	for i := range f.CPUFlags {
+		f.CPUFlags[i] = Clip(f.CPUFlags[i])
 	}
 }
 

@@ -3,6 +3,7 @@ package hostinfo
 import (
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -28,5 +29,29 @@ func TestClean(t *testing.T) {
 	f.Clean()
 	if len(f.CPU) > MaxText || !utf8.ValidString(f.CPU) || f.Hostname != "a?b" || len(f.TCP.Available) != 32 {
 		t.Errorf("cleaned: %d bytes of CPU, hostname %q, %d ccs", len(f.CPU), f.Hostname, len(f.TCP.Available))
+	}
+}
+
+// TestCPUFeatures: the features reported are those /proc/cpuinfo lists (x86 Linux), and Gather
+// carries them.
+func TestCPUFeatures(t *testing.T) {
+	got := CPUFeatures()
+	if f := Gather(netip.Addr{}, nil, "v"); strings.Join(f.CPUFlags, " ") != strings.Join(got, " ") {
+		t.Errorf("Gather's flags %q, CPUFeatures %q", f.CPUFlags, got)
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		return
+	}
+	var flags []string
+	for _, l := range strings.Split(read("/proc/cpuinfo"), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "flags" {
+			flags = strings.Fields(v)
+			break
+		}
+	}
+	for _, name := range []string{"aes", "pclmulqdq", "avx2", "bmi2", "avx512f"} { // (cpuinfo's vaes is VAES without AVX-512 too)
+		if slices.Contains(flags, name) != slices.Contains(got, name) {
+			t.Errorf("%s: /proc/cpuinfo %v, CPUFeatures %v", name, slices.Contains(flags, name), slices.Contains(got, name))
+		}
 	}
 }

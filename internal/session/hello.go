@@ -51,6 +51,7 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	if len(pt) < 10 {
 		return
 	}
+	p.helloHeard[i].Store(true)
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {
 			return // the lane's address is fixed once proven

@@ -70,6 +70,7 @@ type Path struct {
 	cookie     [Lanes]atomic.Uint64
 	haveCookie [Lanes]atomic.Bool
 	provenAck  [Lanes]atomic.Bool
+	helloHeard [Lanes]atomic.Bool // (server) an authentic hello came on the lane
 	// chunk is the agreed file bytes per data datagram (0: wire.ChunkSize): the client proposes
 	// wire.JumboChunkSize in its hellos (ProposeJumbo), the server accepts it in its answers when
 	// it sees the client on a loopback address too.
@@ -91,6 +92,7 @@ type Path struct {
 	sendMu       [Lanes]sync.Mutex
 	train        trainRx
 	trainBps     atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
+	trainGot     atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
 	trainOnHello atomic.Bool
 	trainSent    atomic.Bool
 	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off
@@ -536,7 +538,8 @@ func (p *Path) Loopback() bool {
 var ErrNoUDP = errors.New("no UDP path")
 
 // Handshake (client side) sends hellos on every lane to server until each lane is answered, and
-// returns the measured round-trip time. It fails after timeout naming the ports that stayed silent.
+// returns the measured round-trip time. It fails after timeout with a NoUDPError naming the ports
+// that stayed silent.
 // With probe, it also sends the packet-train probe (the client sends the data in a push).
 func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout time.Duration, probe bool) (time.Duration, error) {
 	for i := range p.conns {
@@ -573,14 +576,14 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			}
 		}
 		if time.Now().After(deadline) {
-			var silent []string
+			e := &NoUDPError{Server: server[0].Addr(), Local: p.Ports(), Timeout: timeout}
 			for i := range p.conns {
+				e.Ports = append(e.Ports, int(server[i].Port()))
 				if !p.helloAck[i].Load() {
-					silent = append(silent, fmt.Sprint(server[i].Port()))
+					e.Silent = append(e.Silent, int(server[i].Port()))
 				}
 			}
-			return 0, fmt.Errorf("%w: no UDP reply from %s on port(s) %v within %s; a firewall may block UDP to those ports",
-				ErrNoUDP, server[0].Addr(), silent, timeout)
+			return 0, e
 		}
 		select {
 		case <-ctx.Done():

@@ -181,6 +181,7 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 	}
 	t.reported = true
 	bps := uint64(t.rate())
+	p.trainGot.Store(bps + 1)
 	if debug {
 		for k := range t.n {
 			fmt.Fprintf(os.Stderr, "train %d: %d datagrams, %.0f Mbit/s; arrivals (µs):", k, t.n[k], trainRate(t.at[k][:t.n[k]], t.size[k][:t.n[k]])/1e6)
@@ -211,6 +212,16 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 // report has arrived.
 func (p *Path) TrainEstimate() (float64, bool) {
 	v := p.trainBps.Load()
+	if v == 0 {
+		return 0, false
+	}
+	return float64(v - 1), true
+}
+
+// ReceivedTrain is the capacity this end measured from the peer's probe, in bits/s (0 when the
+// arrivals could not be timed), once it has come.
+func (p *Path) ReceivedTrain() (float64, bool) {
+	v := p.trainGot.Load()
 	if v == 0 {
 		return 0, false
 	}

@@ -37,6 +37,8 @@ type Options struct {
 	HardLinks bool // -H: files with several names are sent once, as hard links
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
+	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any).
+	Ports session.PortRange
 	// Compare is what makes a destination file count as already there, and not sent: the same
 	// size and mtime (zero value), BLAKE3 (--checksum), nothing (--ignore-times).
 	Compare fcopy.Compare
@@ -272,7 +274,11 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if startPeer == nil {
 		startPeer = SSHStart(o.SSH)
 	}
-	peer, err := startPeer(ctx, host, []string{"--pub", encodePub(clientPub)}, append(preface, '\n'))
+	args := []string{"--pub", encodePub(clientPub)}
+	if !o.Ports.IsZero() {
+		args = append(args, "--port", o.Ports.String())
+	}
+	peer, err := startPeer(ctx, host, args, append(preface, '\n'))
 	if err != nil {
 		return nil, Msg{}, err
 	}
@@ -295,7 +301,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		c.close(time.Second)
 		return nil, Msg{}, fmt.Errorf("the remote peer speaks control protocol %d, this farwing %d; the remote cache holds a different build", ready.Proto, Proto)
 	}
-	if err := checkReady(ready); err != nil {
+	if err := checkReady(ready, o.Ports); err != nil {
 		c.close(time.Second)
 		return nil, Msg{}, err
 	}
@@ -314,14 +320,18 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	return c, ready, nil
 }
 
-// checkReady checks the server's first message: four UDP ports, an address if any.
-func checkReady(m Msg) error {
+// checkReady checks the server's first message: four UDP ports (within the range asked for with
+// --port), an address if any.
+func checkReady(m Msg, ports session.PortRange) error {
 	if len(m.Ports) != session.Lanes {
 		return fmt.Errorf("%w: the remote peer offered %d UDP ports, want %d", ErrProtocol, len(m.Ports), session.Lanes)
 	}
 	for _, p := range m.Ports {
 		if p < 1 || p > 65535 {
 			return fmt.Errorf("%w: the remote peer offered UDP port %d", ErrProtocol, p)
+		}
+		if !ports.Contains(p) {
+			return fmt.Errorf("%w: the remote peer offered UDP port %d, outside --port %s", ErrProtocol, p, ports)
 		}
 	}
 	if m.Addr != "" {
@@ -360,7 +370,7 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	for _, p := range ready.Ports {
 		dst = append(dst, netip.AddrPortFrom(addr, uint16(p)))
 	}
-	rtt, err := path.Handshake(ctx, dst, 10*time.Second, probe)
+	rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 9
+const Proto = 10
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -82,6 +82,11 @@ type Msg struct {
 	TCPResult *tcpbench.Result `json:"tcp_result,omitempty"`
 	Name      string           `json:"name,omitempty"` // "check": a file of the bench's directory (facts' dest)
 	Size      int64            `json:"size,omitempty"` // "http": the HTTP row's file size
+
+	// doctor (hello role "doctor"): the peer's lanes ("facts", "lanes") and its wall clock
+	// ("clock": Unix nanoseconds)
+	Doctor *DoctorLanes `json:"doctor,omitempty"`
+	At     int64        `json:"at,omitempty"`
 
 	// error
 	Err  string `json:"err,omitempty"`

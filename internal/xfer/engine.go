@@ -71,7 +71,7 @@ func ExitCode(err error) int {
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return ExitSSH
 	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled),
-		errors.Is(err, session.ErrSilent):
+		errors.Is(err, session.ErrSilent), errors.Is(err, session.ErrPortRange):
 		return ExitUDP
 	}
 	return ExitFail

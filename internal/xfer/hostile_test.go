@@ -17,6 +17,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
@@ -448,4 +449,21 @@ func pullRefused(t *testing.T, files []fcopy.File, req string, set func(*Options
 	noControlBytes(t, err.Error())
 	emptyDir(t, dst)
 	toldProtocol(t, told)
+}
+
+// TestPortsOutsideRange: a remote peer that offers lanes outside the --port range the client asked
+// for is refused (exit 10) before any UDP goes there.
+func TestPortsOutsideRange(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.serve = hostileServer(func(*Control, Msg) error { return nil }, nil) // ports 9, 9, 9, 9
+	o := e.options()
+	o.Ports = session.PortRange{Lo: 40000, Hi: 40003}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	src := t.TempDir()
+	tree(t, src, map[string]int{"f": 10})
+	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if ExitCode(err) != ExitProtocol || !strings.Contains(fmt.Sprint(err), "offered UDP port 9, outside --port 40000-40003") {
+		t.Fatalf("ports outside the range: %v (exit %d)", err, ExitCode(err))
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	mrand "math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -87,6 +89,9 @@ type env struct {
 	serve func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error
 	// sshConn is the peer's SSH_CONNECTION (default: clientHost to serverHost).
 	sshConn string
+	// realUDP: the remote end's lanes are real UDP sockets (ServeOptions.Lanes nil), for a
+	// client with real ones too, on loopback.
+	realUDP bool
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -132,8 +137,16 @@ func (e *env) options() Options {
 
 // start is the Starter: Serve in a goroutine on pipes.
 func (e *env) start(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
-	if len(args) != 2 || args[0] != "--pub" {
+	// `farwing serve --pub KEY [--port LO-HI]`, as the client builds it.
+	if len(args) != 2 && len(args) != 4 || args[0] != "--pub" || len(args) == 4 && args[2] != "--port" {
 		return nil, fmt.Errorf("serve args %q", args)
+	}
+	var ports session.PortRange
+	if len(args) == 4 {
+		var err error
+		if ports, err = session.ParsePortRange(args[3]); err != nil {
+			return nil, err
+		}
 	}
 	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{})}
 	r.in.Write(preface)
@@ -141,7 +154,10 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 	if sshConn == "" {
 		sshConn = fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost)
 	}
-	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost)}
+	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports}
+	if e.realUDP {
+		so.Lanes = nil
+	}
 	e.mu.Lock()
 	e.serves = append(e.serves, r)
 	e.mu.Unlock()
@@ -287,9 +303,90 @@ func TestInProcessNoUDP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := Push(ctx, e.options(), []string{filepath.Join(src, "f")}, "host", t.TempDir())
-	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP || !strings.Contains(err.Error(), "port") {
+	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP {
 		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
 	}
+	// lanetest numbers ports from 40000 on each host: the server's lanes and the client's.
+	for _, want := range []string{"no UDP reply from 198.18.0.2 port(s) 40000-40003 within 5s (this end's ports 40000-40003)",
+		"open UDP to port(s) 40000-40003 on the remote host's firewall", "--port LO-HI"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("push without UDP: %q does not say %q", err, want)
+		}
+	}
+}
+
+// TestInProcessPortRange: with Options.Ports the remote peer binds its four lanes inside the range
+// (real UDP on loopback; a port of the range in use is skipped) and the copy goes through; a range
+// without four free ports fails before any data with the peer's error, exit 6, naming --port.
+func TestInProcessPortRange(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.realUDP = true
+	e.sshConn = "127.0.0.1 50000 127.0.0.1 22"
+	var lo int
+	var busy *net.UDPConn
+	for range 50 { // five free ports below the ephemeral range, the second held by this test
+		lo = 20000 + mrand.IntN(10000)
+		c, err := net.ListenUDP("udp", &net.UDPAddr{Port: lo + 1})
+		if err != nil {
+			continue
+		}
+		free := true
+		for _, p := range []int{lo, lo + 2, lo + 3, lo + 4} {
+			if f, err := net.ListenUDP("udp", &net.UDPAddr{Port: p}); err != nil {
+				free = false
+			} else {
+				f.Close()
+			}
+		}
+		if free {
+			busy = c
+			break
+		}
+		c.Close()
+	}
+	if busy == nil {
+		t.Fatal("no free port range")
+	}
+	defer busy.Close()
+	src := t.TempDir()
+	sums := tree(t, src, map[string]int{"f": 3<<20 + 17})
+	dst := t.TempDir()
+	o := Options{Start: e.start, Ports: session.PortRange{Lo: lo, Hi: lo + 4}}
+	var logged []string
+	o.Log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", dst); err != nil {
+		t.Fatal(err)
+	}
+	if got := blake3.Sum256(must(os.ReadFile(filepath.Join(dst, "f")))); got != sums["f"] {
+		t.Fatal("the copy differs from its source")
+	}
+	want := fmt.Sprintf("ports [%d %d %d %d]", lo, lo+2, lo+3, lo+4)
+	found := false
+	for _, l := range logged {
+		if strings.HasPrefix(l, "UDP lanes open to 127.0.0.1 "+want) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the lanes did not open on %s: %q", want, logged)
+	}
+	// lo..lo+3 holds three free ports, once the first peer has closed its lanes.
+	e.wait()
+	o.Ports = session.PortRange{Lo: lo, Hi: lo + 3}
+	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if ExitCode(err) != ExitUDP || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("only 3 of its 4 UDP lanes in ports %d-%d", lo, lo+3)) ||
+		!strings.Contains(fmt.Sprint(err), "--port") {
+		t.Fatalf("a range with three free ports: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestInProcessTree: a tree (nested directories, an empty and a private one, a 0-byte file,

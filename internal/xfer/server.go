@@ -15,6 +15,7 @@ import (
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
 )
 
 // ServeOptions are the remote peer's surroundings.
@@ -22,8 +23,10 @@ type ServeOptions struct {
 	// SSHConnection is the SSH_CONNECTION the peer was started with ("client-ip client-port
 	// server-ip server-port"): the address family to bind, and the address the client reached.
 	SSHConnection string
-	// Lanes opens the peer's four lanes on bind (nil: UDP sockets).
+	// Lanes opens the peer's four lanes on bind (nil: UDP sockets, in Ports).
 	Lanes LaneOpener
+	// Ports is the range the lanes' UDP ports must lie in (farwing copy --port; zero: any).
+	Ports session.PortRange
 }
 
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
@@ -64,7 +67,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	open := so.Lanes
 	if open == nil {
-		open = udpLanes
+		open = func(bind string) ([session.Lanes]lane.PacketConn, error) {
+			return session.ListenUDPRange(bind, so.Ports, 0)
+		}
 	}
 	conns, err := open(bind)
 	if err != nil {
@@ -186,6 +191,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
 		return err
+	case "doctor":
+		return serveDoctor(ctx, ctl, path, so.SSHConnection)
 	case "bench":
 		path.Close() // a bench peer needs no lanes: no UDP port stays open for the bench's length
 		return serveBench(ctx, ctl, so.SSHConnection)

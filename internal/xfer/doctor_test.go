@@ -1,0 +1,84 @@
+package xfer
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// TestDoctorInProcess: the doctor's measurements against the real Serve (role doctor) over
+// lanetest: the handshake's round trip is at least the link's, a train estimate is a rate when
+// there is one (no bound above: a train released bunched looks faster than the link), the peer's
+// facts arrive, the clock offset (one clock at both ends) is within its uncertainty. With every
+// datagram lost, or only the server's, the report says so (and which), and Doctor itself does
+// not fail.
+func TestDoctorInProcess(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: 15 * time.Millisecond, Rate: 50e6}, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := Doctor(ctx, e.options(), "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", rep)
+	if rep.UDPError != "" || rep.RemoteHeard != session.Lanes || rep.RTTSeconds < 0.030 || len(rep.Ports) != session.Lanes || len(rep.LocalPorts) != session.Lanes {
+		t.Fatalf("UDP: %q, heard %d, rtt %.4f, ports %v %v", rep.UDPError, rep.RemoteHeard, rep.RTTSeconds, rep.Ports, rep.LocalPorts)
+	}
+	if rep.UpOK != (rep.UpBps > 0) || rep.DownOK != (rep.DownBps > 0) {
+		t.Errorf("trains %v/%v, %v/%v through a 50 Mbit/s link", rep.UpBps, rep.UpOK, rep.DownBps, rep.DownOK)
+	}
+	if rep.Remote.Hostname == "" || rep.Remote.Cores <= 0 || rep.Local.Cores <= 0 || rep.Remote.Farwing != Version {
+		t.Errorf("facts: remote %+v local %+v", rep.Remote, rep.Local)
+	}
+	if rep.ClockUncertainty <= 0 || math.Abs(rep.ClockOffset) > rep.ClockUncertainty+0.002 {
+		t.Errorf("clock offset %.5f ± %.5f s with one clock", rep.ClockOffset, rep.ClockUncertainty)
+	}
+
+	for _, c := range []struct {
+		name  string
+		drop  func(from, to netip.AddrPort, b []byte) bool
+		heard int
+	}{
+		{"all UDP lost", func(netip.AddrPort, netip.AddrPort, []byte) bool { return true }, 0},
+		{"the server's answers lost", func(from, _ netip.AddrPort, _ []byte) bool { return from.Addr() == serverHost }, session.Lanes},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{Drop: c.drop}, 1)
+			rep, err := Doctor(ctx, e.options(), "host")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.UDPError == "" || rep.RemoteHeard != c.heard || rep.UpOK || rep.DownOK || rep.Remote.Hostname == "" {
+				t.Fatalf("error %q, heard %d, trains %v %v, remote %q", rep.UDPError, rep.RemoteHeard, rep.UpOK, rep.DownOK, rep.Remote.Hostname)
+			}
+		})
+	}
+}
+
+// TestDoctorHostilePeer: a doctor peer's report out of bounds (negative buffers, more lanes than
+// there are, no lanes at all) is refused with the protocol code.
+func TestDoctorHostilePeer(t *testing.T) {
+	facts := hostinfo.Facts{Hostname: "h"}
+	for name, m := range map[string]Msg{
+		"negative buffer": {T: "facts", Facts: &facts, Doctor: &DoctorLanes{RecvBuf: -1, SendBuf: 5}},
+		"heard 7 lanes":   {T: "facts", Facts: &facts, Doctor: &DoctorLanes{RecvBuf: 1, SendBuf: 1, Heard: 7}},
+		"no lanes":        {T: "facts", Facts: &facts},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			e.serve = hostileServer(func(ctl *Control, _ Msg) error { return ctl.Send(m) }, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := Doctor(ctx, e.options(), "host")
+			if ExitCode(err) != ExitProtocol {
+				t.Fatalf("%v (exit %d)", err, ExitCode(err))
+			}
+		})
+	}
+}

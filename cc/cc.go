@@ -183,6 +183,7 @@ type Controller struct {
 	rttBktStart int64
 	srtt        int64
 	rttvar      int64
+	latestRTT   int64 // the newest sample of any lane (0: none yet)
 	lastQ       int64 // latest sample - rtprop
 
 	// bandwidth model, bytes/s
@@ -494,6 +495,26 @@ func (c *Controller) InflightCap() int { return c.cap }
 
 // Inflight is the bytes currently in flight as the controller counts them.
 func (c *Controller) Inflight() int { return c.inflight }
+
+// SRTT is the smoothed round trip (RFC 6298's, from samples with the ack delay removed):
+// Config.InitialRTT until the first sample, which replaces it. The controller is the one owner of
+// the RTT estimate: the session's loss timers and FEC read it here.
+func (c *Controller) SRTT() time.Duration { return time.Duration(c.srtt) }
+
+// RTTVar is the round trip's mean deviation (half of Config.InitialRTT until the first sample,
+// then half of that sample, then RFC 6298's average).
+func (c *Controller) RTTVar() time.Duration { return time.Duration(c.rttvar) }
+
+// LatestRTT is the newest RTT sample of any lane (0 before the first).
+func (c *Controller) LatestRTT() time.Duration { return time.Duration(c.latestRTT) }
+
+// LaneRTT is the newest RTT sample of lane i (0 before its first).
+func (c *Controller) LaneRTT(i int) time.Duration {
+	if i < 0 || i >= len(c.lanes) {
+		return 0
+	}
+	return time.Duration(c.lanes[i].lastRTT)
+}
 
 // LossBase is the measured random-loss rate (the FEC layer sizes parity from it).
 func (c *Controller) LossBase() float64 { return c.lossBase }

@@ -23,6 +23,7 @@ func (c *Controller) qLow() int64 {
 
 func (c *Controller) onRTT(t int64, ln *laneState, rtt int64) {
 	ln.lastRTT = rtt
+	c.latestRTT = rtt
 	if ln.srtt == 0 {
 		ln.srtt, ln.rttvar = rtt, rtt/2
 	} else {

@@ -270,3 +270,35 @@ func TestRtpropConfirmedWithinQLow(t *testing.T) {
 		t.Errorf("round trip 150ms for 12 s: %d PROBE_RTTs, rtprop %v; want 1, 150ms", s.ProbeRTTs, s.MinRTT)
 	}
 }
+
+// The controller keeps the session's one RTT estimate: the handshake's value until the first
+// sample, which replaces it, then RFC 6298's averages; the newest sample of any lane and of each.
+func TestRTTEstimate(t *testing.T) {
+	ms := time.Millisecond
+	c := New(Config{MSS: 1500, Lanes: 4, InitialRTT: 500 * ms, Seed: 1}, t0)
+	check := func(when string, srtt, rttvar, latest time.Duration, lanes [4]time.Duration) {
+		t.Helper()
+		if c.SRTT() != srtt || c.RTTVar() != rttvar || c.LatestRTT() != latest {
+			t.Errorf("%s: srtt %v, rttvar %v, latest %v; want %v, %v, %v", when, c.SRTT(), c.RTTVar(), c.LatestRTT(), srtt, rttvar, latest)
+		}
+		for i, want := range lanes {
+			if got := c.LaneRTT(i); got != want {
+				t.Errorf("%s: lane %d's newest %v, want %v", when, i, got, want)
+			}
+		}
+		if c.LaneRTT(-1) != 0 || c.LaneRTT(4) != 0 {
+			t.Errorf("%s: a lane out of range has a round trip", when)
+		}
+		if s := c.Stats(); s.SRTT != srtt {
+			t.Errorf("%s: Stats().SRTT %v, SRTT() %v", when, s.SRTT, srtt)
+		}
+	}
+	check("before any sample", 500*ms, 250*ms, 0, [4]time.Duration{})
+	c.OnAck(t0.Add(10*ms), 2, 0, 0, 100*ms) // only the sample: no packet 0 was sent
+	check("first sample", 100*ms, 50*ms, 100*ms, [4]time.Duration{2: 100 * ms})
+	c.OnAck(t0.Add(20*ms), 0, 0, 0, 180*ms)
+	// rttvar += (|100-180| - 50)/4, then srtt += (180-100)/8.
+	check("second sample", 110*ms, 57500*time.Microsecond, 180*ms, [4]time.Duration{0: 180 * ms, 2: 100 * ms})
+	c.OnAck(t0.Add(30*ms), 1, 0, 0, 0) // no sample
+	check("an ack without a sample", 110*ms, 57500*time.Microsecond, 180*ms, [4]time.Duration{0: 180 * ms, 2: 100 * ms})
+}

@@ -51,11 +51,13 @@ type SenderStats struct {
 	LastNewDataAt time.Time // when the last chunk was sent for the first time
 	Feedback      uint64    // feedback datagrams received and taken
 	BadFeedback   uint64    // feedback datagrams ignored: malformed, or out of bounds (a cursor past what was sent, four lanes)
-	SRTT, MinRTT  time.Duration
-	FirstDataAt   time.Time
-	LastAckAt     time.Time
-	CC            cc.Stats // the rate controller's view at the end
-	ProbeBps      float64  // the packet-train estimate of the path's capacity (0: none)
+	// SRTT is the rate controller's smoothed round trip at the end (0: no sample came); the
+	// controller keeps the only RTT estimate (cc.Controller.SRTT).
+	SRTT        time.Duration
+	FirstDataAt time.Time
+	LastAckAt   time.Time
+	CC          cc.Stats // the rate controller's view at the end
+	ProbeBps    float64  // the packet-train estimate of the path's capacity (0: none)
 	// What held the sender back, in time: new data waiting for the receiver's window (the
 	// window full of unfinished blocks), and the window open but no block read yet (the source).
 	WindowFull, SourceWait time.Duration
@@ -118,7 +120,6 @@ type laneTx struct {
 	lowest  uint64        // lowest sequence number that may still be in flight
 	next    uint64        // last sequence number used
 	largest uint64        // highest acknowledged
-	rtt     time.Duration // the newest RTT sample from this lane
 	sent    atomic.Uint64 // highest handed to the kernel (by the sealer)
 	cur     *txBatch      // being filled by the sender loop
 	free    chan *txBatch // empty batches
@@ -250,10 +251,7 @@ type Sender struct {
 	}
 
 	cursor, window uint32
-	srtt, rttvar   time.Duration
-	latestRTT      time.Duration // the newest sample
-	reportAt       [2]int64      // arrival of the newest feedback report and of the one before (ns since start; noteReport)
-	minRTT         time.Duration
+	reportAt       [2]int64 // arrival of the newest feedback report and of the one before (ns since start; noteReport)
 	fbCh           chan []byte
 	ackedBytes     atomic.Int64
 	seeded         bool
@@ -282,7 +280,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 		cfg.Stall = 2 * time.Minute
 	}
 	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, chunk: p.ChunkSize(), dgram: wire.DatagramFor(p.ChunkSize()), pacer: lane.NewPacer(1e6, 2*time.Millisecond),
-		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window), srtt: cfg.InitialRTT, rttvar: cfg.InitialRTT / 2,
+		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window),
 		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC}
 	if s.chunk != wire.ChunkSize {
 		s.fec = fec.Mode{Kind: fec.ModeOff} // FEC's shards are standard chunks
@@ -373,6 +371,9 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.path.SetHandler(s)
 	defer func() {
 		s.stats.CC = s.cc.Stats()
+		if s.cc.LatestRTT() > 0 {
+			s.stats.SRTT = s.cc.SRTT()
+		}
 		// The last snapshot, for the progress line's final report (the loop stores one every
 		// 200 ms, up to 200 ms old by the end).
 		s.storeProgress(s.stats.CC)
@@ -918,13 +919,11 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		}
 		var rtt time.Duration
 		if la.Largest > l.largest {
-			// RTT sample from the newest datagram, less the receiver's hold time.
+			// RTT sample from the newest datagram, less the receiver's hold time. It goes to the
+			// rate controller with the datagram's ack (ackSeq): the controller keeps the one RTT
+			// estimate, which the loss timers and FEC read back.
 			if p := l.at(la.Largest); p.state == stInflight || p.state == stLost {
 				rtt = time.Duration(tnow-atomic.LoadInt64(&p.at)) - time.Duration(la.AckDelay)*time.Microsecond
-				if rtt > 0 {
-					s.rttSample(rtt)
-					l.rtt = rtt
-				}
 			}
 			l.largest = la.Largest
 		}
@@ -1072,12 +1071,13 @@ func (s *Sender) advance(l *laneTx) {
 // tens of milliseconds on a busy machine, which on loopback happened in most 2 GiB copies) has
 // not lost what it has not yet read; counting from the clock alone declared thousands of such
 // datagrams lost, all of them duplicates when re-sent. Both rules measure the round trip as the
-// largest of srtt, the newest sample and the lane's newest sample: while a queue builds (STARTUP)
-// each datagram's round trip is longer than the last, and a threshold of srtt plus a margin
-// declared thousands of datagrams lost that were still in the queue.
+// largest of srtt, the newest sample and the lane's newest sample (the rate controller's): while a
+// queue builds (STARTUP) each datagram's round trip is longer than the last, and a threshold of
+// srtt plus a margin declared thousands of datagrams lost that were still in the queue.
 func (s *Sender) detectTimeLoss(now time.Time) {
 	tnow := int64(now.Sub(s.start))
 	reported := s.reportAt[1] // the older of the two newest reports
+	srtt, rttvar, latest := s.cc.SRTT(), s.cc.RTTVar(), s.cc.LatestRTT()
 	for i := range s.lanes {
 		l := &s.lanes[i]
 		if l.lowest == 0 {
@@ -1085,9 +1085,9 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 		}
 		// The lane's own newest sample counts too: a receiving lane that falls behind the others
 		// shows it in its round trips first.
-		rtt := max(s.srtt, s.latestRTT, l.rtt)
+		rtt := max(srtt, latest, s.cc.LaneRTT(i))
 		behind := int64(rtt + rtt/8 + time.Millisecond)
-		tail := int64(rtt + rtt/4 + max(4*s.rttvar, 20*time.Millisecond) + 20*time.Millisecond)
+		tail := int64(rtt + rtt/4 + max(4*rttvar, 20*time.Millisecond) + 20*time.Millisecond)
 		for q := l.lowest; q <= l.next; q++ {
 			p := l.at(q)
 			if p.state != stInflight {
@@ -1105,28 +1105,10 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 			}
 			s.stats.LostByTime++
 			if debug && s.stats.LostByTime%500 == 1 {
-				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d sent=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f reports %.2f/%.2f ms ago\n", i, q, l.largest, l.next, l.sent.Load(), float64(tnow-at)/1e6, float64(rtt)/1e6, float64(s.srtt)/1e6, q < l.largest, float64(tnow)/1e9, float64(tnow-s.reportAt[0])/1e6, float64(tnow-s.reportAt[1])/1e6)
+				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d sent=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f reports %.2f/%.2f ms ago\n", i, q, l.largest, l.next, l.sent.Load(), float64(tnow-at)/1e6, float64(rtt)/1e6, float64(srtt)/1e6, q < l.largest, float64(tnow)/1e9, float64(tnow-s.reportAt[0])/1e6, float64(tnow-s.reportAt[1])/1e6)
 			}
 			s.lose(now, i, q, p)
 		}
 		s.advance(l)
 	}
-}
-
-func (s *Sender) rttSample(rtt time.Duration) {
-	s.latestRTT = rtt
-	if s.minRTT == 0 || rtt < s.minRTT {
-		s.minRTT = rtt
-	}
-	if s.stats.Feedback <= 1 && s.stats.SRTT == 0 {
-		s.srtt, s.rttvar = rtt, rtt/2
-	} else {
-		d := s.srtt - rtt
-		if d < 0 {
-			d = -d
-		}
-		s.rttvar = (3*s.rttvar + d) / 4
-		s.srtt = (7*s.srtt + rtt) / 8
-	}
-	s.stats.SRTT, s.stats.MinRTT = s.srtt, s.minRTT
 }

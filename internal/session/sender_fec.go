@@ -110,7 +110,7 @@ const tailFactor = 2
 // get the tail count, since a failure there delays the end of the transfer by a round trip.
 func (s *Sender) planParity(k int) (m uint8, tail bool) {
 	remaining := float64(s.plan.TotalBytes() - s.firstSent)
-	tail = remaining <= tailFactor*s.cc.PacingRate()/8*s.srtt.Seconds()
+	tail = remaining <= tailFactor*s.cc.PacingRate()/8*s.cc.SRTT().Seconds()
 	switch s.fec.Kind {
 	case fec.ModeFixed:
 		return uint8(s.fec.M), tail
@@ -175,7 +175,7 @@ func (s *Sender) planRepairs(now time.Time) {
 			gr.queued = false
 			continue
 		}
-		if gr.repaired && !gr.urgent && tnow-gr.lastRepair < int64(s.srtt) {
+		if gr.repaired && !gr.urgent && tnow-gr.lastRepair < int64(s.cc.SRTT()) {
 			keep = append(keep, r) // look again on a later round
 			continue
 		}
@@ -276,7 +276,7 @@ func (s *Sender) checkRebuilt(now time.Time) {
 		s.stallID, s.stallSince = b.id, now
 		return
 	}
-	if now.Sub(s.stallSince) < rebuildGrace+4*s.srtt {
+	if now.Sub(s.stallSince) < rebuildGrace+4*s.cc.SRTT() {
 		return
 	}
 	s.stallSince = now

@@ -24,11 +24,20 @@ func timeLossSender(n int, srtt time.Duration) *Sender {
 	return s
 }
 
-// tailSender is a sender on a 100 ms path (rttvar 2 ms) whose lane 0 has datagram 1
-// acknowledged and 2…5 (sent at 2…5 ms) at its tail, unacknowledged.
+// rttSamples hands the sender's rate controller, which keeps the one RTT estimate, n samples of
+// rtt from lane (acknowledgements of datagrams it does not track: only the samples count). Twelve
+// equal samples leave srtt at rtt and rttvar below 3 % of it.
+func rttSamples(s *Sender, lane int, rtt time.Duration, n int) {
+	for range n {
+		s.cc.OnAck(s.start, lane, 0, 0, rtt)
+	}
+}
+
+// tailSender is a sender on a 100 ms path (rttvar about 2 ms, from samples on lane 1) whose lane 0
+// has datagram 1 acknowledged and 2…5 (sent at 2…5 ms) at its tail, unacknowledged.
 func tailSender() (*Sender, *laneTx) {
 	s := timeLossSender(5, 100*time.Millisecond)
-	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 2*time.Millisecond, 100*time.Millisecond
+	rttSamples(s, 1, 100*time.Millisecond, 12)
 	l := &s.lanes[0]
 	l.ring[1].state = stAcked
 	l.largest = 1
@@ -51,11 +60,10 @@ func inflight(s *Sender) (q []uint64) {
 // has not reported yet are not lost while acknowledgements keep coming.
 func TestTimeLossRisingRTT(t *testing.T) {
 	s := timeLossSender(400, 140*time.Millisecond)
-	s.srtt, s.rttvar = 150*time.Millisecond, 5*time.Millisecond
+	rttSamples(s, 1, 150*time.Millisecond, 12)
 	// The newest report: datagram 100 (sent at 100 ms) acknowledged at 360 ms, a 260 ms round
-	// trip that srtt has not caught up with; 101… are still in the queue.
-	s.rttSample(260 * time.Millisecond)
-	s.srtt, s.rttvar = 150*time.Millisecond, 5*time.Millisecond
+	// trip that srtt (164 ms after it) has not caught up with; 101… are still in the queue.
+	rttSamples(s, 1, 260*time.Millisecond, 1)
 	l := &s.lanes[0]
 	for q := uint64(1); q <= 100; q++ {
 		if q != 60 {
@@ -75,7 +83,7 @@ func TestTimeLossRisingRTT(t *testing.T) {
 // A gap behind the newest report is lost once 9/8 of a round trip has passed, not before.
 func TestTimeLossBehindNewest(t *testing.T) {
 	s := timeLossSender(10, 100*time.Millisecond)
-	s.srtt, s.rttvar, s.latestRTT = 100*time.Millisecond, 10*time.Millisecond, 100*time.Millisecond
+	rttSamples(s, 1, 100*time.Millisecond, 12)
 	l := &s.lanes[0]
 	for q := uint64(3); q <= 10; q++ {
 		(*l.at(uint64(q))).state = stAcked
@@ -183,17 +191,23 @@ func TestStalledLane(t *testing.T) {
 }
 
 // A lane whose own newest round trip is longer (its receiving goroutine falls behind) gets the
-// longer threshold.
+// longer threshold. Both senders get the same samples, 200 ms and then 100 ms (srtt 111 ms,
+// rttvar 23 ms after them); they differ only in whether the 200 ms one was lane 0's.
 func TestTimeLossLaneRTT(t *testing.T) {
-	s, l := tailSender()
-	l.rtt = 200 * time.Millisecond // tail: 250 + 20 + 20 ms
+	s, _ := tailSender()
+	rttSamples(s, 0, 200*time.Millisecond, 1) // tail: 250 + 92 + 20 ms
+	rttSamples(s, 1, 100*time.Millisecond, 1)
 	s.noteReport(int64(280 * time.Millisecond))
 	s.noteReport(int64(290 * time.Millisecond))
-	s.detectTimeLoss(s.start.Add(290 * time.Millisecond)) // datagram 2: 278 ms, not over 290
+	s.detectTimeLoss(s.start.Add(290 * time.Millisecond)) // datagram 2: 278 ms, not over 362
 	if s.stats.LostByTime != 0 {
 		t.Fatalf("LostByTime %d at 278 ms with the lane's 200 ms round trip; want 0", s.stats.LostByTime)
 	}
-	l.rtt = 0 // with only the path's 100 ms: over 165 ms
+	s, _ = tailSender()
+	rttSamples(s, 2, 200*time.Millisecond, 1) // another lane's: with only the path's 111 ms, over 251 ms
+	rttSamples(s, 1, 100*time.Millisecond, 1)
+	s.noteReport(int64(280 * time.Millisecond))
+	s.noteReport(int64(290 * time.Millisecond))
 	s.detectTimeLoss(s.start.Add(290 * time.Millisecond))
 	if s.stats.LostByTime == 0 {
 		t.Fatal("nothing lost 278 ms after sending on a 100 ms path")

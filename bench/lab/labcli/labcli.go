@@ -398,22 +398,11 @@ func FormatStats(s lab.PathStats, elapsed time.Duration) string {
 		avg = FormatRate(bps)
 	}
 	out := fmt.Sprintf("delivered %d pkts %s (%sbit/s avg), random-loss drops %d, queue drops %d, max queue %d B",
-		s.Packets, formatBytes(s.Bytes), avg, s.LossDrops, s.QueueDrops, s.MaxQueueBytes)
+		s.Packets, units.Size(int64(s.Bytes)), avg, s.LossDrops, s.QueueDrops, s.MaxQueueBytes)
 	if s.OverflowDrops > 0 || s.WriteErrors > 0 {
 		out += fmt.Sprintf(", EMULATOR overflow drops %d, write errors %d", s.OverflowDrops, s.WriteErrors)
 	}
 	return out
-}
-
-func formatBytes(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
-	default:
-		return fmt.Sprintf("%d B", b)
-	}
 }
 
 // FormatRate renders bits/s with a decimal suffix.

@@ -1,0 +1,46 @@
+package cc
+
+// bandwidth: the delivery-rate samples and the bandwidth model built from them (BtlBw, bw_hi,
+// bw_lo), and the BDP.
+
+import "math"
+
+// bw is the bandwidth the rate is built on (bytes/s).
+func (c *Controller) bw() float64 {
+	if c.mode == Startup {
+		return math.Max(c.btlbw, c.initBw)
+	}
+	b := math.Min(c.btlbw, math.Min(c.bwHi, c.bwLo))
+	if b <= 0 {
+		b = c.initBw
+	}
+	return b
+}
+
+func (c *Controller) bdp(bw float64) float64 { return bw * float64(c.rtprop) / 1e9 }
+
+// rateSample takes the delivery-rate sample of the newly acked packet p (draft-cheng §3.3) and
+// feeds the bandwidth model with it: bw_latest, the BtlBw max filter and bw_hi.
+func (c *Controller) rateSample(t int64, p *pkt) {
+	sendEl := p.sentAt - p.firstSentAt
+	ackEl := t - p.deliveredAt
+	c.firstSentAt = p.sentAt
+	if iv := max(sendEl, ackEl); iv > 0 && (c.rtpropStamp < 0 || iv >= c.rtprop/2) {
+		rate := float64(c.delivered-p.delivered) / (float64(iv) / 1e9)
+		// Undo random thinning (§2.1.3): with loss before the bottleneck a sender at rate R
+		// delivers R(1-p), so this is the send rate that the delivered rate corresponds to.
+		cr := rate / (1 - c.lossBase)
+		if cr > c.bwLatest {
+			c.bwLatest = cr
+		}
+		if p.flags&flAppLimited == 0 || cr > c.btlbw {
+			if cr > c.bwSlot[0] {
+				c.bwSlot[0] = cr
+				c.btlbw = math.Max(c.bwSlot[0], c.bwSlot[1])
+			}
+		}
+		if !c.congThisRound && cr > c.bwHi {
+			c.bwHi = cr // a higher level proven safe
+		}
+	}
+}

@@ -19,7 +19,7 @@ func TestTailParityShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}, lossHint: 0.01})
-	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.srtt}, time.Now())
+	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
 	for _, c := range []struct {
 		k    int
 		want func(body, tail int) int

@@ -259,7 +259,7 @@ type partial struct {
 	rec  record
 	sums []byte    // this end's digests of its kept blocks (Partials.Hash), 32 bytes each
 	tree *fileTree // the file's tree state after them
-	kept bool       // verified: its blocks are kept
+	kept bool      // verified: its blocks are kept
 }
 
 // Partials are the kept partial files a receiver found for a copy.

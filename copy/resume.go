@@ -251,15 +251,16 @@ type Offer struct {
 
 // partial is a kept partial file found for file idx of the list: open, locked.
 type partial struct {
-	idx  int
-	f    *os.File
-	dir  string // relative to the target's root
-	base string
-	tmp  string // its name in dir
-	rec  record
-	sums []byte    // this end's digests of its kept blocks (Partials.Hash), 32 bytes each
-	tree *fileTree // the file's tree state after them
-	kept bool      // verified: its blocks are kept
+	idx     int
+	f       *os.File
+	dir     string // relative to the target's root
+	base    string
+	tmp     string // its name in dir
+	rec     record
+	sums    []byte    // this end's digests of its kept blocks (Partials.Hash), 32 bytes each
+	tree    *fileTree // the file's tree state after them
+	checked bool      // the sender's digests came (Verify)
+	kept    bool      // and matched: its blocks are kept
 }
 
 // Partials are the kept partial files a receiver found for a copy.
@@ -413,6 +414,9 @@ func (t *Target) RemovePartials(files []File) {
 
 // Offers lists what the receiver offers to keep, ascending by file.
 func (ps *Partials) Offers() []Offer {
+	if ps == nil {
+		return nil
+	}
 	var o []Offer
 	for _, p := range ps.parts {
 		o = append(o, Offer{File: p.idx, Blocks: p.rec.Blocks})
@@ -485,9 +489,13 @@ func (ps *Partials) Verify(ctx context.Context, file int, digests []byte) error 
 	if p == nil {
 		return fmt.Errorf("block digests for file %d, which was not offered", file)
 	}
+	if p.checked {
+		return fmt.Errorf("block digests for file %d a second time", file)
+	}
 	if len(digests) != 32*int(p.rec.Blocks) {
 		return fmt.Errorf("%d bytes of block digests for file %d, offered %d blocks", len(digests), file, p.rec.Blocks)
 	}
+	p.checked = true
 	if ps.err != nil {
 		return nil // this end cannot read its partial files: none is kept
 	}
@@ -536,7 +544,8 @@ func (ps *Partials) take(i int) *partial {
 	return nil
 }
 
-// Close releases the partial files not handed to a writer; those not kept are removed.
+// Close releases the partial files not handed to a writer; those whose blocks did not match the
+// sender's digests are removed, the others stay for a resume.
 func (ps *Partials) Close(t *Target) {
 	if ps == nil {
 		return
@@ -550,7 +559,7 @@ func (ps *Partials) Close(t *Target) {
 		}
 		p.f.Close()
 		p.f = nil
-		if p.kept {
+		if p.kept || !p.checked {
 			continue // still resumable
 		}
 		if fd, err := unix.Open(t.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
@@ -671,4 +680,12 @@ func (ps *Prefixes) Apply(plan *Plan, kept []Offer) error {
 		}
 	}
 	return plan.resume(ks)
+}
+
+// SetCheckpointEvery sets how much of a file the writer receives between checkpoints, for tests
+// of other packages that interrupt copies of small files; it returns the restore.
+func SetCheckpointEvery(n int64) (restore func()) {
+	old := checkpointEvery
+	checkpointEvery = n
+	return func() { checkpointEvery = old }
 }

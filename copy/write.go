@@ -323,12 +323,14 @@ func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *B
 		if err := wf.write(data, off); err != nil {
 			return fmt.Errorf("%w: write %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
 		}
-		wf.checkpoint(off + int64(len(data)))
 	}
 	w.tree.add(sum)
 	w.next++
 	if first, nb := w.plan.FileBlocks(file); b == first+nb-1 {
 		return w.finish(ctx, file)
+	}
+	if wf := w.cur; wf.f != nil {
+		wf.checkpoint(off + int64(len(data))) // not after a file's last block: it is placed now
 	}
 	return nil
 }

@@ -431,3 +431,24 @@ func TestResumeHostile(t *testing.T) {
 		t.Fatal("the file outside changed")
 	}
 }
+
+// TestResumeRecordAfterSync: a record is written only after the data it counts was synced: with
+// every sync failing, an interrupted copy leaves no record, and so no partial file.
+func TestResumeRecordAfterSync(t *testing.T) {
+	smallCheckpoints(t)
+	defer func(f func(int) error) { syncFile = f }(syncFile)
+	syncFile = func(int) error { return unix.EIO }
+	dir := t.TempDir()
+	p, _ := writeFile(t, dir, "src/big", 8*BlockSize)
+	out := filepath.Join(dir, "out")
+	os.Mkdir(out, 0o755)
+	src, _ := Collect([]string{p}, CollectOptions{})
+	before := checkpoints.Load()
+	interrupted(t, src, out, 7, false)
+	if checkpoints.Load() == before {
+		t.Fatal("no checkpoint was tried")
+	}
+	if left := temps(t, out); len(left) != 0 {
+		t.Fatalf("with the data never synced, the interrupted copy left %v", left)
+	}
+}

@@ -695,7 +695,7 @@ func (wf *wfile) checkpoint(end int64) {
 		}
 		var serr error
 		// Control holds the descriptor open for the call, even if the file is closed meanwhile.
-		if err := rc.Control(func(fd uintptr) { serr = syncData(int(fd)) }); err != nil || serr != nil {
+		if err := rc.Control(func(fd uintptr) { serr = syncFile(int(fd)) }); err != nil || serr != nil {
 			return
 		}
 		if writeRecordAt(wf.dirFD, wf.tmp, rec) == nil {
@@ -706,6 +706,9 @@ func (wf *wfile) checkpoint(end int64) {
 
 // checkpoints counts the checkpoints started (for tests).
 var checkpoints atomic.Int64
+
+// syncFile is syncData; tests make it fail.
+var syncFile = syncData
 
 // stop ends wf's checkpoints, waiting for one under way, and reports whether a record of it is
 // on disk.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -305,7 +306,7 @@ func (t *Target) FindPartials(files []File, have []int, remove bool) *Partials {
 			names = recordNames(fd)
 			listed[dir] = names
 		}
-		if p := findPartial(fd, names, base, f, remove); p != nil {
+		if p := findPartial(fd, filepath.Join(t.root, filepath.FromSlash(dir)), names, base, f, remove); p != nil {
 			p.idx, p.dir, p.base = i, dir, base
 			ps.parts = append(ps.parts, p)
 		}
@@ -340,7 +341,7 @@ func recordNames(dirfd int) []string {
 
 // findPartial picks the kept partial of base (the file f) among the records names in dirfd:
 // the one with the most blocks; the others of base are removed (if no writer holds them).
-func findPartial(dirfd int, names []string, base string, f File, remove bool) *partial {
+func findPartial(dirfd int, dirPath string, names []string, base string, f File, remove bool) *partial {
 	prefix := stemPrefix(base)
 	exact := len(prefix) == len("."+base+partMarker) // the name is not cut: every stem of prefix is base's
 	var best *partial
@@ -361,7 +362,7 @@ func findPartial(dirfd int, names []string, base string, f File, remove bool) *p
 			dropPartial(dirfd, part)
 			continue
 		}
-		p := openPartial(dirfd, part, rec, f)
+		p := openPartial(dirfd, dirPath, part, rec, f)
 		if p == nil {
 			if partFree(dirfd, part) || !partExists(dirfd, part) {
 				dropPartial(dirfd, part)
@@ -389,10 +390,10 @@ func dropPartial(dirfd int, part string) {
 	}
 }
 
-// openPartial opens and locks the partial part in dirfd for rec: a regular file of this user
-// with one link, of f's size, the inode the record names, not held by another writer, and still
-// at its name once locked.
-func openPartial(dirfd int, part string, rec record, f File) *partial {
+// openPartial opens and locks the partial part in dirfd (at dirPath) for rec: a regular file of
+// this user with one link, of f's size, the inode the record names, not held by another writer,
+// and still at its name once locked.
+func openPartial(dirfd int, dirPath, part string, rec record, f File) *partial {
 	fd, err := unix.Openat(dirfd, part, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
@@ -404,7 +405,7 @@ func openPartial(dirfd int, part string, rec record, f File) *partial {
 		return nil
 	}
 	unix.SetNonblock(fd, false)
-	return &partial{f: os.NewFile(uintptr(fd), part), tmp: part, rec: rec}
+	return &partial{f: os.NewFile(uintptr(fd), filepath.Join(dirPath, part)), tmp: part, rec: rec}
 }
 
 // RemovePartials (--no-resume) removes the kept partial files of the regular files of files.

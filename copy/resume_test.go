@@ -225,6 +225,14 @@ func TestResumeAfterKill(t *testing.T) {
 		if n := len(temps(t, out)); n != 2 {
 			t.Fatalf("kill=%v: the sweep left %d temporary names, want 2", kill, n)
 		}
+		// The partial found is named by its path (the resuming writer's registry entry and its
+		// messages name it so).
+		target, _ := ResolveTarget(out, src.Files)
+		ps := target.FindPartials(src.Files, nil, false)
+		if len(ps.parts) != 1 || ps.parts[0].f.Name() != onlyTemp(t, out, partSuffix) {
+			t.Fatalf("kill=%v: found %d partials, named %q", kill, len(ps.parts), ps.parts[0].f.Name())
+		}
+		ps.Close(target)
 		offers, sent, res := resumed(t, src, out, nil)
 		if len(offers) != 1 || offers[0] != (Offer{File: 0, Blocks: 6}) {
 			t.Fatalf("kill=%v: offers %+v, want file 0, 6 blocks", kill, offers)

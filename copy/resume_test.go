@@ -72,9 +72,7 @@ func TestRecordParse(t *testing.T) {
 
 // smallCheckpoints makes the writer checkpoint every two blocks for the test.
 func smallCheckpoints(t *testing.T) {
-	old := checkpointEvery
-	checkpointEvery = 2 * BlockSize
-	t.Cleanup(func() { checkpointEvery = old })
+	t.Cleanup(SetCheckpointEvery(2 * BlockSize))
 }
 
 // crash leaves w as a killed process would: its files closed where they are, nothing removed.

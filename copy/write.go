@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/zeebo/blake3"
 	"golang.org/x/sys/unix"
@@ -242,8 +243,9 @@ type wfile struct {
 	// Resume records (nil rec: none): a checkpoint every checkpointEvery bytes syncs the data
 	// and then writes the record, on its own goroutine, one at a time (ckBusy), under ckMu.
 	rec      *record
-	dirFD    int   // the file's directory (a descriptor of its own, for checkpoints)
-	ckAt     int64 // offset up to which the last checkpoint started
+	dirFD    int       // the file's directory (a descriptor of its own, for checkpoints)
+	ckAt     int64     // offset up to which the last checkpoint started
+	ckTime   time.Time // when
 	ckBusy   atomic.Bool
 	ckMu     sync.Mutex
 	ckStop   bool // no more checkpoints: the file is placed or abandoned
@@ -674,10 +676,10 @@ func (w *Writer) startRecords(wf *wfile, fd int, kept uint32) {
 // end (a block boundary): on its own goroutine, the data is synced and then the record written
 // with the blocks below end. One runs at a time; a file placed or abandoned waits for it (stop).
 func (wf *wfile) checkpoint(end int64) {
-	if wf.rec == nil || end-wf.ckAt < checkpointEvery || !wf.ckBusy.CompareAndSwap(false, true) {
+	if wf.rec == nil || end-wf.ckAt < checkpointEvery || time.Since(wf.ckTime) < checkpointGap || !wf.ckBusy.CompareAndSwap(false, true) {
 		return
 	}
-	wf.ckAt = end
+	wf.ckAt, wf.ckTime = end, time.Now()
 	rec := *wf.rec
 	rec.Blocks = uint32(end / BlockSize)
 	rc, err := wf.f.SyscallConn()
@@ -748,9 +750,7 @@ func (wf *wfile) write(data []byte, off int64) error {
 			if _, err := wf.f.WriteAt(data[:n], off); err == nil {
 				directBytes.Add(int64(n))
 				data, off = data[n:], off+int64(n)
-				if wf.rec == nil { // a checkpoint syncs the data of a file with records
-					wf.syncBehind(off)
-				}
+				wf.syncBehind(off)
 			} else if !errors.Is(err, syscall.EINVAL) {
 				return err
 			} // EINVAL: the filesystem refuses this direct write after all; go buffered

@@ -474,6 +474,9 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	window = o.window(c.rtt, window) // now that the round trip is known
+	if n, b := plan.ResumedFiles(); len(have.Resume) > 0 {
+		o.logf("resuming %d of %d file(s) offered: %d bytes kept at the remote, checked against the source", n, len(have.Resume), b)
+	}
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
@@ -586,6 +589,9 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		}
 		return nil, err
+	}
+	if n, b := plan.ResumedFiles(); len(parts.Offers()) > 0 {
+		o.logf("resuming %d of %d file(s) found: %d bytes kept, checked against the remote's digests", n, len(parts.Offers()), b)
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
 		Records: !o.NoResume, Resume: parts}, window, o.Window == 0, true, o.Progress)

@@ -108,8 +108,8 @@ func rerun(t *testing.T, push bool, o Options, src, remote, local string) *Resul
 }
 
 // TestInProcessResume: a push and a pull stopped half way, by the client's end and by the
-// server's, are resumed by the next run: it keeps some of the file (a whole number of
-// checkpoints), sends no more than the rest (payload bytes exactly the rest, wire bytes less than
+// server's, are resumed by the next run: it keeps some of the file (whole blocks, as many as the
+// last checkpoint counted), sends no more than the rest (payload bytes exactly the rest, wire bytes less than
 // the file), and the file is the source's; nothing temporary is left.
 func TestInProcessResume(t *testing.T) {
 	defer fcopy.SetCheckpointEvery(2 << 20)()
@@ -132,7 +132,7 @@ func TestInProcessResume(t *testing.T) {
 			interruptedRun(t, c.push, c.killClient, src, remote, local)
 			e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 8)
 			res := rerun(t, c.push, e.options(), src, remote, local)
-			if res.ResumedFiles != 1 || res.ResumedBytes <= 0 || res.ResumedBytes%(2<<20) != 0 || res.ResumedBytes >= resumeSize {
+			if res.ResumedFiles != 1 || res.ResumedBytes <= 0 || res.ResumedBytes%fcopy.BlockSize != 0 || res.ResumedBytes >= resumeSize {
 				t.Fatalf("resumed %d files, %d bytes", res.ResumedFiles, res.ResumedBytes)
 			}
 			if rest := resumeSize - res.ResumedBytes; res.Bytes != rest || res.WireBytes >= resumeSize || res.WireBytes < uint64(rest) {

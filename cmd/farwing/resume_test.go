@@ -27,9 +27,9 @@ func recordBlocks(dir string) int {
 	return -1
 }
 
-// TestLabResume kills (SIGKILL) the sending or the receiving farwing of a push and of a pull
-// through the lab once the receiver has recorded at least 64 or 128 blocks as verified and
-// durable, then runs the same copy again: it exits 0, the file is the source's, --json and the
+// TestLabResume kills (SIGKILL) the sending or the receiving farwing of a push and of a pull,
+// or the ssh connection of a push, through the lab once the receiver has recorded at least 64 or
+// 128 blocks as verified and durable, then runs the same copy again: it exits 0, the file is the source's, --json and the
 // summary say one file was resumed with at least what was recorded before the kill, the payload
 // sent is exactly the rest, the wire bytes are less than the file's and within 15 % of what was
 // not yet verified, and no partial file or record is left. A source changed between the runs is
@@ -44,7 +44,7 @@ func TestLabResume(t *testing.T) {
 	}
 	for _, c := range []struct {
 		pull       bool
-		kill       string // client or peer
+		kill       string // client, peer, or ssh (the connection dropped)
 		atBlocks   int
 		changeSrcs bool
 	}{
@@ -52,13 +52,14 @@ func TestLabResume(t *testing.T) {
 		{false, "peer", 128, false},  // push: the receiver
 		{true, "client", 128, false}, // pull: the receiver
 		{true, "peer", 64, false},    // pull: the sender
+		{false, "ssh", 64, false},    // push: the ssh connection
 		{false, "client", 64, true},  // push, the source changed after the kill
 	} {
-		args := []string{"--rate", "300M", src, e.srv.Host + ":dst.bin"}
+		args := []string{"--rate", "300M", "--ssh-persist", "0", src, e.srv.Host + ":dst.bin"}
 		recvDir, final := e.srv.Home, filepath.Join(e.srv.Home, "dst.bin")
 		if c.pull {
 			recvDir, final = local, filepath.Join(local, "pulled.bin")
-			args = []string{"--rate", "300M", e.srv.Host + ":src.bin", final}
+			args = []string{"--rate", "300M", "--ssh-persist", "0", e.srv.Host + ":src.bin", final}
 		}
 		what := map[bool]string{false: "push", true: "pull"}[c.pull] + ", " + c.kill + " killed"
 		if c.changeSrcs {
@@ -70,10 +71,19 @@ func TestLabResume(t *testing.T) {
 		}
 		kept := recordBlocks(recvDir)
 		victim := r.cmd.Process.Pid
-		if c.kill == "peer" {
+		switch c.kill {
+		case "peer":
 			if ps := e.srv.Peers(); len(ps) > 0 {
 				victim = ps[0]
 			}
+		case "ssh":
+			victim = 0
+			if ps := childPids(r.cmd.Process.Pid, "ssh"); len(ps) > 0 {
+				victim = ps[0]
+			}
+		}
+		if victim == 0 {
+			t.Fatalf("%s: no process to kill", what)
 		}
 		syscall.Kill(victim, syscall.SIGKILL)
 		code := r.wait(40 * time.Second)

@@ -24,7 +24,8 @@ import (
 // linkat: neither follows a link) and renamed over what stands at theirs; a link's target text is
 // stored, never resolved. A temporary file whose writer died (SIGKILL, a crash) is unlocked,
 // and removed by the next copy into that directory and by the housekeeping at the start of every
-// copy (SweepPartials).
+// copy (SweepPartials), unless it has a resume record younger than a week (resume.go): then it
+// waits for the copy that resumes it.
 
 // partMarker is in the name of every temporary file: ".NAME.farwing-RANDOM.part".
 const partMarker = ".farwing-"
@@ -170,8 +171,8 @@ func sweepDir(dirfd int) {
 	for {
 		names, err := f.Readdirnames(1024)
 		for _, n := range names {
-			if isPart(n) {
-				removeIfStale(dirfd, n)
+			if strings.HasPrefix(n, ".") && strings.Contains(n, partMarker) {
+				sweepEntry(dirfd, n)
 			}
 		}
 		if err != nil || len(names) == 0 {
@@ -314,8 +315,9 @@ func (r *registry) close() {
 
 // SweepPartials is the housekeeping of temporary files: for every registry entry whose writer
 // died, it removes the temporary files that entry lists (only unlocked files whose names are
-// temporary files' names, never through a symbolic link) and the entry. It returns how many files
-// it removed.
+// temporary files' names, never through a symbolic link) and the entry; a file with a resume
+// record younger than a week is kept, and so is the entry's line for it. It returns how many
+// files it removed.
 func SweepPartials() int {
 	dir, err := registryDir()
 	if err != nil {
@@ -340,27 +342,38 @@ func SweepPartials() int {
 			continue // its writer is alive
 		}
 		b, _ := os.ReadFile(p)
+		var kept []string // partial files kept for a resume: the entry stays for them
 		for _, line := range strings.Split(string(b), "\n") {
 			if !filepath.IsAbs(line) || !isPart(filepath.Base(line)) {
 				continue
 			}
-			if removePartPath(line) {
+			gone, keep := sweepPartPath(line)
+			if gone {
 				removed++
 			}
+			if keep {
+				kept = append(kept, line)
+			}
 		}
-		os.Remove(p)
+		if len(kept) == 0 {
+			os.Remove(p)
+		} else if len(kept) < len(strings.Split(strings.TrimSpace(string(b)), "\n")) {
+			_ = os.WriteFile(p, []byte(strings.Join(kept, "\n")+"\n"), 0o600)
+		}
 		f.Close()
 	}
 	return removed
 }
 
-// removePartPath removes the temporary file at the absolute path p if it is stale, opening its
-// directory without following a link at its last element.
-func removePartPath(p string) bool {
+// sweepPartPath sweeps the temporary file at the absolute path p (sweepEntry), opening its
+// directory without following a link at its last element. It reports whether it removed the
+// file, and whether the file is still there, kept for a resume.
+func sweepPartPath(p string) (removed, kept bool) {
 	fd, err := unix.Open(filepath.Dir(p), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer unix.Close(fd)
-	return removeIfStale(fd, filepath.Base(p))
+	removed = sweepEntry(fd, filepath.Base(p))
+	return removed, !removed && partExists(fd, filepath.Base(p))
 }

@@ -68,3 +68,53 @@ func FuzzPlan(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResume: a resume record read from disk (which a hostile copy may have planted) is parsed
+// without panicking and accepted only whole and bounded; a receiver's offers against a plan are
+// checked without panicking, and a plan that keeps what CheckOffers accepted locates every block
+// it still sends inside its file, after the kept ones.
+func FuzzResume(f *testing.F) {
+	rec, _ := json.Marshal(record{V: recordVersion, Name: "a", Size: 3 << 20, BlockSize: BlockSize, Blocks: 2})
+	f.Add(rec, []byte(`[{"name":"a","size":3000000},{"name":"b","size":5}]`), []byte(`[{"file":0,"blocks":2}]`))
+	f.Add([]byte(`{"farwing_resume":1,"name":"../x","size":-1}`), []byte(`[{"name":"d","dir":true}]`), []byte(`[{"file":0,"blocks":1}]`))
+	f.Add([]byte(`{"farwing_resume":2}`), []byte(`[{"name":"a","size":1}]`), []byte(`[{"file":0,"blocks":4294967295},{"file":0,"blocks":1}]`))
+	f.Fuzz(func(t *testing.T, recb, list, offersb []byte) {
+		if r, err := parseRecord(recb); err == nil {
+			if r.V != recordVersion || r.Blocks > blocksOf(r.Size) || r.Size < 0 || ValidName(r.Name) != nil || strings.Contains(r.Name, "/") {
+				t.Fatalf("record accepted: %+v", r)
+			}
+		}
+		var files []File
+		var offers []Offer
+		if json.Unmarshal(list, &files) != nil || json.Unmarshal(offersb, &offers) != nil || len(files) > 50 || len(offers) > 50 {
+			return
+		}
+		plan, err := NewPlan(files)
+		if err != nil || CheckOffers(plan, offers, false) != nil {
+			return
+		}
+		var ks []keptPrefix
+		for _, o := range offers {
+			if o.Blocks > 1<<14 {
+				return
+			}
+			tr := &fileTree{}
+			var s BlockSum
+			for range o.Blocks {
+				tr.add(&s)
+			}
+			ks = append(ks, keptPrefix{o.File, o.Blocks, tr})
+		}
+		if err := plan.resume(ks); err != nil {
+			t.Fatalf("offers accepted, then refused: %v", err)
+		}
+		if plan.NumBlocks() < 1<<12 {
+			for b := range plan.NumBlocks() {
+				i, off, n := plan.Locate(b)
+				if n <= 0 || off < int64(plan.Kept(i))*BlockSize || off+int64(n) > files[i].Size {
+					t.Fatalf("block %d: file %d offset %d length %d (size %d, %d kept)", b, i, off, n, files[i].Size, plan.Kept(i))
+				}
+			}
+		}
+	})
+}

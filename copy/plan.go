@@ -28,6 +28,10 @@ type File struct {
 	// Sum is a regular file's whole-file BLAKE3 (hex), read before the copy: only with
 	// --checksum (Checksum), for the receiver to compare with what it has.
 	Sum string `json:"blake3,omitempty"`
+	// Dev and Ino are a regular file's device and inode on the sending side: with its size and
+	// mtime they are the source's identity a resume record (resume.go) is checked against.
+	Dev uint64 `json:"dev,omitempty"`
+	Ino uint64 `json:"ino,omitempty"`
 }
 
 // Regular reports whether f is a regular file with contents of its own: not a directory, a
@@ -54,6 +58,12 @@ type Plan struct {
 	first     []uint32 // first global block of each file
 	numBlocks uint32
 	skip      []bool // files the receiver already has (Skip): no blocks, digest or result
+	// kept is the number of blocks at the start of each file that the receiver kept from an
+	// interrupted copy (Resume): they are not sent, and the global numbers cover the rest only.
+	kept []uint32
+	// prefix is the BLAKE3 tree state of each resumed file after its kept blocks (nil: none),
+	// built by each end from its own digests of them.
+	prefix []*fileTree
 }
 
 // NewPlan checks the file list and numbers its blocks.
@@ -61,7 +71,8 @@ func NewPlan(files []File) (*Plan, error) {
 	if err := checkTree(files); err != nil {
 		return nil, err
 	}
-	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files))}
+	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files)),
+		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files))}
 	for _, f := range files {
 		if f.Size < 0 || !f.Regular() && f.Size != 0 {
 			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
@@ -86,12 +97,12 @@ func (p *Plan) number() error {
 
 func blocksOf(size int64) uint32 { return uint32((size + BlockSize - 1) / BlockSize) }
 
-// blocks is the number of blocks file i sends: none once it is skipped.
+// blocks is the number of blocks file i sends: none once it is skipped, none of those kept.
 func (p *Plan) blocks(i int) uint32 {
 	if p.skip[i] {
 		return 0
 	}
-	return blocksOf(p.Files[i].Size)
+	return blocksOf(p.Files[i].Size) - p.kept[i]
 }
 
 // Skip takes the files at indexes have (the receiver's report of what it already has) out of the
@@ -109,6 +120,8 @@ func (p *Plan) Skip(have []int) error {
 			return fmt.Errorf("file index %d named twice or out of order", i)
 		case !p.Files[i].Regular():
 			return fmt.Errorf("file index %d (%s) is not a regular file", i, p.Files[i].what())
+		case p.kept[i] > 0:
+			return fmt.Errorf("file index %d is resumed", i)
 		}
 		prev = i
 	}
@@ -135,15 +148,41 @@ func (p *Plan) SkippedFiles() (n int, bytes int64) {
 // NumBlocks is the number of blocks in the whole transfer.
 func (p *Plan) NumBlocks() uint32 { return p.numBlocks }
 
-// TotalBytes is the sum of the sizes of the files the plan sends (not those skipped).
+// TotalBytes is the sum of the bytes the plan sends: the sizes of the files not skipped, less
+// what the receiver kept of resumed ones.
 func (p *Plan) TotalBytes() int64 {
 	var t int64
-	for i, f := range p.Files {
-		if !p.skip[i] {
-			t += f.Size
-		}
+	for i := range p.Files {
+		t += p.SentBytes(i)
 	}
 	return t
+}
+
+// SentBytes is what the plan sends of file i.
+func (p *Plan) SentBytes(i int) int64 {
+	if p.skip[i] {
+		return 0
+	}
+	return p.Files[i].Size - p.keptBytes(i)
+}
+
+// keptBytes is what the receiver kept of file i (Resume).
+func (p *Plan) keptBytes(i int) int64 {
+	return min(int64(p.kept[i])*BlockSize, p.Files[i].Size)
+}
+
+// Kept is the number of blocks at the start of file i that are not sent (Resume).
+func (p *Plan) Kept(i int) uint32 { return p.kept[i] }
+
+// ResumedFiles counts the files resumed and the bytes they did not send.
+func (p *Plan) ResumedFiles() (n int, bytes int64) {
+	for i := range p.Files {
+		if p.kept[i] > 0 {
+			n++
+			bytes += p.keptBytes(i)
+		}
+	}
+	return n, bytes
 }
 
 // FileBlocks returns the first global block of file i and how many it has (none if skipped).
@@ -165,7 +204,7 @@ func (p *Plan) Locate(b uint32) (file int, off int64, n int) {
 	}
 	// A file with no blocks shares its first number with the next file, and the last file whose
 	// first block is ≤ b is therefore always the one holding b.
-	off = int64(b-p.first[lo]) * BlockSize
+	off = int64(b-p.first[lo]+p.kept[lo]) * BlockSize
 	n = BlockSize
 	if rest := p.Files[lo].Size - off; rest < BlockSize {
 		n = int(rest)

@@ -73,7 +73,8 @@ type Opener func(i int) (io.ReaderAt, io.Closer, error)
 // read, while the CPU's cache still holds them.
 const readSize = 4 * PieceSize
 
-// Read reads every block of plan in order (skipped files are not opened), hashes it, and sends it to out. digest is called with
+// Read reads every block of plan in order (skipped files are not opened, a resumed file's kept
+// blocks are not read), hashes it, and sends it to out. digest is called with
 // each file's whole-file BLAKE3 digest as soon as its last block has been hashed, before that
 // block is sent on out; the calls are made in file order, all before Read returns. A file that
 // changes size while it is read is an error.
@@ -102,7 +103,8 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 		if err != nil {
 			return err
 		}
-		tree.reset()
+		tree = plan.startTree(i) // after the blocks the receiver kept (Resume)
+		kept := plan.Kept(i)
 		var last *Block
 		for k := uint32(0); k < n; k++ {
 			buf, err := pool.Get(ctx)
@@ -110,7 +112,7 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 				c.Close()
 				return err
 			}
-			off := int64(k) * BlockSize
+			off := int64(kept+k) * BlockSize
 			ln := BlockSize
 			if rest := f.Size - off; rest < BlockSize {
 				ln = int(rest)
@@ -148,7 +150,7 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 		}
 		c.Close()
 		if last == nil {
-			digest(i, (&fileTree{}).sum())
+			digest(i, tree.sum()) // empty, or every block kept
 			continue
 		}
 		digest(i, tree.sum())

@@ -167,6 +167,8 @@ func (c *collector) file(p, name string, st fs.FileInfo) error {
 		return err
 	}
 	f.Size = st.Size()
+	id := idOf(st)
+	f.Dev, f.Ino = id.dev, id.ino
 	return c.add(f, p)
 }
 

@@ -206,6 +206,14 @@ func (t *fileTree) add(s *BlockSum) {
 	t.pending, t.have = s.node, true
 }
 
+// count is the number of blocks added.
+func (t *fileTree) count() uint64 {
+	if t.have {
+		return t.blocks + 1
+	}
+	return 0
+}
+
 // sum returns the BLAKE3 digest of the blocks added so far.
 func (t *fileTree) sum() [32]byte {
 	n := t.pending

@@ -42,3 +42,6 @@ func directOK(data []byte, off int64) bool {
 
 // dataSync commits fd's data and the metadata needed to read it back (fdatasync).
 func dataSync(fd int) { _ = unix.Fdatasync(fd) }
+
+// syncData is dataSync that reports its error (a checkpoint counts only synced data).
+func syncData(fd int) error { return unix.Fdatasync(fd) }

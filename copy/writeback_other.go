@@ -2,7 +2,11 @@
 
 package copy
 
-import "os"
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
 
 // startWriteback is a no-op where sync_file_range does not exist; fsync does all the work.
 func startWriteback(*os.File, int64, int64) {}
@@ -14,3 +18,6 @@ func directOK([]byte, int64) bool { return false }
 
 // dataSync: only direct I/O calls it, and that is Linux only.
 func dataSync(int) {}
+
+// syncData commits fd's data (a checkpoint counts only synced data).
+func syncData(fd int) error { return unix.Fsync(fd) }

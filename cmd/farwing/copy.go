@@ -48,6 +48,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&c.o.Preserve, "preserve", "p", false, "keep modification times of files, directories and links")
 	fs.BoolVar(&c.checksum, "checksum", false, "a destination file counts as already there (and is not sent) when its size and BLAKE3 digest are the source's, not its size and modification time")
 	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "send every file, even those the destination already has with the same size and modification time")
+	fs.BoolVar(&c.o.NoResume, "no-resume", false, "start over: do not resume files an interrupted copy left at the destination (and remove them), and leave none if this copy is interrupted")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
 }
@@ -217,7 +218,7 @@ func summary(r *xfer.Result) {
 		links += fmt.Sprintf(", %d hard link(s)", r.HardLinks)
 	}
 	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified%s\n",
-		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r))
+		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r))
 	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
 		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
 	}
@@ -238,6 +239,15 @@ func skippedNote(r *xfer.Result) string {
 		whose = "already there, as the remote reports"
 	}
 	return fmt.Sprintf("; %d file(s), %s not sent: %s (%s)", r.SkippedFiles, units.Size(r.SkippedBytes), whose, how)
+}
+
+// resumedNote is the summary's account of what resuming an interrupted copy did not send (""
+// when nothing was resumed).
+func resumedNote(r *xfer.Result) string {
+	if r.ResumedFiles == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; resumed %d file(s): %s kept from the interrupted copy, each block checked against the source", r.ResumedFiles, units.Size(r.ResumedBytes))
 }
 
 // splitRemote splits "[user@]host:path" the way scp does: a colon before any slash makes an

@@ -42,7 +42,10 @@ type Options struct {
 	// Compare is what makes a destination file count as already there, and not sent: the same
 	// size and mtime (zero value), BLAKE3 (--checksum), nothing (--ignore-times).
 	Compare fcopy.Compare
-	Log     func(format string, args ...any)
+	// NoResume (--no-resume): no partial file of an interrupted copy is resumed (those of this
+	// copy's files are removed), and this copy leaves none for a resume if it is interrupted.
+	NoResume bool
+	Log      func(format string, args ...any)
 	// Warn prints a warning the user must see (what the sending side skipped); nil: none.
 	Warn     func(msg string)
 	Progress ProgressFunc
@@ -123,6 +126,8 @@ type Result struct {
 	Compare       string             `json:"compare"`              // what counted as already there: size-mtime, checksum or none (--ignore-times)
 	SkippedFiles  int                `json:"skipped_files"`        // regular files not sent: the receiver had them (on a push, the remote's word)
 	SkippedBytes  int64              `json:"skipped_bytes"`        // their bytes
+	ResumedFiles  int                `json:"resumed_files"`        // files resumed from an interrupted copy's partial file
+	ResumedBytes  int64              `json:"resumed_bytes"`        // the bytes of theirs kept, not sent (each block checked against the source's digest)
 	Bytes         int64              `json:"bytes"`                // bytes of the files sent (skipped ones not counted)
 	Seconds       float64            `json:"seconds"`              // whole command: start to verified files
 	DataSeconds   float64            `json:"data_seconds"`         // first data datagram to verified end
@@ -446,7 +451,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	window := o.window(0, 1<<30)
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
-	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files, Compare: o.Compare.String(),
+	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
@@ -463,6 +468,14 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if err == nil {
 		err = takeHave(plan, o.Compare, o.Sink, have.Have)
 	}
+	if err == nil && o.Sink && len(have.Resume) > 0 {
+		err = fmt.Errorf("%w: the receiver offered to resume files, though it writes nothing (--sink)", ErrProtocol)
+	}
+	if err == nil {
+		// Files an interrupted copy left at the remote: their blocks are checked against the
+		// source now, and only those that match are not sent.
+		err = resumeSend(ctx, c.ctl, plan, sources.Open(), have.Resume, o.NoResume)
+	}
 	if err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) {
@@ -471,6 +484,9 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	window = o.window(c.rtt, window) // now that the round trip is known
+	if n, b := plan.ResumedFiles(); len(have.Resume) > 0 {
+		o.logf("resuming %d of %d file(s) offered: %d bytes kept at the remote, checked against the source", n, len(have.Resume), b)
+	}
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
@@ -505,7 +521,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
 	window := o.window(0, 1<<30)
-	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window, Compare: o.Compare.String(),
+	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
 		return nil, err
@@ -540,9 +556,10 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if files.Skipped != nil {
 		o.skipped(res, *files.Skipped)
 	}
-	// This end is the receiver: it decides what it already has.
+	// This end is the receiver: it decides what it already has, and what it can resume.
 	var target *fcopy.Target
 	var have []int
+	var parts *fcopy.Partials
 	if !o.Sink {
 		if target, have, err = fcopy.ResolveTargetHave(dst, files.Files, o.Compare); err != nil {
 			what := "the client cannot write its destination"
@@ -554,6 +571,11 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 		if err := plan.Skip(have); err != nil {
 			return nil, err
+		}
+		parts = target.FindPartials(files.Files, have, o.NoResume)
+		defer parts.Close(target)
+		if len(parts.Offers()) > 0 {
+			parts.Hash(plan) // while the offer travels
 		}
 		n, b := plan.SkippedFiles()
 		o.logf("%d file(s), %d bytes, already here; receiving %d bytes", n, b, plan.TotalBytes())
@@ -568,10 +590,21 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	hs <- nil
 	window = o.window(c.rtt, window)
-	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0, Have: have}); err != nil {
+	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0, Have: have, Resume: parts.Offers()}); err != nil {
 		return nil, err
 	}
-	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve}, window, o.Window == 0, true, o.Progress)
+	if err := resumeRecv(ctx, c.ctl, plan, parts); err != nil {
+		var re *RemoteError
+		if !errors.As(err, &re) {
+			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		}
+		return nil, err
+	}
+	if n, b := plan.ResumedFiles(); len(parts.Offers()) > 0 {
+		o.logf("resuming %d of %d file(s) found: %d bytes kept, checked against the remote's digests", n, len(parts.Offers()), b)
+	}
+	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
+		Records: !o.NoResume, Resume: parts}, window, o.Window == 0, true, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -629,6 +662,7 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 	}
 	r.Bytes = plan.TotalBytes()
 	r.SkippedFiles, r.SkippedBytes = plan.SkippedFiles()
+	r.ResumedFiles, r.ResumedBytes = plan.ResumedFiles()
 	r.Seconds = time.Since(r.started).Seconds()
 	r.DataSeconds = side.end.Sub(side.start).Seconds()
 	if r.DataSeconds > 0 {

@@ -44,12 +44,13 @@ type Msg struct {
 	Preserve  bool     `json:"preserve,omitempty"`
 	Sink      bool     `json:"sink,omitempty"`
 	Debug     bool     `json:"debug,omitempty"`
-	Profile   string   `json:"profile,omitempty"`  // CPU profile path prefix for the remote (FARWING_CPUPROFILE)
-	Rate      float64  `json:"rate,omitempty"`     // ceiling, bits/s (0: none)
-	MinRate   float64  `json:"min_rate,omitempty"` // floor, bits/s
-	Policy    string   `json:"policy,omitempty"`   // fair, high, fixed, low
-	FEC       string   `json:"fec,omitempty"`      // off, auto or K+M (pull: the server sends)
-	Compare   string   `json:"compare,omitempty"`  // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
+	Profile   string   `json:"profile,omitempty"`   // CPU profile path prefix for the remote (FARWING_CPUPROFILE)
+	Rate      float64  `json:"rate,omitempty"`      // ceiling, bits/s (0: none)
+	MinRate   float64  `json:"min_rate,omitempty"`  // floor, bits/s
+	Policy    string   `json:"policy,omitempty"`    // fair, high, fixed, low
+	FEC       string   `json:"fec,omitempty"`       // off, auto or K+M (pull: the server sends)
+	Compare   string   `json:"compare,omitempty"`   // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
+	NoResume  bool     `json:"no_resume,omitempty"` // --no-resume: no partial file is kept or resumed
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -63,6 +64,11 @@ type Msg struct {
 	// have (push, server → client) / accept (pull): the indexes of the regular files of the list
 	// that the receiver already has, ascending; they are not sent (fcopy.Plan.Skip)
 	Have []int `json:"have,omitempty"`
+	// have / accept: the receiver's offers to resume files from the blocks an interrupted copy
+	// left (fcopy.Offer); resumed (receiver → sender): the blocks kept of each, all or none
+	Resume []fcopy.Offer `json:"resume,omitempty"`
+	// sums (sender → receiver): the block digests of an offer's blocks, 32 bytes each (base64)
+	Digests []byte `json:"digests,omitempty"`
 
 	// digest
 	File int    `json:"file,omitempty"`
@@ -333,7 +339,11 @@ func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
 		select {
 		case in, ok = <-c.in:
 		case <-ctx.Done():
-			return Msg{}, context.Cause(ctx)
+			select { // a message that came with the end still comes first
+			case in, ok = <-c.in:
+			default:
+				return Msg{}, context.Cause(ctx)
+			}
 		case <-timeout:
 			return Msg{}, fmt.Errorf("%w: no control message for %s", session.ErrSilent, within)
 		}

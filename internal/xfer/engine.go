@@ -163,8 +163,8 @@ func fileEnds(plan *fcopy.Plan) []fileEnd {
 	var ends []fileEnd
 	var sum int64
 	for i, f := range plan.Files {
-		if f.Regular() && f.Size > 0 && !plan.Skipped(i) {
-			sum += f.Size
+		if n := plan.SentBytes(i); f.Regular() && n > 0 {
+			sum += n
 			ends = append(ends, fileEnd{sum, i})
 		}
 	}
@@ -432,7 +432,9 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	dg := newDigests()
 	bye := make(chan Msg, 1)
 	var doneSent atomic.Bool // the sender's bye answers this end's done, and comes only after it
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
 		for {
 			m, err := ctl.Next(ctx, 0)
 			if err == nil {
@@ -470,9 +472,13 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 	res.results = w.Results()
 	res.end = time.Now()
 	if err != nil {
-		w.Abort()
 		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 			err = c
+		}
+		if errors.Is(err, fcopy.ErrVerify) {
+			w.Abort()
+		} else {
+			w.Interrupt() // what is synced and recorded stays for the next copy to resume
 		}
 		var re *RemoteError
 		if !errors.As(err, &re) && !errors.Is(err, ErrPeerGone) {
@@ -494,6 +500,14 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 			res.peerStats = m.Stats
 		case <-time.After(10 * time.Second):
 		case <-ctx.Done():
+			// The sender leaves right after its bye, and the end of the channel may be seen
+			// first: the bye, if it came, is taken once the reader has stopped.
+			<-readerDone
+			select {
+			case m := <-bye:
+				res.peerStats = m.Stats
+			default:
+			}
 		}
 	}
 	return res, nil
@@ -507,4 +521,71 @@ func laneReports(path *session.Path) []LaneReport {
 		r = append(r, LaneReport{Sent: ls.SentDatagrams, Received: ls.RecvDatagrams, RxDropped: ls.RxDropped, Late: late[i]})
 	}
 	return r
+}
+
+// resumeWithin bounds the wait for the other end's part of the resume exchange, which hashes
+// the blocks offered (allowed 20 MB/s, as the hashing of --checksum is).
+func resumeWithin(offers []fcopy.Offer) time.Duration {
+	var n int64
+	for _, o := range offers {
+		n += int64(o.Blocks)
+	}
+	return 2*PeerIdle + time.Duration(n*fcopy.BlockSize/20e6)*time.Second
+}
+
+// resumeSend is the sender's side of the resume exchange (docs/PROTOCOL.md, "Resume"): the
+// receiver's offers are checked against plan, the blocks offered are read and hashed from the
+// source now and their digests sent, and the receiver's verdict (all of an offer or none) is
+// taken into the plan.
+func resumeSend(ctx context.Context, ctl *Control, plan *fcopy.Plan, open fcopy.Opener, offers []fcopy.Offer, noResume bool) error {
+	if len(offers) == 0 {
+		return nil
+	}
+	if err := fcopy.CheckOffers(plan, offers, noResume); err != nil {
+		return fmt.Errorf("%w: the receiver's offer to resume: %v", ErrProtocol, err)
+	}
+	pre, err := fcopy.HashPrefixes(ctx, plan, open, offers)
+	if err != nil {
+		return err
+	}
+	for k, o := range offers {
+		if err := ctl.Send(Msg{T: "sums", File: o.File, Digests: pre.Digests(k)}); err != nil {
+			return err
+		}
+	}
+	m, err := ctl.Expect(ctx, "resumed", resumeWithin(offers))
+	if err != nil {
+		return err
+	}
+	if err := pre.Apply(plan, m.Resume); err != nil {
+		return fmt.Errorf("%w: the receiver's answer on resuming: %v", ErrProtocol, err)
+	}
+	return nil
+}
+
+// resumeRecv is the receiver's side of the resume exchange, once its offers (parts.Offers) are
+// sent: the sender's digests of each offer, in order, are compared with this end's own of its
+// partial files (a file is kept only if all match), the verdict is sent and taken into plan.
+func resumeRecv(ctx context.Context, ctl *Control, plan *fcopy.Plan, parts *fcopy.Partials) error {
+	offers := parts.Offers()
+	if len(offers) == 0 {
+		return nil
+	}
+	for _, o := range offers {
+		m, err := ctl.Expect(ctx, "sums", resumeWithin(offers))
+		if err != nil {
+			return err
+		}
+		if m.File != o.File {
+			return fmt.Errorf("%w: block digests for file %d, expected them for file %d", ErrProtocol, m.File, o.File)
+		}
+		if err := parts.Verify(ctx, m.File, m.Digests); err != nil {
+			return fmt.Errorf("%w: %v", ErrProtocol, err)
+		}
+	}
+	kept := parts.Kept()
+	if err := parts.Apply(plan); err != nil {
+		return err
+	}
+	return ctl.Send(Msg{T: "resumed", Resume: kept})
 }

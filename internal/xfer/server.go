@@ -123,22 +123,32 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		// data, and they leave the plan at both ends.
 		var target *fcopy.Target
 		var have []int
+		var parts *fcopy.Partials // what interrupted copies left to resume
 		if !hello.Sink {
 			if target, have, err = fcopy.ResolveTargetHave(expandHome(hello.Dest), hello.Files, cmp); err != nil {
 				return failLinger(err)
 			}
+			parts = target.FindPartials(hello.Files, have, hello.NoResume)
+			defer parts.Close(target)
 		}
 		if err := plan.Skip(have); err != nil {
 			return failLinger(err)
 		}
-		if err := ctl.Send(Msg{T: "have", Have: have}); err != nil {
+		if err := ctl.Send(Msg{T: "have", Have: have, Resume: parts.Offers()}); err != nil {
 			return err
+		}
+		if len(parts.Offers()) > 0 {
+			parts.Hash(plan)
+			if err := resumeRecv(ctx, ctl, plan, parts); err != nil {
+				return fail(err)
+			}
 		}
 		window := clampWindow(hello.Window)
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
-		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve}, window, hello.AutoWindow, true, nil)
+		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
+			Records: !hello.NoResume, Resume: parts}, window, hello.AutoWindow, true, nil)
 		return err
 	case "send":
 		var paths []string
@@ -172,6 +182,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		}
 		// The client is the receiver and says what it has; only files of this list, each once.
 		if err := takeHave(plan, cmp, false, acc.Have); err != nil {
+			return fail(err)
+		}
+		// And which files it can resume: their offered blocks are checked against the source now.
+		if err := resumeSend(ctx, ctl, plan, sources.Open(), acc.Resume, hello.NoResume); err != nil {
 			return fail(err)
 		}
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -36,7 +35,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.policy, "policy", "fair", "rate policy: fair (share with TCP), high (hold more under loss), fixed (hold --rate), low (yield to everything)")
 	fs.StringVar(&c.fec, "fec", "auto", "Reed-Solomon parity: auto (sized from the measured random loss), off, or K+M (M parity datagrams per K data datagrams, e.g. 10+2)")
 	fs.IntVar(&c.window, "window", 0, "receive window in MiB (0: from rate and round trip)")
-	fs.BoolVar(&c.json, "json", false, "print one JSON summary object on stdout")
+	fs.BoolVar(&c.json, "json", false, "print events as JSON lines on stdout (start, progress, file, skip, warning, error, summary; docs/EVENTS.md)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "show progress details and ssh's own messages")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&c.o.Recursive, "recursive", "r", false, "copy directories recursively")
@@ -111,11 +110,15 @@ func cmdCopy(ctx context.Context, args []string) int {
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
+	var ev *events
+	if c.json {
+		ev = newEvents(stdout)
+	}
 	fail := func(code int, err error) int {
 		msg := oneLine(err)
 		fmt.Fprintf(stderr, "farwing: %s\n", msg)
-		if c.json {
-			json.NewEncoder(stdout).Encode(map[string]any{"error": msg, "exit_code": code})
+		if ev != nil {
+			ev.fail(msg, code)
 		}
 		return code
 	}
@@ -136,6 +139,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
+	if ev != nil {
+		ev.hook(&o)
+	}
 	pos := fs.Args()
 	if len(pos) < 2 {
 		return fail(xfer.ExitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))
@@ -149,6 +155,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 			if _, _, rem := splitRemote(s); rem {
 				return fail(xfer.ExitUsage, fmt.Errorf("copying between two remote hosts is not supported: %s → %s", s, dst))
 			}
+		}
+		if ev != nil {
+			ev.begin("push", dstHost, srcs, dstPath)
 		}
 		res, err = xfer.Push(ctx, o, srcs, dstHost, dstPath)
 	default:
@@ -165,6 +174,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 			host = h
 			paths = append(paths, p)
 		}
+		if ev != nil {
+			ev.begin("pull", host, paths, dst)
+		}
 		res, err = xfer.Pull(ctx, o, host, paths, dst)
 	}
 	if err != nil {
@@ -176,10 +188,8 @@ func cmdCopy(ctx context.Context, args []string) int {
 	if !c.quiet {
 		summary(res)
 	}
-	if c.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+	if ev != nil {
+		ev.summary(res)
 	}
 	return 0
 }

@@ -57,6 +57,9 @@ type labEnv struct {
 	l   *lab.Lab
 	srv *sshlab.Server
 	bin string
+	// limit, when set, bounds every copy: one still running then is interrupted (as Ctrl-C
+	// would) and fails the test.
+	limit time.Duration
 }
 
 func startLab(t *testing.T, rate float64, rtt time.Duration, loss float64) *labEnv {
@@ -105,8 +108,18 @@ func (e *labEnv) copyIn(ns string, env []string, args ...string) copyRun {
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if e.limit > 0 {
+			t := time.AfterFunc(e.limit, func() { cmd.Process.Signal(os.Interrupt) })
+			defer t.Stop()
+		}
+		err = cmd.Wait()
+	}
 	r := copyRun{stdout: so.String(), stderr: se.String(), elapsed: time.Since(start)}
+	if e.limit > 0 && r.elapsed >= e.limit {
+		e.t.Fatalf("farwing %s was still running after %s: %s", strings.Join(args, " "), e.limit, r.stderr)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {

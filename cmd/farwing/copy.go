@@ -149,6 +149,17 @@ func cmdCopy(ctx context.Context, args []string) int {
 	}
 	srcs, dst := pos[:len(pos)-1], pos[len(pos)-1]
 	dstHost, dstPath, dstRemote := splitRemote(dst)
+	for _, s := range srcs {
+		if s == "-" && len(srcs) > 1 {
+			return fail(xfer.ExitUsage, fmt.Errorf("- (standard input) must be the only source"))
+		}
+	}
+	switch {
+	case dst == "-" && c.json:
+		return fail(xfer.ExitUsage, fmt.Errorf("--json and - as the destination both write to standard output; give one"))
+	case dst == "-" && o.Sink:
+		return fail(xfer.ExitUsage, fmt.Errorf("--sink writes nothing, and - as the destination writes standard output; give one"))
+	}
 	var res *xfer.Result
 	switch {
 	case dstRemote:
@@ -160,7 +171,16 @@ func cmdCopy(ctx context.Context, args []string) int {
 		if ev != nil {
 			ev.begin("push", dstHost, srcs, dstPath)
 		}
-		res, err = xfer.Push(ctx, o, srcs, dstHost, dstPath)
+		send := srcs
+		if srcs[0] == "-" {
+			p, done, err := spoolStdin()
+			if err != nil {
+				return fail(xfer.ExitCode(err), err)
+			}
+			defer done()
+			send = []string{p}
+		}
+		res, err = xfer.Push(ctx, o, send, dstHost, dstPath)
 	default:
 		host := ""
 		var paths []string
@@ -177,6 +197,10 @@ func cmdCopy(ctx context.Context, args []string) int {
 		}
 		if ev != nil {
 			ev.begin("pull", host, paths, dst)
+		}
+		if dst == "-" {
+			res, err = pullToStdout(ctx, o, host, paths)
+			break
 		}
 		res, err = xfer.Pull(ctx, o, host, paths, dst)
 	}

@@ -250,9 +250,24 @@ exec "$p" serve ` + serveArgs
 // control messages travel with the ssh session's start instead of a round trip later (a shell that
 // does not start the peer never reads them).
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
+	// is this user's, whatever ssh -G says).
+	var checked chan func() bool
+	if s.Persist > 0 {
+		checked = make(chan func() bool, 1)
+		m := s
+		m.mux = true
+		go func() { checked <- m.checkMux(ctx, host) }()
+	}
 	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	cfg, _ := s.config(ctx, host)
 	s.mux = s.useMux(cfg)
+	if checked != nil {
+		say := <-checked
+		if s.mux {
+			s.muxLive = say()
+		}
+	}
 	p, err := s.start(ctx, host, id, serveArgs, preface)
 	if p != nil {
 		p.HostName = cfg["hostname"]
@@ -266,9 +281,6 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		qa = append(qa, shellQuote(a))
 	}
 	args := strings.Join(qa, " ")
-	if s.mux {
-		s.muxLive = s.checkMux(ctx, host)
-	}
 	within := time.Duration(0)
 	if s.muxLive {
 		within = muxAnswer
@@ -434,22 +446,30 @@ const muxAnswer = 5 * time.Second
 // errMuxSilent is run's error for a session over a shared connection that did not answer in time.
 var errMuxSilent = errors.New("the shared ssh connection did not answer")
 
-// checkMux asks the shared connection's master for host whether it runs (`ssh -O check`): true
-// when it answers that it does. One that does not answer within muxCheck is stopped or hung:
-// its socket is removed, so that ssh makes a new master in its place.
-func (s SSH) checkMux(ctx context.Context, host string) bool {
+// checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
+// that does not answer within muxCheck is stopped or hung: its socket is removed, so that ssh
+// makes a new master in its place. It returns a function that says what it found (Notice, Log)
+// and returns true when a master answered that it runs: for the caller to call once it knows
+// that the connection is shared.
+func (s SSH) checkMux(ctx context.Context, host string) func() bool {
 	out, hung, err := s.control(ctx, host, "check")
 	switch {
 	case hung:
-		s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
 		s.removeSocket(ctx, host)
-		return false
+		return func() bool {
+			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
+			return false
+		}
 	case err != nil:
-		s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
-		return false
+		return func() bool {
+			s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+			return false
+		}
 	}
-	s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
-	return true
+	return func() bool {
+		s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+		return true
+	}
 }
 
 // dropMux ends the shared connection for host (`ssh -O exit`), or removes its socket when the

@@ -221,7 +221,7 @@ func TestDeafSharedSocket(t *testing.T) {
 	if !strings.HasPrefix(path, filepath.Join(dir, "farwing", "ssh")+"/") {
 		t.Fatalf("control path %q", path)
 	}
-	if s.checkMux(ctx, "h") {
+	if s.checkMux(ctx, "h")() {
 		t.Fatal("checkMux: a master runs where there is no socket")
 	}
 	for _, drop := range []bool{false, true} {
@@ -245,7 +245,7 @@ func TestDeafSharedSocket(t *testing.T) {
 		}()
 		if drop {
 			s.dropMux(ctx, "h")
-		} else if s.checkMux(ctx, "h") {
+		} else if s.checkMux(ctx, "h")() {
 			t.Error("checkMux: a deaf socket answers")
 		}
 		l.Close()

@@ -3,6 +3,7 @@ package escape
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -67,6 +68,19 @@ func FuzzText(f *testing.F) {
 		}
 		if Text(out) != out {
 			t.Fatalf("Text is not idempotent on %q", s)
+		}
+		// JSON of s's encoding decodes to what the encoding does, and holds only printable
+		// runes (a name from the peer in an event line).
+		j, _ := json.Marshal(map[string]string{s: s})
+		safe := JSON(j)
+		var a, b map[string]string
+		if err := json.Unmarshal(safe, &b); err != nil || json.Unmarshal(j, &a) != nil || len(a) != 1 || !reflect.DeepEqual(a, b) {
+			t.Fatalf("JSON(%s) = %s: decodes to %q, want %q (%v)", j, safe, b, a, err)
+		}
+		for _, r := range string(safe) {
+			if !printable(r, 1, false) {
+				t.Fatalf("JSON(%s) = %s keeps %U", j, safe, r)
+			}
 		}
 	})
 }

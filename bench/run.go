@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -381,11 +382,12 @@ var summaryKeys = []string{"bytes", "seconds", "data_seconds", "goodput_bps", "w
 	"cc", "probe_bps", "rtt_ms", "peer_uploaded", "max_rss_bytes", "peer_max_rss_bytes", "cpu_seconds", "peer_cpu_seconds",
 	"drops", "peer_drops", "blake3", "limiter"}
 
-// copySummary reads the --json summary a `farwing copy` printed (out; err is how the command
-// ended), keeps its evidence in sample s (nil: nowhere) and returns it, with the copy's error.
+// copySummary reads the summary event of the JSON lines a `farwing copy --json` printed (out;
+// err is how the command ended), keeps its evidence in sample s (nil: nowhere) and returns it,
+// with the copy's error.
 func copySummary(out []byte, err error, s *Sample) (map[string]any, error) {
-	var res map[string]any
-	if jerr := json.Unmarshal(out, &res); jerr != nil && err == nil {
+	res, jerr := summaryEvent(out)
+	if jerr != nil && err == nil {
 		err = fmt.Errorf("farwing copy printed no summary: %v", jerr)
 	}
 	if err == nil && res["error"] != nil {
@@ -399,6 +401,20 @@ func copySummary(out []byte, err error, s *Sample) (map[string]any, error) {
 		}
 	}
 	return res, err
+}
+
+// summaryEvent finds the summary event, the last line of `farwing copy --json`'s output.
+func summaryEvent(out []byte) (map[string]any, error) {
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	last := lines[len(lines)-1]
+	var res map[string]any
+	if err := json.Unmarshal(last, &res); err != nil {
+		return nil, err
+	}
+	if res["event"] != "summary" || res["schema"] != float64(1) {
+		return nil, fmt.Errorf("the last line is not a schema 1 summary event: %.200s", last)
+	}
+	return res, nil
 }
 
 // command runs argv within limit, records it in the sample, and returns its stdout.

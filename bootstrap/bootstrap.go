@@ -51,8 +51,11 @@ type SSH struct {
 	Persist time.Duration
 	// Notice, when set, is told what first contact is doing that takes time (one line, e.g.
 	// "installing farwing on HOST (10.2 MB)"), for a terminal that would otherwise stay silent.
-	Notice  func(line string)
+	Notice func(line string)
+	// Log, when set, is told what Start does with a shared connection (-v).
+	Log     func(format string, args ...any)
 	mux     bool   // Start found that Persist applies to this host
+	muxLive bool   // Start found a shared connection that answers locally: the first session rides on it
 	SSHPath string // default "ssh"
 	SCPPath string // default "scp"
 }
@@ -247,9 +250,24 @@ exec "$p" serve ` + serveArgs
 // control messages travel with the ssh session's start instead of a round trip later (a shell that
 // does not start the peer never reads them).
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
+	// is this user's, whatever ssh -G says).
+	var checked chan func() bool
+	if s.Persist > 0 {
+		checked = make(chan func() bool, 1)
+		m := s
+		m.mux = true
+		go func() { checked <- m.checkMux(ctx, host) }()
+	}
 	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	cfg, _ := s.config(ctx, host)
 	s.mux = s.useMux(cfg)
+	if checked != nil {
+		say := <-checked
+		if s.mux {
+			s.muxLive = say()
+		}
+	}
 	p, err := s.start(ctx, host, id, serveArgs, preface)
 	if p != nil {
 		p.HostName = cfg["hostname"]
@@ -263,7 +281,18 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		qa = append(qa, shellQuote(a))
 	}
 	args := strings.Join(qa, " ")
-	p, st, err := s.run(ctx, host, probeScript(id, args), preface)
+	within := time.Duration(0)
+	if s.muxLive {
+		within = muxAnswer
+	}
+	p, st, err := s.run(ctx, host, probeScript(id, args), preface, within)
+	if errors.Is(err, errMuxSilent) {
+		// The shared connection's master is there, but its connection carries nothing (a
+		// network change left it dead): drop it, and start again over a new one.
+		s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; closing it and connecting again", escape.Text(host), muxAnswer))
+		s.dropMux(ctx, host)
+		p, st, err = s.run(ctx, host, probeScript(id, args), preface, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +325,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
 		return nil, err
 	}
-	p, st, err = s.run(ctx, host, installScript(id, tmp, final, args), preface)
+	p, st, err = s.run(ctx, host, installScript(id, tmp, final, args), preface, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -339,8 +368,9 @@ func parseStatus(line string) (peerStatus, error) {
 	return st, nil
 }
 
-// run starts `sh -c script` on host and returns the peer with its first status line.
-func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Peer, peerStatus, error) {
+// run starts `sh -c script` on host and returns the peer with its first status line. With within
+// above 0 it gives up when the line has not come by then, killing ssh, with errMuxSilent.
+func (s SSH) run(ctx context.Context, host, script string, preface []byte, within time.Duration) (*Peer, peerStatus, error) {
 	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -365,8 +395,30 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Pee
 	if len(preface) > 0 {
 		go stdin.Write(preface) // a failed write shows up as the missing status line below
 	}
-	raw, err := p.Stdout.ReadSlice('\n') // at most the reader's 64 KiB
-	line := string(raw)
+	type read struct {
+		line string
+		err  error
+	}
+	got := make(chan read, 1)
+	go func() {
+		raw, err := p.Stdout.ReadSlice('\n') // at most the reader's 64 KiB
+		got <- read{string(raw), err}
+	}()
+	var limit <-chan time.Time
+	if within > 0 {
+		t := time.NewTimer(within)
+		defer t.Stop()
+		limit = t.C
+	}
+	var r read
+	select {
+	case r = <-got:
+	case <-limit:
+		p.cmd.Process.Kill()
+		p.Wait()
+		return nil, peerStatus{}, errMuxSilent
+	}
+	line, err := r.line, r.err
 	st, perr := parseStatus(line)
 	if err != nil || perr != nil {
 		if err == nil && strings.HasPrefix(line, "FARWING-PEER ") {
@@ -378,6 +430,104 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte) (*Pee
 		return nil, peerStatus{}, sshError(host, p.stderr.String(), werr, line)
 	}
 	return p, st, nil
+}
+
+// muxCheck bounds the wait for a shared connection's master to answer `ssh -O check` or `ssh -O
+// exit`: it answers from this host, at once, unless it is stopped or hung (or whatever holds
+// the socket is not an ssh master).
+const muxCheck = 3 * time.Second
+
+// muxAnswer bounds the wait for the first line of the remote's answer over a shared connection
+// that answered muxCheck: a round trip or two on a live connection (the remote shell's start and a
+// hash of the peer, a few milliseconds), forever on one a network change left dead, where ssh's
+// keepalive gives up after about a minute.
+const muxAnswer = 5 * time.Second
+
+// errMuxSilent is run's error for a session over a shared connection that did not answer in time.
+var errMuxSilent = errors.New("the shared ssh connection did not answer")
+
+// checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
+// that does not answer within muxCheck is stopped or hung: its socket is removed, so that ssh
+// makes a new master in its place. It returns a function that says what it found (Notice, Log)
+// and returns true when a master answered that it runs: for the caller to call once it knows
+// that the connection is shared.
+func (s SSH) checkMux(ctx context.Context, host string) func() bool {
+	out, hung, err := s.control(ctx, host, "check")
+	switch {
+	case hung:
+		s.removeSocket(ctx, host)
+		return func() bool {
+			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
+			return false
+		}
+	case err != nil:
+		return func() bool {
+			s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+			return false
+		}
+	}
+	return func() bool {
+		s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+		return true
+	}
+}
+
+// dropMux ends the shared connection for host (`ssh -O exit`), or removes its socket when the
+// master does not answer that either.
+func (s SSH) dropMux(ctx context.Context, host string) {
+	if _, hung, err := s.control(ctx, host, "exit"); hung || err != nil {
+		s.removeSocket(ctx, host)
+	}
+}
+
+// control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
+// it ran out of time, and how it ended.
+func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error) {
+	p := s.SSHPath
+	if p == "" {
+		p = "ssh"
+	}
+	cctx, cancel := context.WithTimeout(ctx, muxCheck)
+	defer cancel()
+	c := exec.CommandContext(cctx, p, append(s.common("-p"), "-O", cmd, "--", host)...)
+	c.WaitDelay = time.Second
+	out, err := c.CombinedOutput()
+	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
+}
+
+// removeSocket removes the shared connection's socket for host (its name from `ssh -G`), if it
+// is a socket in this user's control directory; a master still running there, stopped or hung,
+// is left alone and serves nobody.
+func (s SSH) removeSocket(ctx context.Context, host string) {
+	cfg, err := s.config(ctx, host)
+	dir, derr := controlDir()
+	path := cfg["controlpath"]
+	if err != nil || derr != nil || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
+		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
+		return
+	}
+	if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSocket == 0 {
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		s.logf("cannot remove the shared ssh connection's socket %s: %v", path, err)
+		return
+	}
+	s.logf("removed the shared ssh connection's socket %s", path)
+}
+
+func (s SSH) notice(line string) {
+	if s.Notice != nil {
+		s.Notice(line)
+	} else {
+		s.logf("%s", line)
+	}
+}
+
+func (s SSH) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log(format, args...)
+	}
 }
 
 func (s SSH) upload(ctx context.Context, host, local, remote string) error {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,5 +191,73 @@ func TestSharedConnection(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", long)
 	if s := (SSH{Config: cfg(""), Persist: time.Minute}); s.useMux(sshConfig(t, s)) {
 		t.Error("sharing with a socket path over 107 bytes")
+	}
+}
+
+// TestDeafSharedSocket: a control socket that accepts and never answers (a stopped or hung
+// master) is found out by checkMux within muxCheck and removed, so that ssh makes a new master in
+// its place; dropMux removes one too. With no socket there, nothing is said to be removed.
+func TestDeafSharedSocket(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client installed")
+	}
+	dir, err := os.MkdirTemp("", "fwb") // short: a socket path holds 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("HOME", dir)
+	cfg := filepath.Join(dir, "cfg")
+	os.WriteFile(cfg, []byte("Host h\n  HostName 127.0.0.1\n"), 0o600)
+	var log []string
+	s := SSH{Config: cfg, Persist: time.Minute, mux: true, Log: func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }}
+	ctx := context.Background()
+	c, err := s.config(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := c["controlpath"]
+	if !strings.HasPrefix(path, filepath.Join(dir, "farwing", "ssh")+"/") {
+		t.Fatalf("control path %q", path)
+	}
+	if s.checkMux(ctx, "h")() {
+		t.Fatal("checkMux: a master runs where there is no socket")
+	}
+	for _, drop := range []bool{false, true} {
+		log = nil
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		var conns []net.Conn
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				conns = append(conns, c) // held, never answered
+			}
+		}()
+		if drop {
+			s.dropMux(ctx, "h")
+		} else if s.checkMux(ctx, "h")() {
+			t.Error("checkMux: a deaf socket answers")
+		}
+		l.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+		if _, err := os.Lstat(path); err == nil || len(conns) == 0 {
+			t.Errorf("drop %v: the deaf socket is still there (%v), %d connections to it", drop, err, len(conns))
+		}
+		if !strings.Contains(strings.Join(log, "\n"), "removed the shared ssh connection's socket") {
+			t.Errorf("drop %v: log %q", drop, log)
+		}
 	}
 }

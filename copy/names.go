@@ -3,7 +3,9 @@ package copy
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -146,13 +148,27 @@ func cutLast(name string) (dir, base string, ok bool) {
 // link comes only below a top-level directory (Collect follows a link given as an argument) and
 // never with o.Follow (-L: the remote follows them); a hard link only with o.HardLinks. The list
 // must also pass checkTree (NewPlan).
+//
+// A request whose base name is a pattern (Glob: "dir/*.bin") may bring any number of top-level
+// names that match it, as the remote's Glob expands it; a name starting with "." only for a
+// pattern that does. The client cannot see which directory the remote read them from: what it
+// checks is that every name is one the pattern could have produced.
 func MatchRequest(paths []string, o CollectOptions, files []File) error {
 	want := map[string]bool{} // base names asked for
+	var patterns []string     // base names that are patterns
 	free := 0                 // requests whose base name only the remote knows
 	for _, p := range paths {
-		if b, ok := requestBase(p); ok {
+		b, ok := requestBase(p)
+		switch {
+		case ok && IsPattern(b):
+			if _, err := path.Match(b, ""); err != nil {
+				return fmt.Errorf("%w: %q is not a valid pattern", ErrName, p)
+			}
+			patterns = append(patterns, b)
+			want[b] = true // a name that holds the pattern's characters itself (Glob)
+		case ok:
 			want[b] = true
-		} else {
+		default:
 			free++
 		}
 	}
@@ -175,6 +191,7 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 		}
 		switch {
 		case want[top]:
+		case matchesAny(patterns, top):
 		case free > 0 && f.Dir && strings.HasPrefix(top, "."):
 			// No home directory (or other directory such a request names) is called ".ssh" or
 			// ".config", but a pull of "host:" into one's home would then overwrite its dot
@@ -190,6 +207,56 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 		got[top] = true
 	}
 	return nil
+}
+
+// IsPattern says whether p holds one of Glob's special characters (*, ? or [; a backslash
+// escapes one of them in a pattern, and alone is part of a name).
+func IsPattern(p string) bool { return strings.ContainsAny(p, "*?[") }
+
+// GlobMatch says whether the base name name is one the pattern base could bring: it matches
+// (path.Match), and starts with "." only if the pattern does, as a shell's glob.
+func GlobMatch(base, name string) bool {
+	ok, err := path.Match(base, name)
+	return err == nil && ok && (!strings.HasPrefix(name, ".") || strings.HasPrefix(base, "."))
+}
+
+func matchesAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if GlobMatch(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Glob expands the source path p where its base name is a pattern (IsPattern), as the sending
+// side of a pull does with a request such as "dir/*.bin": the matches in order, never through a
+// shell, without names starting with "." unless the pattern does (GlobMatch). Patterns in the
+// directories of p are expanded too. A p that is not a pattern is returned as it is, and so is
+// one that matches nothing but exists under its own name ("report[1].txt"), as a shell leaves a
+// pattern that matches nothing.
+func Glob(p string) ([]string, error) {
+	if !IsPattern(filepath.Base(p)) && !IsPattern(filepath.Dir(p)) {
+		return []string{p}, nil
+	}
+	ms, err := filepath.Glob(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is not a valid pattern", ErrSource, p)
+	}
+	base := filepath.Base(p)
+	var out []string
+	for _, m := range ms {
+		if !IsPattern(base) || GlobMatch(base, filepath.Base(m)) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		if _, err := os.Lstat(p); err == nil {
+			return []string{p}, nil
+		}
+		return nil, fmt.Errorf("%w: %s: no such file or directory (no name matches the pattern)", ErrSource, p)
+	}
+	return out, nil
 }
 
 // requestBase is the base name under which the remote's Collect sends path p (as the remote

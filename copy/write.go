@@ -199,6 +199,7 @@ type Writer struct {
 	sink     bool
 	preserve bool
 	digest   func(ctx context.Context, file int) ([32]byte, error)
+	done     func(FileResult)
 
 	next     uint32 // next block expected
 	nextFile int    // next file to finalize
@@ -263,11 +264,14 @@ type WriterOptions struct {
 	Records bool
 	// Resume holds the partial files of the files the plan resumes (Partials.Apply).
 	Resume *Partials
+	// Done, when set, is told of each file once it is verified and in place (in sink mode:
+	// verified), on the goroutine that writes.
+	Done func(FileResult)
 }
 
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
-	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume,
+	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done,
 		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{}}
 	for _, f := range plan.Files {
 		if f.Hard != "" {
@@ -826,6 +830,9 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 		res.Path = wf.final
 	}
 	w.results = append(w.results, res)
+	if w.done != nil {
+		w.done(res)
+	}
 	w.receivedBytes += f.Size
 	w.cur = nil
 	w.nextFile = i + 1

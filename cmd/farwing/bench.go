@@ -19,6 +19,7 @@ import (
 	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/bench/lab/labcli"
 	"github.com/farwing/farwing/bench/lab/sshlab"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/tcpbench"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
@@ -258,7 +259,9 @@ func writeLedger(name string, l *bench.Ledger) error {
 		return err
 	}
 	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	// Its strings hold the remote's words (errors, host facts): no raw control or bidirectional
+	// character for whoever views the file.
+	if err := os.WriteFile(tmp, append(escape.JSON(b), '\n'), 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, name)

@@ -154,6 +154,38 @@ func TestProgressFits(t *testing.T) {
 	}
 }
 
+// TestProgressPerFile: both layouts of the human line name the file in progress with its own
+// percentage and give an ETA at the rate of the last seconds.
+func TestProgressPerFile(t *testing.T) {
+	var buf bytes.Buffer
+	oldErr, oldWidth := stderr, termWidth
+	defer func() { stderr, termWidth = oldErr, oldWidth }()
+	stderr = &buf
+	termWidth = func() int { return 120 }
+	// 3 files of 40 MiB; 60 MiB done in 2 s (240 Mbit/s): b.bin half done, 60 MiB left, 2 s.
+	p := xfer.Progress{Progress: session.Progress{Bytes: 60 << 20}, Total: 120 << 20, Elapsed: 2 * time.Second,
+		File: "dir/b.bin", FileIndex: 1, Files: 3, FileBytes: 20 << 20, FileSize: 40 << 20}
+	for _, lines := range []bool{true, false} {
+		buf.Reset()
+		fn := progressLine(lines, false)
+		fn(xfer.Progress{Total: p.Total, Elapsed: 0, File: "dir/a.bin", Files: 3, FileSize: 40 << 20})
+		fn(p)
+		out := buf.String()
+		for _, w := range []string{"[2/3] dir/b.bin 50%", "ETA 0:02", " 50%"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("lines %v: %q lacks %q", lines, out, w)
+			}
+		}
+	}
+	// One file: its percentage is the copy's, said once.
+	buf.Reset()
+	progressLine(true, false)(xfer.Progress{Progress: session.Progress{Bytes: 1 << 20}, Total: 4 << 20, Elapsed: time.Second,
+		File: "one.bin", Files: 1, FileBytes: 1 << 20, FileSize: 4 << 20})
+	if out := buf.String(); strings.Count(out, "%") != 1 || !strings.Contains(out, "ETA 0:03") {
+		t.Errorf("one file: %q", out)
+	}
+}
+
 // TestLimitKbit: -l takes scp's unit, Kbit/s, and sets the same ceiling as --rate.
 func TestLimitKbit(t *testing.T) {
 	for _, c := range []struct {

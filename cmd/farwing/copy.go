@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -39,7 +38,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.fec, "fec", "auto", "Reed-Solomon parity: auto (sized from the measured random loss), off, or K+M (M parity datagrams per K data datagrams, e.g. 10+2)")
 	fs.IntVar(&c.window, "window", 0, "receive window in MiB (0: from rate and round trip)")
 	fs.StringVar(&c.ports, "port", "", "the remote peer's UDP ports: it binds its four lanes inside LO-HI (e.g. 40000-40003, the ports to open in its firewall); default: any")
-	fs.BoolVar(&c.json, "json", false, "print one JSON summary object on stdout")
+	fs.BoolVar(&c.json, "json", false, "print events as JSON lines on stdout (start, progress, file, skip, warning, error, summary; docs/EVENTS.md)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "show progress details and ssh's own messages")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&c.o.Recursive, "recursive", "r", false, "copy directories recursively")
@@ -118,11 +117,15 @@ func cmdCopy(ctx context.Context, args []string) int {
 	if code, done := parseFlags(fs, args); done {
 		return code
 	}
+	var ev *events
+	if c.json {
+		ev = newEvents(stdout)
+	}
 	fail := func(code int, err error) int {
 		msg := oneLine(err)
 		fmt.Fprintf(stderr, "farwing: %s\n", msg)
-		if c.json {
-			json.NewEncoder(stdout).Encode(map[string]any{"error": msg, "exit_code": code})
+		if ev != nil {
+			ev.fail(msg, code)
 		}
 		return code
 	}
@@ -135,6 +138,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Log = func(f string, a ...any) {
 			fmt.Fprintf(stderr, "farwing: [%5.2fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
 		}
+		o.SSH.Log = o.Log
 	}
 	if !c.quiet {
 		o.Warn = func(msg string) { fmt.Fprintf(stderr, "farwing: warning: %s\n", msg) }
@@ -143,12 +147,26 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
+	if ev != nil {
+		ev.hook(&o)
+	}
 	pos := fs.Args()
 	if len(pos) < 2 {
 		return fail(xfer.ExitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))
 	}
 	srcs, dst := pos[:len(pos)-1], pos[len(pos)-1]
 	dstHost, dstPath, dstRemote := splitRemote(dst)
+	for _, s := range srcs {
+		if s == "-" && len(srcs) > 1 {
+			return fail(xfer.ExitUsage, fmt.Errorf("- (standard input) must be the only source"))
+		}
+	}
+	switch {
+	case dst == "-" && c.json:
+		return fail(xfer.ExitUsage, fmt.Errorf("--json and - as the destination both write to standard output; give one"))
+	case dst == "-" && o.Sink:
+		return fail(xfer.ExitUsage, fmt.Errorf("--sink writes nothing, and - as the destination writes standard output; give one"))
+	}
 	var res *xfer.Result
 	switch {
 	case dstRemote:
@@ -157,7 +175,19 @@ func cmdCopy(ctx context.Context, args []string) int {
 				return fail(xfer.ExitUsage, fmt.Errorf("copying between two remote hosts is not supported: %s → %s", s, dst))
 			}
 		}
-		res, err = xfer.Push(ctx, o, srcs, dstHost, dstPath)
+		if ev != nil {
+			ev.begin("push", dstHost, srcs, dstPath)
+		}
+		send := srcs
+		if srcs[0] == "-" {
+			p, done, err := spoolStdin()
+			if err != nil {
+				return fail(xfer.ExitCode(err), err)
+			}
+			defer done()
+			send = []string{p}
+		}
+		res, err = xfer.Push(ctx, o, send, dstHost, dstPath)
 	default:
 		host := ""
 		var paths []string
@@ -172,6 +202,13 @@ func cmdCopy(ctx context.Context, args []string) int {
 			host = h
 			paths = append(paths, p)
 		}
+		if ev != nil {
+			ev.begin("pull", host, paths, dst)
+		}
+		if dst == "-" {
+			res, err = pullToStdout(ctx, o, host, paths)
+			break
+		}
 		res, err = xfer.Pull(ctx, o, host, paths, dst)
 	}
 	if err != nil {
@@ -183,10 +220,8 @@ func cmdCopy(ctx context.Context, args []string) int {
 	if !c.quiet {
 		summary(res)
 	}
-	if c.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+	if ev != nil {
+		ev.summary(res)
 	}
 	return 0
 }

@@ -57,6 +57,9 @@ type labEnv struct {
 	l   *lab.Lab
 	srv *sshlab.Server
 	bin string
+	// limit, when set, bounds every copy: one still running then is interrupted (as Ctrl-C
+	// would) and fails the test.
+	limit time.Duration
 }
 
 func startLab(t *testing.T, rate float64, rtt time.Duration, loss float64) *labEnv {
@@ -80,7 +83,8 @@ type copyRun struct {
 	stdout  string
 	stderr  string
 	elapsed time.Duration
-	res     map[string]any
+	events  []map[string]any // --json's lines
+	res     map[string]any   // the summary event
 }
 
 // copy runs `farwing copy` in namespace A with the lab's ssh config (unless args set -F).
@@ -104,19 +108,76 @@ func (e *labEnv) copyIn(ns string, env []string, args ...string) copyRun {
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	start := time.Now()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if e.limit > 0 {
+			t := time.AfterFunc(e.limit, func() { cmd.Process.Signal(os.Interrupt) })
+			defer t.Stop()
+		}
+		err = cmd.Wait()
+	}
 	r := copyRun{stdout: so.String(), stderr: se.String(), elapsed: time.Since(start)}
+	if e.limit > 0 && r.elapsed >= e.limit {
+		e.t.Fatalf("farwing %s was still running after %s: %s", strings.Join(args, " "), e.limit, r.stderr)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
 		e.t.Fatalf("run farwing: %v", err)
 	}
 	if r.stdout != "" {
-		if err := json.Unmarshal([]byte(r.stdout), &r.res); err != nil {
-			e.t.Fatalf("--json printed %q: %v", r.stdout, err)
-		}
+		r.events, r.res = jsonEvents(e.t, r.stdout)
 	}
 	return r
+}
+
+// jsonEvents checks what `farwing copy --json` printed: JSON lines, each an object with schema 1
+// and an event, the first the only start, the last the only summary, no raw control or
+// bidirectional character anywhere. It returns the events and the summary.
+func jsonEvents(t *testing.T, out string) ([]map[string]any, map[string]any) {
+	t.Helper()
+	if !strings.HasSuffix(out, "\n") {
+		t.Fatalf("--json output does not end its last line: %q", out)
+	}
+	var evs []map[string]any
+	for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("--json line %d is not JSON (%v): %q", i+1, err, line)
+		}
+		if ev["schema"] != float64(1) {
+			t.Fatalf("--json line %d has schema %v: %q", i+1, ev["schema"], line)
+		}
+		if strings.ContainsFunc(line, func(r rune) bool {
+			return r < 0x20 || r >= 0x7f && r < 0xa0 || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f
+		}) {
+			t.Errorf("--json line %d holds a raw control or bidirectional character: %q", i+1, line)
+		}
+		evs = append(evs, ev)
+	}
+	for i, ev := range evs {
+		first, last := i == 0, i == len(evs)-1
+		if (ev["event"] == "start") != first || (ev["event"] == "summary") != last {
+			t.Fatalf("--json event %d of %d is %v: want start first, summary last, each once", i+1, len(evs), ev["event"])
+		}
+		switch ev["event"] {
+		case "start", "progress", "file", "skip", "warning", "error", "summary":
+		default:
+			t.Fatalf("--json event %d is %v", i+1, ev["event"])
+		}
+	}
+	return evs, evs[len(evs)-1]
+}
+
+// eventsOf are the events of one kind.
+func eventsOf(evs []map[string]any, kind string) []map[string]any {
+	var out []map[string]any
+	for _, ev := range evs {
+		if ev["event"] == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 func randomFile(t *testing.T, dir, name string, size int) (string, string) {

@@ -6,7 +6,6 @@ package main
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	mathrand "math/rand/v2"
 	"net"
 	"net/netip"
@@ -215,10 +214,7 @@ func TestLabFlood(t *testing.T) {
 	if code := r.wait(60 * time.Second); code != 0 {
 		t.Fatalf("flooded copy: exit %d: %s", code, r.errb.String())
 	}
-	var res map[string]any
-	if err := json.Unmarshal(r.out.Bytes(), &res); err != nil {
-		t.Fatalf("--json: %v: %s", err, r.out.String())
-	}
+	_, res := jsonEvents(t, r.out.String())
 	if res["blake3"] != sum || fileSum(t, e.srv.Home+"/flood.bin") != sum {
 		t.Fatalf("flooded copy: digest %v, want %s", res["blake3"], sum)
 	}

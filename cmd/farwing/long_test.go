@@ -86,11 +86,11 @@ func TestLabLongRun(t *testing.T) {
 	}
 	e := startLab(t, 400e6, 60*time.Millisecond, 0.01)
 	src, sum := bigFile(t, t.TempDir(), size)
-	full := []string{"copy", "--json", "-v", "-F", e.srv.ConfigFile, "--sink", src, e.srv.Host + ":"}
+	full := []string{"copy", "--json", "-q", "-F", e.srv.ConfigFile, "--sink", src, e.srv.Host + ":"}
 	cmd := e.l.Command(e.l.NSA, e.bin, full...)
-	stderr, _ := cmd.StderrPipe()
-	var out strings.Builder
-	cmd.Stdout = &out
+	stdout, _ := cmd.StdoutPipe()
+	var errb strings.Builder
+	cmd.Stderr = &errb
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -101,20 +101,25 @@ func TestLabLongRun(t *testing.T) {
 		rss, prs int64
 	}
 	var mu sync.Mutex
-	var progress []sample // (arrival, bytes) of every progress line
+	var progress []sample // (arrival, bytes) of every progress event
 	var mem []sample      // resident memory of both ends, every second
+	var out strings.Builder
 	done := make(chan struct{})
-	go func() { // progress lines: "  41% 105.0 MiB/256.0 MiB  ..."
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`^\s*\d+% ([\d.]+ [KMGT]?i?B)/`)
+	go func() { // --json's events: {"schema":1,"event":"progress","bytes":110100480,...}
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 16<<20)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				if n, err := units.ParseSize(m[1]); err == nil {
-					mu.Lock()
-					progress = append(progress, sample{at: time.Since(start), bytes: float64(n)})
-					mu.Unlock()
-				}
+			var ev struct {
+				Event string
+				Bytes float64
 			}
+			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "progress" {
+				mu.Lock()
+				progress = append(progress, sample{at: time.Since(start), bytes: ev.Bytes})
+				mu.Unlock()
+			}
+			out.Write(sc.Bytes())
+			out.WriteByte('\n')
 		}
 		close(done)
 	}()
@@ -136,16 +141,16 @@ func TestLabLongRun(t *testing.T) {
 	}()
 	<-done
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("long run: %v", err)
+		t.Fatalf("long run: %v: %s", err, errb.String())
 	}
-	var res map[string]any
-	if err := json.Unmarshal([]byte(out.String()), &res); err != nil || res["blake3"] != sum {
-		t.Fatalf("long run: digest %v, want %s (%v)", res["blake3"], sum, err)
+	_, res := jsonEvents(t, out.String())
+	if res["blake3"] != sum {
+		t.Fatalf("long run: digest %v, want %s", res["blake3"], sum)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// One-second rate samples while data flowed, from the progress lines: the bytes acknowledged
-	// between the line nearest each whole second and the one nearest the next.
+	// One-second rate samples while data flowed, from the progress events: the bytes acknowledged
+	// between the event nearest each whole second and the one nearest the next.
 	var rates []float64
 	var first, last time.Duration
 	for _, p := range progress {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -119,4 +120,63 @@ func (e *Writer) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// JSON rewrites the JSON text j so that no string in it holds a character a terminal or an
+// editor would act on: every rune Text would escape (C0 and C1 controls, DEL, bidirectional
+// marks, overrides and isolates such as U+200E, U+202E and U+2066, other format characters) is
+// written as a \u escape (a surrogate pair above U+FFFF), and a byte that is not UTF-8 as
+// \ufffd. The JSON means the same; what is outside strings passes unchanged. encoding/json
+// leaves C1 controls, DEL and the bidirectional characters raw, and the peer chooses file names.
+func JSON(j []byte) []byte {
+	clean := true
+	for _, c := range j {
+		if c < 0x20 || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return j
+	}
+	out := make([]byte, 0, len(j)+16)
+	inString, backslash := false, false
+	for i := 0; i < len(j); {
+		c := j[i]
+		if c < 0x80 {
+			switch {
+			case !inString:
+				inString = c == '"'
+			case backslash:
+				backslash = false
+			case c == '\\':
+				backslash = true
+			case c == '"':
+				inString = false
+			case c < 0x20 || c == 0x7f:
+				out = fmt.Appendf(out, `\u%04x`, c)
+				i++
+				continue
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(j[i:])
+		switch {
+		case !inString:
+			out = append(out, j[i:i+n]...)
+		case r == utf8.RuneError && n <= 1:
+			out = append(out, `\ufffd`...)
+		case printable(r, n, false):
+			out = append(out, j[i:i+n]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	return out
 }

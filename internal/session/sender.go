@@ -336,6 +336,7 @@ type Progress struct {
 	Competing        bool // a loss-based flow shares the queue: competitive mode or the fair-share cap
 	Retransmitted    uint64
 	Parity           uint64 // parity datagrams sent (sender)
+	RepairParity     uint64 // of which sent as repairs (sender)
 	Rebuilt          uint64 // groups rebuilt by FEC (receiver)
 }
 
@@ -529,7 +530,7 @@ func (s *Sender) ping(now time.Time) {
 func (s *Sender) storeProgress(st cc.Stats) {
 	s.progress.Store(&Progress{Bytes: s.ackedBytes.Load(), RateBps: st.PacingRate, SRTT: st.SRTT, MinRTT: st.MinRTT,
 		RandomLoss: st.RandomLoss, CongestionEvents: st.CongestionEvents, Competing: st.Compete || st.Shared,
-		Retransmitted: s.stats.Retransmitted, Parity: s.stats.Parity})
+		Retransmitted: s.stats.Retransmitted, Parity: s.stats.Parity, RepairParity: s.stats.RepairParity})
 }
 
 // noteWait adds the time since the last turn of the loop to WindowFull or SourceWait when the

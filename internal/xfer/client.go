@@ -49,6 +49,16 @@ type Options struct {
 	// Warn prints a warning the user must see (what the sending side skipped); nil: none.
 	Warn     func(msg string)
 	Progress ProgressFunc
+	// File, when set, is told of each file verified and in place at the destination, with its
+	// digest: on a pull as this end renames it into place, on a push once the remote has
+	// confirmed every file (its verdict comes at the end) and this end has checked the verdict.
+	File func(fcopy.FileResult)
+	// Skip, when set, is told of each regular file not sent because the destination has it
+	// (Compare), before any data travels; on a push that is the remote's word.
+	Skip func(name string, size int64)
+	// LeftOut, when set, is told what the sending side left out (devices, sockets, FIFOs; link
+	// loops with -L) when Warn is.
+	LeftOut func(fcopy.Skipped)
 
 	// Start starts the remote peer as `farwing serve ARGS` with preface on its standard input
 	// (nil: over ssh, installing it first where needed: SSHStart).
@@ -222,8 +232,23 @@ func (o *Options) skipped(res *Result, s fcopy.Skipped) {
 		return
 	}
 	res.Skipped = &s
+	if o.LeftOut != nil {
+		o.LeftOut(s)
+	}
 	if o.Warn != nil {
 		o.Warn(s.Warning())
+	}
+}
+
+// tellSkipped tells Skip of the plan's files the receiver has.
+func (o *Options) tellSkipped(plan *fcopy.Plan) {
+	if o.Skip == nil {
+		return
+	}
+	for i, f := range plan.Files {
+		if f.Regular() && plan.Skipped(i) {
+			o.Skip(f.Name, f.Size)
+		}
 	}
 }
 
@@ -487,6 +512,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if n, b := plan.ResumedFiles(); len(have.Resume) > 0 {
 		o.logf("resuming %d of %d file(s) offered: %d bytes kept at the remote, checked against the source", n, len(have.Resume), b)
 	}
+	o.tellSkipped(plan)
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
 	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
@@ -495,6 +521,11 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	o.logf("receiver confirmed every file")
+	if o.File != nil {
+		for _, f := range side.results {
+			o.File(f)
+		}
+	}
 	res.fill(side, c, plan)
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
 	res.LostByTime = side.sender.LostByTime
@@ -577,6 +608,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		if len(parts.Offers()) > 0 {
 			parts.Hash(plan) // while the offer travels
 		}
+		o.tellSkipped(plan)
 		n, b := plan.SkippedFiles()
 		o.logf("%d file(s), %d bytes, already here; receiving %d bytes", n, b, plan.TotalBytes())
 	}
@@ -603,8 +635,19 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if n, b := plan.ResumedFiles(); len(parts.Offers()) > 0 {
 		o.logf("resuming %d of %d file(s) found: %d bytes kept, checked against the remote's digests", n, len(parts.Offers()), b)
 	}
+	prog := o.Progress
+	if prog != nil {
+		// This end receives: the round trip it knows is the handshake's (the rate controller's
+		// view is the sender's).
+		prog = func(p Progress) {
+			if p.SRTT == 0 {
+				p.SRTT = c.rtt
+			}
+			o.Progress(p)
+		}
+	}
 	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts}, window, o.Window == 0, true, o.Progress)
+		Records: !o.NoResume, Resume: parts, Done: o.File}, window, o.Window == 0, true, prog)
 	if err != nil {
 		return nil, err
 	}

@@ -107,10 +107,12 @@ type Progress struct {
 	Elapsed time.Duration
 	Final   bool
 	// File is the name of the file in progress, as the file list gives it (from a pull's peer:
-	// escape it before printing); FileIndex counts from 0 among the Files whose data travels.
-	File      string
-	FileIndex int
-	Files     int
+	// escape it before printing); FileIndex counts from 0 among the Files whose data travels;
+	// FileBytes of its FileSize bytes are done.
+	File                string
+	FileIndex           int
+	Files               int
+	FileBytes, FileSize int64
 }
 
 func reportProgress(fn ProgressFunc, plan *fcopy.Plan, snap func() *session.Progress) (stop func()) {
@@ -123,7 +125,9 @@ func reportProgress(fn ProgressFunc, plan *fcopy.Plan, snap func() *session.Prog
 		if len(ends) > 0 {
 			// The first file whose end lies beyond the bytes done (the last one when all are).
 			i := min(sort.Search(len(ends), func(i int) bool { return ends[i].end > p.Bytes }), len(ends)-1)
-			r.File, r.FileIndex = plan.Files[ends[i].file].Name, i
+			f := plan.Files[ends[i].file]
+			r.File, r.FileIndex, r.FileSize = f.Name, i, f.Size
+			r.FileBytes = min(max(p.Bytes-(ends[i].end-f.Size), 0), f.Size)
 		}
 		fn(r)
 	}

@@ -153,7 +153,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	case "send":
 		var paths []string
 		for _, p := range hello.Paths {
-			paths = append(paths, expandHome(p))
+			// A pattern ("dir/*.bin") is expanded here, as scp's remote shell would, but with
+			// Glob: no shell sees the client's words.
+			ms, err := fcopy.Glob(expandHome(p))
+			if err != nil {
+				return fail(err)
+			}
+			paths = append(paths, ms...)
 		}
 		sources, err := fcopy.Collect(paths, fcopy.CollectOptions{Recursive: hello.Recursive, Follow: hello.Follow, HardLinks: hello.HardLinks})
 		if err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,21 +188,44 @@ func TestLabBenchLabRows(t *testing.T) {
 func TestLabBenchInterrupt(t *testing.T) {
 	e := startLab(t, 200e6, 40*time.Millisecond, 0)
 	ledger := filepath.Join(t.TempDir(), "ledger.json")
-	cmd := e.l.Command(e.l.NSA, e.bin, "bench", "-q", "-F", e.srv.ConfigFile, "--rows", "tcp-bbr,farwing", "--runs", "3",
+	cmd := e.l.Command(e.l.NSA, e.bin, "bench", "-F", e.srv.ConfigFile, "--rows", "tcp-bbr,farwing", "--runs", "3",
 		"--duration", "5s", "--size", "16M", "--json", ledger, e.srv.Host)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var out syncBuilder
+	cmd.Stdout = &out
+	// Off a terminal the bench prints a line as each run ends; the first TCP run's line is the cue.
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	firstDone := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		cued := false
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if !cued && strings.Contains(sc.Text(), "tcp-bbr run 1/3: ") {
+				cued = true
+				close(firstDone)
+			}
+		}
+	}()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Interrupt during the second TCP run: the first is in the ledger, the second is not.
-	time.Sleep(9 * time.Second)
+	defer pw.Close()
+	// Interrupt during the second TCP run (5 s long): the first is in the ledger, the second is not.
+	select {
+	case <-firstDone:
+		time.Sleep(time.Second)
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("the first TCP run did not end within 2 minutes:\n%s", out.String())
+	}
 	benchDirs := filepath.Join(e.srv.Home, ".cache/farwing/bench-*")
 	if during, _ := filepath.Glob(benchDirs); len(during) != 1 {
 		t.Errorf("bench directories on the host during the bench: %v, want one", during)
 	}
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
+	pw.Close()
 	var code int
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -288,4 +314,28 @@ func readLedger(t *testing.T, path string) bench.Ledger {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// syncBuilder is a strings.Builder safe for a writer goroutine and a reader.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) WriteString(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.WriteString(v)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

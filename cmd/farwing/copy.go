@@ -136,6 +136,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
+	if !c.quiet && isTerminal(os.Stderr) {
+		o.SSH.Uploading = uploadLine
+	}
 	pos := fs.Args()
 	if len(pos) < 2 {
 		return fail(xfer.ExitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))

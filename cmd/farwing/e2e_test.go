@@ -200,17 +200,54 @@ func TestLabLoopback(t *testing.T) {
 	t.Logf("wire/file bytes: push %.4f, pull %.4f, FARWING_JUMBO=0 %.4f, lo MTU 1500 %.4f", ratio(push), ratio(pull), ratio(std), ratio(small))
 }
 
+// countingSSH writes an ssh that records every session it starts (not `ssh -G`, which only reads
+// the configuration) in log and runs the system ssh; it returns the FARWING_SSH setting for it.
+func countingSSH(t *testing.T, dir, log string) string {
+	t.Helper()
+	real, err := exec.LookPath("ssh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "ssh")
+	script := "#!/bin/sh\ncase \" $* \" in *\" -G \"*) ;; *) echo session >>'" + log + "';; esac\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return "FARWING_SSH=" + p
+}
+
+func sessions(t *testing.T, log string) int {
+	t.Helper()
+	b, _ := os.ReadFile(log)
+	return strings.Count(string(b), "session\n")
+}
+
 // TestLabPushPull pushes a random 32 MiB file through 100 Mbit/s, 60 ms RTT and 1 % loss each way,
-// pulls it back, and checks bytes and digests; the first copy installs the peer, the second must not.
+// pulls it back, and checks bytes and digests; the first copy installs the peer in one ssh session
+// (the peer gzip-compressed, --json saying how many bytes and how long), the second installs nothing.
 func TestLabPushPull(t *testing.T) {
 	e := startLab(t, 100e6, 60*time.Millisecond, 0.01)
 	dir := t.TempDir()
 	src, sum := randomFile(t, dir, "random.bin", 32<<20)
+	log := filepath.Join(dir, "ssh-sessions")
+	env := []string{countingSSH(t, dir, log)}
 
-	push := e.copy("--rate", "90M", src, e.srv.Host+":")
+	push := e.copyIn(e.l.NSA, env, "--rate", "90M", "--ssh-persist", "0", src, e.srv.Host+":")
 	if push.code != 0 {
 		t.Fatalf("push: exit %d: %s", push.code, push.stderr)
 	}
+	exe, err := os.Stat(e.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, _ := push.res["bootstrap_bytes"].(float64)
+	if n := sessions(t, log); n != 1 || push.res["bootstrap_format"] != "gzip" || sent <= 0 || sent > 0.6*float64(exe.Size()) {
+		t.Fatalf("first contact: %d ssh sessions (want 1), %v bytes sent as %v for a %d-byte peer", n, sent, push.res["bootstrap_format"], exe.Size())
+	}
+	if s, _ := push.res["bootstrap_seconds"].(float64); s <= 0 || s > push.res["seconds"].(float64) {
+		t.Fatalf("first contact: bootstrap_seconds %v of %v", push.res["bootstrap_seconds"], push.res["seconds"])
+	}
+	t.Logf("first contact: %.0f bytes sent (peer %d), %.2f s", sent, exe.Size(), push.res["bootstrap_seconds"])
 	if push.res["blake3"] != sum {
 		t.Fatalf("push reported digest %v, file has %s", push.res["blake3"], sum)
 	}
@@ -233,12 +270,12 @@ func TestLabPushPull(t *testing.T) {
 	t.Logf("push: %.2f s, goodput %.1f Mbit/s, %v re-sent", push.res["seconds"], push.res["goodput_bps"].(float64)/1e6, push.res["retransmitted"])
 
 	back := filepath.Join(dir, "back.bin")
-	pull := e.copy("--rate", "90M", e.srv.Host+":random.bin", back)
+	pull := e.copyIn(e.l.NSA, env, "--rate", "90M", e.srv.Host+":random.bin", back)
 	if pull.code != 0 {
 		t.Fatalf("pull: exit %d: %s", pull.code, pull.stderr)
 	}
-	if pull.res["peer_uploaded"] != false {
-		t.Fatalf("second copy uploaded the peer again: %v", pull.res)
+	if pull.res["peer_uploaded"] != false || pull.res["bootstrap_bytes"] != 0.0 || sessions(t, log) != 2 {
+		t.Fatalf("second copy: uploaded %v, %v bytes sent, %d ssh sessions in all (want 2)", pull.res["peer_uploaded"], pull.res["bootstrap_bytes"], sessions(t, log))
 	}
 	st2, err := os.Stat(peerPath)
 	if err != nil || !os.SameFile(st1, st2) || !st1.ModTime().Equal(st2.ModTime()) {

@@ -77,6 +77,16 @@ func progressLine(lines, verbose bool) xfer.ProgressFunc {
 	}
 }
 
+// uploadLine draws, on a terminal, how much of the peer first contact has sent, redrawn in place
+// under the "installing farwing on HOST" line, and clears it when all is sent.
+func uploadLine(sent, total int64) {
+	if sent >= total || total <= 0 {
+		fmt.Fprint(stderr, "\r\033[K")
+		return
+	}
+	fmt.Fprintf(stderr, "\r\033[K%4.0f%% %s/%s", 100*float64(sent)/float64(total), units.Size(sent), units.Size(total))
+}
+
 // fixedLine is the one-line-per-update layout (unchanged, so that logs stay comparable).
 func fixedLine(p xfer.Progress, pct, rate float64) string {
 	s := fmt.Sprintf("%4.0f%% %s/%s  %s", pct, units.Size(p.Bytes), units.Size(p.Total), units.Rate(rate))

@@ -26,16 +26,13 @@ func (f *sshFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the command, so the next one to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")
 }
 
-// ssh returns the bootstrap settings; FARWING_SSH and FARWING_SCP name other ssh and scp
-// programs (tests), FARWING_DEBUG turns verbose on.
+// ssh returns the bootstrap settings; FARWING_SSH names another ssh program (tests),
+// FARWING_DEBUG turns verbose on.
 func (f *sshFlags) ssh(verbose bool) bootstrap.SSH {
 	s := bootstrap.SSH{Config: f.config, Identity: f.identity, Port: f.port, Options: f.options, Jump: f.jump,
 		Persist: f.persist, Verbose: verbose || os.Getenv("FARWING_DEBUG") != ""}
 	if p := os.Getenv("FARWING_SSH"); p != "" {
 		s.SSHPath = p
-	}
-	if p := os.Getenv("FARWING_SCP"); p != "" {
-		s.SCPPath = p
 	}
 	return s
 }

@@ -298,6 +298,18 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		qa = append(qa, shellQuote(a))
 	}
 	args := strings.Join(qa, " ")
+	// A build whose compressed form is not in this user's cache has most likely never been
+	// installed anywhere: compress it while ssh connects.
+	var packed chan packedPeer
+	if c := packedCache(id); c != "" {
+		if _, err := os.Stat(c); err != nil {
+			packed = make(chan packedPeer, 1)
+			go func() {
+				b, err := payload(id, "gzip")
+				packed <- packedPeer{b, err}
+			}()
+		}
+	}
 	p, st, err := s.run(ctx, host, startScript(id, args, len(preface)), preface)
 	if err != nil {
 		return nil, err
@@ -327,7 +339,13 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	if slices.Contains(strings.Split(st.Formats, ","), "gzip") {
 		format = "gzip"
 	}
-	data, err := payload(id, format)
+	var data []byte
+	if format == "gzip" && packed != nil {
+		r := <-packed
+		data, err = r.data, r.err
+	} else {
+		data, err = payload(id, format)
+	}
 	if err != nil {
 		return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
 	}
@@ -383,9 +401,8 @@ func payload(id Identity, format string) ([]byte, error) {
 	if format != "gzip" {
 		return readIdentity(id)
 	}
-	var cache string
-	if base, err := os.UserCacheDir(); err == nil && len(id.Hash) >= 16 {
-		cache = filepath.Join(base, "farwing", "peer", "farwing-"+id.Hash[:16]+".gz")
+	cache := packedCache(id)
+	if cache != "" {
 		if b, err := os.ReadFile(cache); err == nil && gzipOf(b, id.Hash) {
 			return b, nil
 		}
@@ -403,8 +420,37 @@ func payload(id Identity, format string) ([]byte, error) {
 		if os.WriteFile(tmp, buf.Bytes(), 0o600) != nil || os.Rename(tmp, cache) != nil {
 			os.Remove(tmp)
 		}
+		tidyPacked(filepath.Dir(cache), cache)
 	}
 	return buf.Bytes(), nil
+}
+
+// tidyPacked removes from dir the compressed builds made more than pruneDays ago, as installing
+// does on the remote, except keep.
+func tidyPacked(dir, keep string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if info, err := e.Info(); err == nil && p != keep && info.Mode().IsRegular() && strings.HasPrefix(e.Name(), "farwing-") &&
+			time.Since(info.ModTime()) > pruneDays*24*time.Hour {
+			os.Remove(p)
+		}
+	}
+}
+
+// packedPeer is a payload made while ssh connects.
+type packedPeer struct {
+	data []byte
+	err  error
+}
+
+// packedCache is where this user's cache keeps the build's gzip form ("" when there is no cache).
+func packedCache(id Identity) string {
+	base, err := os.UserCacheDir()
+	if err != nil || len(id.Hash) < 16 {
+		return ""
+	}
+	return filepath.Join(base, "farwing", "peer", "farwing-"+id.Hash[:16]+".gz")
 }
 
 // readIdentity reads the executable id names, checking that it is still that build.

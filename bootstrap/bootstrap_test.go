@@ -306,8 +306,22 @@ func TestStartOneSession(t *testing.T) {
 		}
 		return p
 	}
+	// Compressed builds made here more than 30 days ago go when a new one is kept.
+	packed := filepath.Join(dir, "local-cache", "farwing", "peer")
+	os.MkdirAll(packed, 0o700)
+	for name, age := range map[string]time.Duration{"farwing-old.gz": 40 * 24 * time.Hour, "farwing-recent.gz": time.Hour} {
+		os.WriteFile(filepath.Join(packed, name), []byte("x"), 0o600)
+		at := time.Now().Add(-age)
+		os.Chtimes(filepath.Join(packed, name), at, at)
+	}
 	home := t.TempDir()
 	p := start(home, all)
+	if _, err := os.Stat(filepath.Join(packed, "farwing-old.gz")); err == nil {
+		t.Error("a compressed build made 40 days ago is kept")
+	}
+	if _, err := os.Stat(filepath.Join(packed, "farwing-recent.gz")); err != nil {
+		t.Error("a compressed build made an hour ago is removed")
+	}
 	if !p.Uploaded || p.Format != "gzip" || p.SentBytes <= 0 || p.SentBytes >= int64(len(raw)) || sessions() != 1 {
 		t.Fatalf("first contact: uploaded %v, %s, %d bytes of %d, %d ssh sessions", p.Uploaded, p.Format, p.SentBytes, len(raw), sessions())
 	}

@@ -58,8 +58,15 @@ type SSH struct {
 	// Uploading, when set, is told how much of the peer has been handed to ssh while it is
 	// installed (sent of total bytes, the last call with sent == total).
 	Uploading func(sent, total int64)
-	mux       bool   // Start found that Persist applies to this host
-	SSHPath   string // default "ssh"
+	// BBR lets Start carry ssh's connection over farwing's own ProxyCommand (ssh-proxy), whose
+	// TCP socket asks for BBR, where the kernel's default is a loss-based one and the user's
+	// ssh configuration connects directly (bbrProxy).
+	BBR bool
+	// Log, when set, is told what Start decided (-v).
+	Log     func(format string, args ...any)
+	mux     bool   // Start found that Persist applies to this host
+	proxy   string // the ProxyCommand Start chose ("" none)
+	SSHPath string // default "ssh"
 }
 
 // Flags are the ssh flags as `farwing copy` and scp take them (-F -i -P -o -J), without the
@@ -159,7 +166,11 @@ func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
 	if p == "" {
 		p = "ssh"
 	}
-	args := append(s.common("-p"), "-T", "-o", "ServerAliveInterval=15", "--", host, remoteCmd)
+	args := append(s.common("-p"), "-T", "-o", "ServerAliveInterval=15")
+	if s.proxy != "" {
+		args = append(args, "-o", "ProxyCommand="+s.proxy)
+	}
+	args = append(args, "--", host, remoteCmd)
 	return exec.CommandContext(ctx, p, args...)
 }
 
@@ -284,6 +295,16 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	cfg, _ := s.config(ctx, host)
 	s.mux = s.useMux(cfg)
+	exe, _ := os.Executable()
+	var why string
+	s.proxy, why = s.bbrProxy(cfg, exe)
+	if s.Log != nil {
+		if s.proxy != "" {
+			s.Log("ssh to %s through farwing's ProxyCommand, asking for bbr on its TCP connection (%s)", escape.Text(host), why)
+		} else {
+			s.Log("ssh to %s connects itself: no bbr asked for (%s)", escape.Text(host), why)
+		}
+	}
 	p, err := s.start(ctx, host, id, serveArgs, preface)
 	if p != nil {
 		p.HostName = cfg["hostname"]

@@ -128,6 +128,7 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Log = func(f string, a ...any) {
 			fmt.Fprintf(stderr, "farwing: [%5.2fs] "+f+"\n", append([]any{time.Since(t0).Seconds()}, a...)...)
 		}
+		o.SSH.Log = o.Log
 	}
 	if !c.quiet {
 		o.Warn = func(msg string) { fmt.Fprintf(stderr, "farwing: warning: %s\n", msg) }

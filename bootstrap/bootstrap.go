@@ -382,11 +382,13 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		<-sent // ssh has ended: the write failed or is done
 		return nil, err
 	}
-	if uerr := <-sent; uerr != nil {
-		return fail(fmt.Errorf("%w: sending the peer to %s: %v", ErrSSH, host, uerr))
-	}
 	if st.State != "ok" {
-		return fail(fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State)))
+		p.Close(3 * time.Second) // the remote has stopped reading: ends the upload too
+		<-sent
+		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
+	}
+	if uerr := <-sent; uerr != nil { // the remote said ok after all N bytes: not expected
+		return fail(fmt.Errorf("%w: sending the peer to %s: %v", ErrSSH, host, uerr))
 	}
 	// The control channel starts now, with the preface again: the first one went to the shell.
 	p.prefaced = make(chan struct{})

@@ -349,6 +349,19 @@ func TestStartOneSession(t *testing.T) {
 	if p = start(t.TempDir(), all); !p.Uploaded || p.Format != "gzip" {
 		t.Fatalf("with a corrupt local cache: uploaded %v, %s", p.Uploaded, p.Format)
 	}
+	// A gzip that fails at once (reading none of the upload): refused with a clear error, the
+	// upload's writer not left hanging, nothing installed.
+	broken := toolbox(t, append(baseTools, "sha256sum")...)
+	os.WriteFile(filepath.Join(broken, "gzip"), []byte("#!/bin/sh\nexit 1\n"), 0o755)
+	badHome := t.TempDir()
+	t.Setenv("FAKE_HOME", badHome)
+	t.Setenv("FAKE_PATH", broken)
+	if _, err := Start(context.Background(), SSH{SSHPath: ssh}, "h", id, nil, pre); !errors.Is(err, ErrInstall) || !strings.Contains(err.Error(), "did not check out (badhash)") {
+		t.Fatalf("with a broken gzip: %v", err)
+	}
+	if _, err := os.Stat(badHome + "/.cache/farwing/farwing-" + id.Hash[:16]); err == nil {
+		t.Fatal("a peer that did not check out was installed")
+	}
 	// No SHA-256 tool there: a clear error, no upload.
 	t.Setenv("FAKE_HOME", t.TempDir())
 	t.Setenv("FAKE_PATH", toolbox(t, append(baseTools, "gzip")...))

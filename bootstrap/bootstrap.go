@@ -245,11 +245,11 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // intact. Otherwise it reads and drops the preface (prefaceLen bytes the client sent before the
 // answer), reports what is needed with the formats it can unpack, and reads the peer from its
 // standard input: a line "FARWING-UPLOAD FORMAT N", then exactly N bytes, which it unpacks into a
-// temporary file (mode 0600) of the cache directory. Only a file whose SHA-256 is this build's is
-// made executable, renamed into place atomically and started, on the rest of the same stdin: the
-// control channel. The client sends nothing after the N bytes until the remote's "ok", so no
-// reader can take bytes of the control channel, and a short or corrupt upload fails the hash
-// check. Installing a build is also when the cache is tidied: other builds installed more than
+// temporary file (mode 0600; the peer itself runs with the session's umask) of the cache
+// directory. Only a file whose SHA-256 is this build's is made executable, renamed into place
+// atomically and started, on the rest of the same stdin: the control channel. The client sends
+// nothing after the N bytes until the remote's "ok", so no reader can take bytes of the control
+// channel, and a short or corrupt upload fails the hash check. Installing a build is also when the cache is tidied: other builds installed more than
 // pruneDays ago, and uploads abandoned for a day, are removed (a build still in use elsewhere is
 // uploaded again by its next copy; a running peer is not affected).
 //
@@ -277,8 +277,9 @@ read -r w f n || exit 0
 case "$w:$f:$n" in FARWING-UPLOAD:gzip:[0-9]*|FARWING-UPLOAD:raw:[0-9]*) ;; *) echo "FARWING-PEER badupload"; exit 0;; esac
 case "$n" in *[!0-9]*) echo "FARWING-PEER badupload"; exit 0;; esac
 t="$d/.farwing-` + id.Hash[:16] + `.$$.tmp"
-umask 077
+u=$(umask); umask 077
 if [ "$f" = gzip ]; then r "$n" | gzip -dc >"$t" 2>/dev/null; else r "$n" >"$t"; fi
+umask "$u"
 if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
 chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
 find "$d" -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "${p##*/}" -exec rm -f {} + 2>/dev/null

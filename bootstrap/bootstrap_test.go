@@ -58,12 +58,13 @@ func toolbox(t *testing.T, tools ...string) string {
 	return dir
 }
 
-// fakePeer writes an executable that stands for the peer: it prints its arguments, then copies
+// fakePeer writes an executable that stands for the peer: it prints its arguments and umask (the
+// remote shell's, 027 in these tests: the install's own 077 must not leak into it), then copies
 // its standard input (the control channel) to its output; padding makes it span several upload
 // chunks. It returns the file and its identity.
 func fakePeer(t *testing.T, dir string, padding int) (string, Identity) {
 	t.Helper()
-	b := []byte("#!/bin/sh\necho \"served $*\"\nexec cat\n#")
+	b := []byte("#!/bin/sh\necho \"served $* umask=$(umask)\"\nexec cat\n#")
 	for i := 0; i < padding; i++ {
 		b = append(b, "0123456789abcdef"[(i*7919)%16])
 	}
@@ -88,7 +89,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 // remoteSh runs script as the remote shell would: /bin/sh with only HOME and PATH, stdin given.
 func remoteSh(t *testing.T, home, path, script string, stdin []byte) string {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd := exec.Command("/bin/sh", "-c", "umask 027\n"+script)
 	cmd.Env = []string{"HOME=" + home, "PATH=" + path}
 	cmd.Stdin = bytes.NewReader(stdin)
 	out, err := cmd.Output()
@@ -125,7 +126,7 @@ func TestStartScript(t *testing.T) {
 	final := dir + "/farwing-" + id.Hash[:16]
 	need := "FARWING-PEER need " + uname + " gzip,raw " + dir + "\n"
 	ok := "FARWING-PEER ok " + uname + " " + final + "\n"
-	served := "served serve --pub k\n"
+	served := "served serve --pub k umask=0027\n"
 
 	// Nothing cached: the preface is dropped, the formats offered; stdin ending: nothing more.
 	if out := remoteSh(t, home, all, script, pre); out != need {
@@ -261,6 +262,7 @@ func TestInstallTidies(t *testing.T) {
 const fakeSSH = `#!/bin/sh
 for a; do last=$a; [ "$a" = -G ] && exit 1; done
 echo session >>"$FAKE_SSH_LOG"
+umask 027
 exec env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" /bin/sh -c "$last"
 `
 
@@ -296,7 +298,7 @@ func TestStartOneSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close(time.Second)
-		for _, want := range []string{"served serve --pub k\n", string(pre)} {
+		for _, want := range []string{"served serve --pub k umask=0027\n", string(pre)} {
 			if got := make([]byte, len(want)); func() bool { _, err := io.ReadFull(p.Stdout, got); return err != nil || string(got) != want }() {
 				t.Fatalf("control channel: got %q, want %q", got, want)
 			}

@@ -1,11 +1,13 @@
-// Package bootstrap reaches a remote host with the system's OpenSSH: it checks for a Farwing peer of
-// this exact build in the remote's cache, installs it over scp when missing, and starts
-// `farwing serve`, whose stdin/stdout become the control channel.
+// Package bootstrap reaches a remote host with the system's OpenSSH: one ssh session checks for a
+// Farwing peer of this exact build in the remote's cache, receives it on its standard input
+// (gzip-compressed where the remote has gzip) when it is missing or wrong, checks its SHA-256 and
+// starts `farwing serve`, whose stdin/stdout become the control channel.
 package bootstrap
 
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +16,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,18 +28,17 @@ import (
 	"github.com/farwing/farwing/internal/escape"
 )
 
-// ErrSSH marks failures of ssh or scp themselves: unknown host, refused connection, failed
-// authentication.
+// ErrSSH marks failures of ssh itself: unknown host, refused connection, failed authentication.
 var ErrSSH = errors.New("ssh")
 
 // ErrPlatform marks a remote whose OS or architecture this binary cannot run on.
 var ErrPlatform = errors.New("unsupported remote platform")
 
 // ErrInstall marks a remote where the peer cannot be installed: its cache directory cannot be
-// created or written.
+// created or written, it has no tool to check a SHA-256, or the uploaded build did not check out.
 var ErrInstall = errors.New("cannot install the peer")
 
-// SSH holds the options passed through to the system ssh and scp.
+// SSH holds the options passed through to the system ssh.
 type SSH struct {
 	Config   string   // -F
 	Identity string   // -i
@@ -52,12 +55,19 @@ type SSH struct {
 	// Notice, when set, is told what first contact is doing that takes time (one line, e.g.
 	// "installing farwing on HOST (10.2 MB)"), for a terminal that would otherwise stay silent.
 	Notice func(line string)
-	// Log, when set, is told what Start does with a shared connection (-v).
+	// Uploading, when set, is told how much of the peer has been handed to ssh while it is
+	// installed (sent of total bytes, the last call with sent == total).
+	Uploading func(sent, total int64)
+	// BBR lets Start carry ssh's connection over farwing's own ProxyCommand (ssh-proxy), whose
+	// TCP socket asks for BBR, where the kernel's default is a loss-based one and the user's
+	// ssh configuration connects directly (bbrProxy).
+	BBR bool
+	// Log, when set, is told what Start decided (-v).
 	Log     func(format string, args ...any)
 	mux     bool   // Start found that Persist applies to this host
 	muxLive bool   // Start found a shared connection that answers locally: the first session rides on it
+	proxy   string // the ProxyCommand Start chose ("" none)
 	SSHPath string // default "ssh"
-	SCPPath string // default "scp"
 }
 
 // Flags are the ssh flags as `farwing copy` and scp take them (-F -i -P -o -J), without the
@@ -157,7 +167,11 @@ func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
 	if p == "" {
 		p = "ssh"
 	}
-	args := append(s.common("-p"), "-T", "-o", "ServerAliveInterval=15", "--", host, remoteCmd)
+	args := append(s.common("-p"), "-T", "-o", "ServerAliveInterval=15")
+	if s.proxy != "" {
+		args = append(args, "-o", "ProxyCommand="+s.proxy)
+	}
+	args = append(args, "--", host, remoteCmd)
 	return exec.CommandContext(ctx, p, args...)
 }
 
@@ -170,9 +184,17 @@ type Peer struct {
 	Uploaded bool   // this call installed the peer (first contact or a new build)
 	Path     string // the peer's path on the remote host
 	RemoteOS string // uname -s and -m of the remote
+	// Took is the first contact's time: from Start to the remote's word that the peer runs
+	// (including the ssh handshake and, when Uploaded, the upload and its check).
+	Took time.Duration
+	// SentBytes is how many bytes of peer crossed (0 unless Uploaded), in Format: "gzip" or
+	// "raw".
+	SentBytes int64
+	Format    string
 	// HostName is the address ssh connects to for the host (`ssh -G`), so that UDP goes to the
 	// same place even when the host is an alias from ssh_config; "" if ssh did not say.
 	HostName string
+	prefaced chan struct{} // closed when the preface has been written
 	waitOnce sync.Once
 	waitErr  error
 }
@@ -215,10 +237,30 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // hashCmd prints a file's SHA-256 with whichever tool the remote has, OpenSSL first: it uses the
 // CPU's SHA instructions where coreutils' sha256sum may not (an 8 MB peer: 8 against 17 ms, on
 // every start).
-const hashCmd = `(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null) | cut -c1-64`
+const hashCmd = `(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || sha256 -q "$1" 2>/dev/null) | cut -c1-64`
 
-// probeScript starts the cached peer when it is there and intact, or reports what is needed.
-func probeScript(id Identity, serveArgs string) string {
+// emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// startScript is first contact in one ssh session. It starts the cached peer when it is there and
+// intact. Otherwise it reads and drops the preface (prefaceLen bytes the client sent before the
+// answer), reports what is needed with the formats it can unpack, and reads the peer from its
+// standard input: a line "FARWING-UPLOAD FORMAT N", then exactly N bytes, which it unpacks into a
+// temporary file (mode 0600; the peer itself runs with the session's umask) of the cache
+// directory. Only a file whose SHA-256 is this build's is made executable, renamed into place
+// atomically and started, on the rest of the same stdin: the control channel. The client sends
+// nothing after the N bytes until the remote's "ok", so no reader can take bytes of the control
+// channel, and a short or corrupt upload fails the hash check. Installing a build is also when the cache is tidied: other builds installed more than
+// pruneDays ago, and uploads abandoned for a day, are removed (a build still in use elsewhere is
+// uploaded again by its next copy; a running peer is not affected).
+//
+// Only POSIX shell and tools: head -c (dd bs=1 where head has no -c), gzip where present, and a
+// SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
+func startScript(id Identity, serveArgs string, prefaceLen int) string {
+	drop := ""
+	if prefaceLen > 0 {
+		drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
+	}
 	return `h() { ` + hashCmd + `; }
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 p="$d/farwing-` + id.Hash[:16] + `"
@@ -227,20 +269,22 @@ if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
   echo "FARWING-PEER ok $s $m $p"
   exec "$p" serve ` + serveArgs + `
 fi
-if mkdir -p "$d" 2>/dev/null && [ -w "$d" ]; then echo "FARWING-PEER need $s $m $d"; else echo "FARWING-PEER nodir $s $m $d"; fi`
-}
-
-// installScript checks the uploaded file, renames it into place and starts it. Installing a
-// build is also when the cache is tidied: other builds installed more than pruneDays ago, and
-// uploads abandoned for a day, are removed (a build still in use elsewhere is uploaded again by
-// its next copy; a running peer is not affected).
-func installScript(id Identity, tmp, final, serveArgs string) string {
-	return `h() { ` + hashCmd + `; }
-t=` + shellQuote(tmp) + `; p=` + shellQuote(final) + `
+mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
+[ "$(h /dev/null)" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
+if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi
+` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
+echo "FARWING-PEER need $s $m $z $d"
+read -r w f n || exit 0
+case "$w:$f:$n" in FARWING-UPLOAD:gzip:[0-9]*|FARWING-UPLOAD:raw:[0-9]*) ;; *) echo "FARWING-PEER badupload"; exit 0;; esac
+case "$n" in *[!0-9]*) echo "FARWING-PEER badupload"; exit 0;; esac
+t="$d/.farwing-` + id.Hash[:16] + `.$$.tmp"
+u=$(umask); umask 077
+if [ "$f" = gzip ]; then r "$n" | gzip -dc >"$t" 2>/dev/null; else r "$n" >"$t"; fi
+umask "$u"
 if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
 chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
-find "${p%/*}" -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "${p##*/}" -exec rm -f {} + 2>/dev/null
-echo "FARWING-PEER ok $(uname -s) $(uname -m) $p"
+find "$d" -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "${p##*/}" -exec rm -f {} + 2>/dev/null
+echo "FARWING-PEER ok $s $m $p"
 exec "$p" serve ` + serveArgs
 }
 
@@ -250,6 +294,7 @@ exec "$p" serve ` + serveArgs
 // control messages travel with the ssh session's start instead of a round trip later (a shell that
 // does not start the peer never reads them).
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
 	// is this user's, whatever ssh -G says).
 	var checked chan func() bool
@@ -259,13 +304,22 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 		m.mux = true
 		go func() { checked <- m.checkMux(ctx, host) }()
 	}
-	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	cfg, _ := s.config(ctx, host)
 	s.mux = s.useMux(cfg)
 	if checked != nil {
 		say := <-checked
 		if s.mux {
 			s.muxLive = say()
+		}
+	}
+	exe, _ := os.Executable()
+	var why string
+	s.proxy, why = s.bbrProxy(cfg, exe)
+	if s.Log != nil {
+		if s.proxy != "" {
+			s.Log("ssh to %s through farwing's ProxyCommand, asking for bbr on its TCP connection (%s)", escape.Text(host), why)
+		} else {
+			s.Log("ssh to %s connects itself: no bbr asked for (%s)", escape.Text(host), why)
 		}
 	}
 	p, err := s.start(ctx, host, id, serveArgs, preface)
@@ -276,100 +330,249 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 }
 
 func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	t0 := time.Now()
 	var qa []string
 	for _, a := range serveArgs {
 		qa = append(qa, shellQuote(a))
 	}
 	args := strings.Join(qa, " ")
+	// A build whose compressed form is not in this user's cache has most likely never been
+	// installed anywhere: compress it while ssh connects.
+	var packed chan packedPeer
+	if c := packedCache(id); c != "" {
+		if _, err := os.Stat(c); err != nil {
+			packed = make(chan packedPeer, 1)
+			go func() {
+				b, err := payload(id, "gzip")
+				packed <- packedPeer{b, err}
+			}()
+		}
+	}
 	within := time.Duration(0)
 	if s.muxLive {
 		within = muxAnswer
 	}
-	p, st, err := s.run(ctx, host, probeScript(id, args), preface, within)
+	p, st, err := s.run(ctx, host, startScript(id, args, len(preface)), preface, within)
 	if errors.Is(err, errMuxSilent) {
 		// The shared connection's master is there, but its connection carries nothing (a
 		// network change left it dead): drop it, and start again over a new one.
 		s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; closing it and connecting again", escape.Text(host), muxAnswer))
 		s.dropMux(ctx, host)
-		p, st, err = s.run(ctx, host, probeScript(id, args), preface, 0)
+		p, st, err = s.run(ctx, host, startScript(id, args, len(preface)), preface, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if st.State == "ok" {
-		p.RemoteOS, p.Path = st.OS+" "+st.Arch, st.Path
+		p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 		return p, nil
 	}
-	p.Close(3 * time.Second)
-	if st.State != "need" && st.State != "nodir" {
-		return nil, fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(st.State))
-	}
-	if !Compatible(st.OS, st.Arch) {
-		return nil, fmt.Errorf("%w: %s is %s %s, but this farwing is built for %s/%s; install a matching build on %s",
-			ErrPlatform, host, escape.Text(st.OS), escape.Text(st.Arch), runtime.GOOS, runtime.GOARCH, host)
-	}
-	if st.State == "nodir" {
-		return nil, fmt.Errorf("%w on %s: its cache directory %s cannot be created or written; fix its permissions, or set XDG_CACHE_HOME for that account",
-			ErrInstall, host, escape.Text(st.Path))
-	}
-	dir := st.Path
-	final := dir + "/farwing-" + id.Hash[:16]
-	tmp := fmt.Sprintf("%s/.farwing-%s.%d.%d.tmp", dir, id.Hash[:16], os.Getpid(), time.Now().UnixNano()%1e6)
-	if s.Notice != nil {
-		size := "?"
-		if st, err := os.Stat(id.Exe); err == nil {
-			size = fmt.Sprintf("%.1f MB", float64(st.Size())/1e6)
-		}
-		s.Notice(fmt.Sprintf("installing farwing on %s (%s)", escape.Text(host), size))
-	}
-	if err := s.upload(ctx, host, id.Exe, tmp); err != nil {
+	fail := func(err error) (*Peer, error) {
+		p.Close(3 * time.Second)
 		return nil, err
 	}
-	p, st, err = s.run(ctx, host, installScript(id, tmp, final, args), preface, 0)
+	switch {
+	case st.State != "need" && st.State != "nodir" && st.State != "nohash":
+		return fail(fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(st.State)))
+	case !Compatible(st.OS, st.Arch):
+		return fail(fmt.Errorf("%w: %s is %s %s, but this farwing is built for %s/%s; install a matching build on %s",
+			ErrPlatform, host, escape.Text(st.OS), escape.Text(st.Arch), runtime.GOOS, runtime.GOARCH, host))
+	case st.State == "nodir":
+		return fail(fmt.Errorf("%w on %s: its cache directory %s cannot be created or written; fix its permissions, or set XDG_CACHE_HOME for that account",
+			ErrInstall, host, escape.Text(st.Path)))
+	case st.State == "nohash":
+		return fail(fmt.Errorf("%w on %s: it has no SHA-256 tool (openssl, sha256sum, shasum or sha256), so the uploaded build could not be checked before it runs; install coreutils or openssl there",
+			ErrInstall, host))
+	}
+	format := "raw"
+	if slices.Contains(strings.Split(st.Formats, ","), "gzip") {
+		format = "gzip"
+	}
+	var data []byte
+	if format == "gzip" && packed != nil {
+		r := <-packed
+		data, err = r.data, r.err
+	} else {
+		data, err = payload(id, format)
+	}
 	if err != nil {
+		return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
+	}
+	if s.Notice != nil {
+		s.Notice(fmt.Sprintf("installing farwing on %s (%.1f MB)", escape.Text(host), float64(len(data))/1e6))
+	}
+	// The remote has read the preface (it said so after dropping it); the upload follows it.
+	<-p.prefaced
+	sent := make(chan error, 1)
+	go func() { sent <- s.upload(p.Stdin, format, data) }()
+	st, err = p.status(host)
+	if err != nil {
+		<-sent // ssh has ended: the write failed or is done
 		return nil, err
 	}
 	if st.State != "ok" {
-		p.Close(3 * time.Second)
-		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s)", ErrInstall, host, escape.Text(st.State))
+		p.Close(3 * time.Second) // the remote has stopped reading: ends the upload too
+		<-sent
+		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
 	}
-	p.Uploaded = true
-	p.RemoteOS, p.Path = st.OS+" "+st.Arch, st.Path
+	if uerr := <-sent; uerr != nil { // the remote said ok after all N bytes: not expected
+		return fail(fmt.Errorf("%w: sending the peer to %s: %v", ErrSSH, host, uerr))
+	}
+	// The control channel starts now, with the preface again: the first one went to the shell.
+	p.prefaced = make(chan struct{})
+	go p.writePreface(preface)
+	p.Uploaded, p.SentBytes, p.Format = true, int64(len(data)), format
+	p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 	return p, nil
 }
 
-// peerStatus is the remote shell's first line: "FARWING-PEER STATE OS ARCH PATH" for the states
-// ok (PATH: the running peer), need and nodir (PATH: the cache directory), or a bare
-// "FARWING-PEER STATE" (badhash, norename).
-type peerStatus struct{ State, OS, Arch, Path string }
+// upload writes the peer to the remote script's stdin: the header line, then the bytes, telling
+// Uploading as it goes.
+func (s SSH) upload(w io.Writer, format string, data []byte) error {
+	if _, err := fmt.Fprintf(w, "FARWING-UPLOAD %s %d\n", format, len(data)); err != nil {
+		return err
+	}
+	const chunk = 256 << 10
+	for off := 0; off < len(data); off += chunk {
+		n, err := w.Write(data[off:min(off+chunk, len(data))])
+		if s.Uploading != nil {
+			s.Uploading(int64(off+n), int64(len(data)))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// payload is the peer as it travels in format: the executable as it is (raw), or compressed with
+// gzip. The compressed form is kept in this user's cache, so only the first install of a build
+// compresses it (about 0.4 s for 10 MB); a cached one is used only when it unpacks to this build.
+func payload(id Identity, format string) ([]byte, error) {
+	if format != "gzip" {
+		return readIdentity(id)
+	}
+	cache := packedCache(id)
+	if cache != "" {
+		if b, err := os.ReadFile(cache); err == nil && gzipOf(b, id.Hash) {
+			return b, nil
+		}
+	}
+	raw, err := readIdentity(id)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(raw) // a bytes.Buffer does not fail
+	zw.Close()
+	if cache != "" && os.MkdirAll(filepath.Dir(cache), 0o700) == nil {
+		tmp := fmt.Sprintf("%s.%d.tmp", cache, os.Getpid())
+		if os.WriteFile(tmp, buf.Bytes(), 0o600) != nil || os.Rename(tmp, cache) != nil {
+			os.Remove(tmp)
+		}
+		tidyPacked(filepath.Dir(cache), cache)
+	}
+	return buf.Bytes(), nil
+}
+
+// tidyPacked removes from dir the compressed builds made more than pruneDays ago, as installing
+// does on the remote, except keep.
+func tidyPacked(dir, keep string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if info, err := e.Info(); err == nil && p != keep && info.Mode().IsRegular() && strings.HasPrefix(e.Name(), "farwing-") &&
+			time.Since(info.ModTime()) > pruneDays*24*time.Hour {
+			os.Remove(p)
+		}
+	}
+}
+
+// packedPeer is a payload made while ssh connects.
+type packedPeer struct {
+	data []byte
+	err  error
+}
+
+// packedCache is where this user's cache keeps the build's gzip form ("" when there is no cache).
+func packedCache(id Identity) string {
+	base, err := os.UserCacheDir()
+	if err != nil || len(id.Hash) < 16 {
+		return ""
+	}
+	return filepath.Join(base, "farwing", "peer", "farwing-"+id.Hash[:16]+".gz")
+}
+
+// readIdentity reads the executable id names, checking that it is still that build.
+func readIdentity(id Identity) ([]byte, error) {
+	b, err := os.ReadFile(id.Exe)
+	if err != nil {
+		return nil, err
+	}
+	if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != id.Hash {
+		return nil, fmt.Errorf("%s changed while running (its SHA-256 is no longer %s)", id.Exe, id.Hash)
+	}
+	return b, nil
+}
+
+// gzipOf reports whether b is a gzip stream of the bytes whose SHA-256 is hash.
+func gzipOf(b []byte, hash string) bool {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return false
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, zr); err != nil {
+		return false
+	}
+	return hex.EncodeToString(h.Sum(nil)) == hash
+}
+
+// peerStatus is a line of the remote shell: "FARWING-PEER STATE OS ARCH PATH" for the states ok
+// (PATH: the running peer), nodir and nohash (PATH: the cache directory); "FARWING-PEER need OS
+// ARCH FORMATS PATH" (FORMATS: what it can unpack, comma-separated, e.g. "gzip,raw"); or a bare
+// "FARWING-PEER STATE" (badhash, norename, badupload).
+type peerStatus struct{ State, OS, Arch, Formats, Path string }
 
 // maxStatus bounds the status line: a remote that never ends its line cannot fill memory.
 const maxStatus = 4096
 
-// parseStatus checks a status line: a known state, and for ok, need and nodir an OS, an
-// architecture and an absolute path (which may hold spaces).
+// parseStatus checks a status line: a known state, and for ok, need, nodir and nohash an OS, an
+// architecture and an absolute path (which may hold spaces), for need the formats too.
 func parseStatus(line string) (peerStatus, error) {
 	rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "FARWING-PEER ")
 	if !ok || len(line) > maxStatus {
 		return peerStatus{}, errors.New("not a status line")
 	}
-	f := strings.SplitN(rest, " ", 4)
-	st := peerStatus{State: f[0]}
+	state, _, _ := strings.Cut(rest, " ")
+	st := peerStatus{State: state}
 	switch st.State {
-	case "ok", "need", "nodir":
+	case "ok", "nodir", "nohash":
+		f := strings.SplitN(rest, " ", 4)
 		if len(f) != 4 || f[1] == "" || f[2] == "" || !strings.HasPrefix(f[3], "/") {
 			return peerStatus{}, fmt.Errorf("malformed status %q", rest)
 		}
 		st.OS, st.Arch, st.Path = f[1], f[2], f[3]
-	case "badhash", "norename":
+	case "need":
+		f := strings.SplitN(rest, " ", 5)
+		if len(f) != 5 || f[1] == "" || f[2] == "" || f[3] == "" || !strings.HasPrefix(f[4], "/") {
+			return peerStatus{}, fmt.Errorf("malformed status %q", rest)
+		}
+		st.OS, st.Arch, st.Formats, st.Path = f[1], f[2], f[3], f[4]
+	case "badhash", "norename", "badupload":
+		if rest != st.State {
+			return peerStatus{}, fmt.Errorf("malformed status %q", rest)
+		}
 	default:
 		return peerStatus{}, fmt.Errorf("unknown status %q", rest)
 	}
 	return st, nil
 }
 
-// run starts `sh -c script` on host and returns the peer with its first status line. With within
-// above 0 it gives up when the line has not come by then, killing ssh, with errMuxSilent.
+// run starts `sh -c script` on host, writes preface to its stdin and returns the peer with the
+// first status line. With within above 0 it gives up when the line has not come by then, killing
+// ssh, with errMuxSilent.
 func (s SSH) run(ctx context.Context, host, script string, preface []byte, within time.Duration) (*Peer, peerStatus, error) {
 	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
 	stdin, err := cmd.StdinPipe()
@@ -382,7 +585,7 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 	}
 	// A shared connection's master holds on to ssh's stderr; never let Wait hang on it.
 	cmd.WaitDelay = 2 * time.Second
-	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}}
+	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}, prefaced: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if s.Verbose {
 		// ssh's own messages and the remote's standard error, escaped: the remote's text never
@@ -392,17 +595,15 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 	if err := cmd.Start(); err != nil {
 		return nil, peerStatus{}, fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
 	}
-	if len(preface) > 0 {
-		go stdin.Write(preface) // a failed write shows up as the missing status line below
-	}
+	go p.writePreface(preface)
 	type read struct {
-		line string
-		err  error
+		st  peerStatus
+		err error
 	}
 	got := make(chan read, 1)
 	go func() {
-		raw, err := p.Stdout.ReadSlice('\n') // at most the reader's 64 KiB
-		got <- read{string(raw), err}
+		st, err := p.status(host)
+		got <- read{st, err}
 	}()
 	var limit <-chan time.Time
 	if within > 0 {
@@ -410,153 +611,44 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 		defer t.Stop()
 		limit = t.C
 	}
-	var r read
 	select {
-	case r = <-got:
+	case r := <-got:
+		if r.err != nil {
+			return nil, peerStatus{}, r.err
+		}
+		return p, r.st, nil
 	case <-limit:
 		p.cmd.Process.Kill()
 		p.Wait()
+		<-got
 		return nil, peerStatus{}, errMuxSilent
 	}
-	line, err := r.line, r.err
+}
+
+// writePreface writes the caller's first control messages at once, before the remote answers (a
+// failed write shows up as a missing status line or a closed control channel).
+func (p *Peer) writePreface(preface []byte) {
+	if len(preface) > 0 {
+		p.Stdin.Write(preface)
+	}
+	close(p.prefaced)
+}
+
+// status reads the remote shell's next status line; on anything else it ends ssh and explains.
+func (p *Peer) status(host string) (peerStatus, error) {
+	raw, err := p.Stdout.ReadSlice('\n') // at most the reader's 64 KiB
+	line := string(raw)
 	st, perr := parseStatus(line)
 	if err != nil || perr != nil {
 		if err == nil && strings.HasPrefix(line, "FARWING-PEER ") {
 			p.Close(time.Second)
-			return nil, peerStatus{}, fmt.Errorf("%w: %s answered with a %v", ErrSSH, host, perr) // %q inside: escaped
+			return peerStatus{}, fmt.Errorf("%w: %s answered with a %v", ErrSSH, host, perr) // %q inside: escaped
 		}
 		p.cmd.Process.Kill()
 		werr := p.Wait()
-		return nil, peerStatus{}, sshError(host, p.stderr.String(), werr, line)
+		return peerStatus{}, sshError(host, p.stderr.String(), werr, line)
 	}
-	return p, st, nil
-}
-
-// muxCheck bounds the wait for a shared connection's master to answer `ssh -O check` or `ssh -O
-// exit`: it answers from this host, at once, unless it is stopped or hung (or whatever holds
-// the socket is not an ssh master).
-const muxCheck = 3 * time.Second
-
-// muxAnswer bounds the wait for the first line of the remote's answer over a shared connection
-// that answered muxCheck: a round trip or two on a live connection (the remote shell's start and a
-// hash of the peer, a few milliseconds), forever on one a network change left dead, where ssh's
-// keepalive gives up after about a minute.
-const muxAnswer = 5 * time.Second
-
-// errMuxSilent is run's error for a session over a shared connection that did not answer in time.
-var errMuxSilent = errors.New("the shared ssh connection did not answer")
-
-// checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
-// that does not answer within muxCheck is stopped or hung: its socket is removed, so that ssh
-// makes a new master in its place. It returns a function that says what it found (Notice, Log)
-// and returns true when a master answered that it runs: for the caller to call once it knows
-// that the connection is shared.
-func (s SSH) checkMux(ctx context.Context, host string) func() bool {
-	out, hung, err := s.control(ctx, host, "check")
-	switch {
-	case hung:
-		s.removeSocket(ctx, host)
-		return func() bool {
-			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
-			return false
-		}
-	case err != nil:
-		return func() bool {
-			s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
-			return false
-		}
-	}
-	return func() bool {
-		s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
-		return true
-	}
-}
-
-// dropMux ends the shared connection for host (`ssh -O exit`), or removes its socket when the
-// master does not answer that either.
-func (s SSH) dropMux(ctx context.Context, host string) {
-	if _, hung, err := s.control(ctx, host, "exit"); hung || err != nil {
-		s.removeSocket(ctx, host)
-	}
-}
-
-// control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
-// it ran out of time, and how it ended.
-func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error) {
-	p := s.SSHPath
-	if p == "" {
-		p = "ssh"
-	}
-	cctx, cancel := context.WithTimeout(ctx, muxCheck)
-	defer cancel()
-	c := exec.CommandContext(cctx, p, append(s.common("-p"), "-O", cmd, "--", host)...)
-	c.WaitDelay = time.Second
-	out, err := c.CombinedOutput()
-	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
-}
-
-// removeSocket removes the shared connection's socket for host (its name from `ssh -G`), if it
-// is a socket in this user's control directory; a master still running there, stopped or hung,
-// is left alone and serves nobody.
-func (s SSH) removeSocket(ctx context.Context, host string) {
-	cfg, err := s.config(ctx, host)
-	dir, derr := controlDir()
-	path := cfg["controlpath"]
-	if err != nil || derr != nil || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
-		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
-		return
-	}
-	if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSocket == 0 {
-		return
-	}
-	if err := os.Remove(path); err != nil {
-		s.logf("cannot remove the shared ssh connection's socket %s: %v", path, err)
-		return
-	}
-	s.logf("removed the shared ssh connection's socket %s", path)
-}
-
-func (s SSH) notice(line string) {
-	if s.Notice != nil {
-		s.Notice(line)
-	} else {
-		s.logf("%s", line)
-	}
-}
-
-func (s SSH) logf(format string, args ...any) {
-	if s.Log != nil {
-		s.Log(format, args...)
-	}
-}
-
-func (s SSH) upload(ctx context.Context, host, local, remote string) error {
-	path := s.SCPPath
-	if path == "" {
-		path = "scp"
-	}
-	// OpenSSH ≥ 9 scp speaks SFTP, which some servers do not offer; then retry with the legacy
-	// scp protocol (-O), which others have turned off instead.
-	var errb tail
-	for _, legacy := range []bool{false, true} {
-		args := s.common("-P")
-		if legacy {
-			args = append(args, "-O")
-		}
-		args = append(args, "-q", "--", local, host+":"+remote)
-		cmd := exec.CommandContext(ctx, path, args...)
-		errb = tail{}
-		cmd.Stderr = &errb
-		err := cmd.Run()
-		if err == nil {
-			return nil
-		}
-		if legacy || ctx.Err() != nil || !strings.Contains(errb.String(), "Connection closed") &&
-			!strings.Contains(errb.String(), "subsystem request failed") {
-			return sshError(host, errb.String(), err, "")
-		}
-	}
-	return nil
+	return st, nil
 }
 
 // sshError turns ssh's exit and stderr into one line that says what went wrong.
@@ -686,4 +778,102 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.b.String()
+}
+
+// muxCheck bounds the wait for a shared connection's master to answer `ssh -O check` or `ssh -O
+// exit`: it answers from this host, at once, unless it is stopped or hung (or whatever holds
+// the socket is not an ssh master).
+const muxCheck = 3 * time.Second
+
+// muxAnswer bounds the wait for the first line of the remote's answer over a shared connection
+// that answered muxCheck: a round trip or two on a live connection (the remote shell's start and a
+// hash of the peer, a few milliseconds), forever on one a network change left dead, where ssh's
+// keepalive gives up after about a minute.
+const muxAnswer = 5 * time.Second
+
+// errMuxSilent is run's error for a session over a shared connection that did not answer in time.
+var errMuxSilent = errors.New("the shared ssh connection did not answer")
+
+// checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
+// that does not answer within muxCheck is stopped or hung: its socket is removed, so that ssh
+// makes a new master in its place. It returns a function that says what it found (Notice, Log)
+// and returns true when a master answered that it runs: for the caller to call once it knows
+// that the connection is shared.
+func (s SSH) checkMux(ctx context.Context, host string) func() bool {
+	out, hung, err := s.control(ctx, host, "check")
+	switch {
+	case hung:
+		s.removeSocket(ctx, host)
+		return func() bool {
+			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
+			return false
+		}
+	case err != nil:
+		return func() bool {
+			s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+			return false
+		}
+	}
+	return func() bool {
+		s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+		return true
+	}
+}
+
+// dropMux ends the shared connection for host (`ssh -O exit`), or removes its socket when the
+// master does not answer that either.
+func (s SSH) dropMux(ctx context.Context, host string) {
+	if _, hung, err := s.control(ctx, host, "exit"); hung || err != nil {
+		s.removeSocket(ctx, host)
+	}
+}
+
+// control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
+// it ran out of time, and how it ended.
+func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error) {
+	p := s.SSHPath
+	if p == "" {
+		p = "ssh"
+	}
+	cctx, cancel := context.WithTimeout(ctx, muxCheck)
+	defer cancel()
+	c := exec.CommandContext(cctx, p, append(s.common("-p"), "-O", cmd, "--", host)...)
+	c.WaitDelay = time.Second
+	out, err := c.CombinedOutput()
+	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
+}
+
+// removeSocket removes the shared connection's socket for host (its name from `ssh -G`), if it
+// is a socket in this user's control directory; a master still running there, stopped or hung,
+// is left alone and serves nobody.
+func (s SSH) removeSocket(ctx context.Context, host string) {
+	cfg, err := s.config(ctx, host)
+	dir, derr := controlDir()
+	path := cfg["controlpath"]
+	if err != nil || derr != nil || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
+		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
+		return
+	}
+	if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSocket == 0 {
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		s.logf("cannot remove the shared ssh connection's socket %s: %v", path, err)
+		return
+	}
+	s.logf("removed the shared ssh connection's socket %s", path)
+}
+
+func (s SSH) notice(line string) {
+	if s.Notice != nil {
+		s.Notice(line)
+	} else {
+		s.logf("%s", line)
+	}
+}
+
+func (s SSH) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log(format, args...)
+	}
 }

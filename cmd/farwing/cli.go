@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/xfer"
@@ -62,6 +63,16 @@ func run(args []string) int {
 		return cmdDoctor(ctx, args[1:])
 	case "lab":
 		return cmdLab(ctx, args[1:])
+	case bootstrap.ProxyCommand: // ssh's ProxyCommand, started by bootstrap (not listed)
+		if len(args) != 3 {
+			fmt.Fprintf(stderr, "farwing %s: needs HOST PORT (it is ssh's ProxyCommand)\n", args[0])
+			return xfer.ExitUsage
+		}
+		if err := bootstrap.Proxy(args[1], args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(stderr, oneLine(err))
+			return 255
+		}
+		return 0
 	case "version", "--version":
 		return cmdVersion()
 	case "help", "-h", "--help":

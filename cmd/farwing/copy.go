@@ -147,6 +147,9 @@ func cmdCopy(ctx context.Context, args []string) int {
 		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
+	if !c.quiet && isTerminal(os.Stderr) {
+		o.SSH.Uploading = uploadLine
+	}
 	if ev != nil {
 		ev.hook(&o)
 	}

@@ -98,6 +98,16 @@ func progressLine(lines, verbose bool) xfer.ProgressFunc {
 	}
 }
 
+// uploadLine draws, on a terminal, how much of the peer first contact has sent, redrawn in place
+// under the "installing farwing on HOST" line, and clears it when all is sent.
+func uploadLine(sent, total int64) {
+	if sent >= total || total <= 0 {
+		fmt.Fprint(stderr, "\r\033[K")
+		return
+	}
+	fmt.Fprintf(stderr, "\r\033[K%4.0f%% %s/%s", 100*float64(sent)/float64(total), units.Size(sent), units.Size(total))
+}
+
 // filePct is the file in progress's own percentage ("" with a single file: the copy's is its).
 func filePct(p xfer.Progress) string {
 	if p.Files <= 1 {

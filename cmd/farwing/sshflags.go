@@ -16,6 +16,7 @@ type sshFlags struct {
 	port                   int
 	options                []string
 	persist                time.Duration
+	bbr                    bool
 }
 
 func (f *sshFlags) register(fs *pflag.FlagSet) {
@@ -24,19 +25,17 @@ func (f *sshFlags) register(fs *pflag.FlagSet) {
 	fs.IntVarP(&f.port, "ssh-port", "P", 0, "ssh port (as scp's -P)")
 	fs.StringArrayVarP(&f.options, "option", "o", nil, "ssh option, as in ssh -o (repeatable)")
 	fs.StringVarP(&f.jump, "jump", "J", "", "ssh jump host (ProxyJump)")
+	fs.BoolVar(&f.bbr, "ssh-bbr", true, "where the kernel's default TCP congestion control is not bbr (CUBIC: slow under loss) and your ssh config connects directly, carry ssh's connection over farwing's own ProxyCommand, which asks for bbr; -v says what it did")
 	fs.DurationVar(&f.persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the command, so the next one to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")
 }
 
-// ssh returns the bootstrap settings; FARWING_SSH and FARWING_SCP name other ssh and scp
-// programs (tests), FARWING_DEBUG turns verbose on.
+// ssh returns the bootstrap settings; FARWING_SSH names another ssh program (tests),
+// FARWING_DEBUG turns verbose on.
 func (f *sshFlags) ssh(verbose bool) bootstrap.SSH {
 	s := bootstrap.SSH{Config: f.config, Identity: f.identity, Port: f.port, Options: f.options, Jump: f.jump,
-		Persist: f.persist, Verbose: verbose || os.Getenv("FARWING_DEBUG") != ""}
+		Persist: f.persist, BBR: f.bbr, Verbose: verbose || os.Getenv("FARWING_DEBUG") != ""}
 	if p := os.Getenv("FARWING_SSH"); p != "" {
 		s.SSHPath = p
-	}
-	if p := os.Getenv("FARWING_SCP"); p != "" {
-		s.SCPPath = p
 	}
 	return s
 }

@@ -98,6 +98,12 @@ type PeerInfo struct {
 	RemoteOS string   // uname -s and -m
 	HostName string   // the address ssh connects to ("" if unknown): where UDP goes
 	Argv     []string // the command that started it, when there is one
+	// Took is how long starting it took (the ssh session to the peer's start, with the install
+	// when Uploaded); SentBytes how many bytes of peer were sent to install it, in Format
+	// ("gzip" or "raw").
+	Took      time.Duration
+	SentBytes int64
+	Format    string
 }
 
 // SSHStart starts the peer over the system's ssh with the options in s (bootstrap.Start).
@@ -119,7 +125,8 @@ type sshRemote struct{ p *bootstrap.Peer }
 
 func (r sshRemote) Control() (io.Reader, io.WriteCloser) { return r.p.Stdout, r.p.Stdin }
 func (r sshRemote) Info() PeerInfo {
-	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName, Argv: r.p.Args()}
+	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName, Argv: r.p.Args(),
+		Took: r.p.Took, SentBytes: r.p.SentBytes, Format: r.p.Format}
 }
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
@@ -176,7 +183,10 @@ type Result struct {
 	PeerCPU       float64            `json:"peer_cpu_seconds"`    // the remote peer's, as it reported it
 	PeerUploaded  bool               `json:"peer_uploaded"`
 	PeerPath      string             `json:"peer_path"`
-	BLAKE3        string             `json:"blake3,omitempty"` // the digest when one file was copied
+	BootSeconds   float64            `json:"bootstrap_seconds"`          // starting the peer: the ssh session to its start, the install included when peer_uploaded
+	BootBytes     int64              `json:"bootstrap_bytes"`            // bytes of peer sent to install it (0: none)
+	BootFormat    string             `json:"bootstrap_format,omitempty"` // how they travelled: gzip or raw
+	BLAKE3        string             `json:"blake3,omitempty"`           // the digest when one file was copied
 	Sink          bool               `json:"sink,omitempty"`
 	Limiter       *Limiter           `json:"limiter,omitempty"` // what held the rate where it was
 	Local, Remote map[string]any     `json:"-"`
@@ -314,7 +324,13 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	}
 	info := peer.Info()
 	res.PeerUploaded, res.PeerPath = info.Uploaded, escape.Text(info.Path)
-	o.logf("peer %s on %s (%s)", map[bool]string{true: "installed", false: "found"}[info.Uploaded], host, escape.Text(info.RemoteOS))
+	res.BootSeconds, res.BootBytes, res.BootFormat = info.Took.Seconds(), info.SentBytes, info.Format
+	if info.Uploaded {
+		o.logf("peer installed on %s (%s): %d bytes sent (%s) in one ssh session, %.2f s from ssh's start to the peer's", host,
+			escape.Text(info.RemoteOS), info.SentBytes, info.Format, info.Took.Seconds())
+	} else {
+		o.logf("peer found on %s (%s), %.2f s from ssh's start", host, escape.Text(info.RemoteOS), info.Took.Seconds())
+	}
 	r, w := peer.Control()
 	c := &conn{peer: peer, info: info, ctl: NewControl(r, w, peer.Ended), res: res}
 	// The session ends with its control channel: ssh gone, the peer gone.

@@ -263,7 +263,8 @@ func TestLabLoopback(t *testing.T) {
 }
 
 // countingSSH writes an ssh that records every session it starts (not `ssh -G`, which only reads
-// the configuration) in log and runs the system ssh; it returns the FARWING_SSH setting for it.
+// the configuration, nor `ssh -O check`/`exit`, which ask the local shared-connection master) in
+// log and runs the system ssh; it returns the FARWING_SSH setting for it.
 func countingSSH(t *testing.T, dir, log string) string {
 	t.Helper()
 	real, err := exec.LookPath("ssh")
@@ -271,7 +272,7 @@ func countingSSH(t *testing.T, dir, log string) string {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "ssh")
-	script := "#!/bin/sh\ncase \" $* \" in *\" -G \"*) ;; *) echo session >>'" + log + "';; esac\nexec '" + real + "' \"$@\"\n"
+	script := "#!/bin/sh\ncase \" $* \" in *\" -G \"*|*\" -O \"*) ;; *) echo session >>'" + log + "';; esac\nexec '" + real + "' \"$@\"\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

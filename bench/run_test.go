@@ -39,3 +39,23 @@ func TestCopySummary(t *testing.T) {
 		}
 	}
 }
+
+// TestSizingEstimate: a sizing copy's rate is its packet-train estimate or, where higher, its
+// controller's delivery rate; a train that a stall stretched does not size the run.
+func TestSizingEstimate(t *testing.T) {
+	for _, c := range []struct {
+		res  map[string]any
+		want float64
+	}{
+		{map[string]any{"probe_bps": 8.6e6, "cc": map[string]any{"btlbw_bps": 4.3e8}}, 4.3e8},
+		{map[string]any{"probe_bps": 4.0e8, "cc": map[string]any{"btlbw_bps": 3.5e8}}, 4.0e8},
+		{map[string]any{"probe_bps": 4.0e8}, 4.0e8},
+		{map[string]any{"cc": map[string]any{"btlbw_bps": "fast"}}, 0},
+		{map[string]any{"probe_bps": -1.0}, 0},
+		{map[string]any{}, 0},
+	} {
+		if got := sizingEstimate(c.res); got != c.want {
+			t.Errorf("%v: %v, want %v", c.res, got, c.want)
+		}
+	}
+}

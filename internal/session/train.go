@@ -31,12 +31,13 @@ import (
 // cross 10 Gbit/s in 57 µs, under minTrainSpan, and the 10 Gbit/s cell of TestVirtualScale then
 // started unseeded and took 2.2 s to ramp from the initial window; 192 take 227 µs. (At
 // 100 Mbit/s they queue 23 ms once.)
-var trainLens = [...]int{trainLen, 4 * trainLen}
+var trainLens = [...]int{trainLen, trainLong}
 
 const (
 	trainLen  = 48 // the first train's length, and the fewest arrivals a train is timed from is half of it
 	trains    = len(trainLens)
-	trainMax  = 5 * trainLen // datagrams in all
+	trainLong = 4 * trainLen         // the second train's length
+	trainMax  = trainLen + trainLong // datagrams in all
 	trainGap  = 3 * time.Millisecond
 	trainFlag = 0x1 // header flag on TypeHello (a train datagram) and TypeHelloAck (its report)
 	trainWait = 150 * time.Millisecond

@@ -806,13 +806,17 @@ func (s *Sender) sealLoop(i int) {
 			bt.refs[k] = nil
 		}
 		bt.nref = 0
+		// The datagrams' clocks start now, not when they were framed: loss detection and RTT
+		// samples must not count the time a batch waited for this goroutine. And not after the
+		// send returns either: a batch's first datagrams leave while the call still works on the
+		// rest (or the goroutine is descheduled in it), and an RTT sample that starts late reads
+		// short; the min RTT is the minimum of them, so it read 130–138 ms on the 140 ms lab, and
+		// every round's queue (its least RTT over the min) read up to that much too high.
+		at := int64(time.Since(s.start))
 		if err := s.path.Send(i, bt.pkts); err != nil && !isTransient(err) {
 			err = fmt.Errorf("send on lane %d: %w", i, err)
 			s.sendErr.CompareAndSwap(nil, &err)
 		}
-		// The datagrams' clocks start now, not when they were framed: loss detection and RTT
-		// samples must not count the time a batch waited for this goroutine.
-		at := int64(time.Since(s.start))
 		for k := range bt.n {
 			atomic.StoreInt64(&l.at(bt.seqs[k]).at, at)
 		}

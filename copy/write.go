@@ -329,7 +329,7 @@ func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *B
 	}
 	if wf := w.cur; wf.f != nil {
 		if err := wf.write(data, off); err != nil {
-			return fmt.Errorf("%w: write %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
+			return writeErr("write", wf, err)
 		}
 	}
 	w.tree.add(sum)
@@ -861,6 +861,28 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 	return nil
 }
 
+// writeErr is the error of op (write, fsync, chmod) on the temporary file of wf: it names the file
+// the copy was writing by its final name, and for what a user can act on says what to do.
+func writeErr(op string, wf *wfile, err error) error {
+	err = unwrapPath(err)
+	return fmt.Errorf("%w: %s %s: %v%s", ErrDest, op, escape.Text(wf.final), err, destHint(err))
+}
+
+// destHint is what to do about a destination's error err ("" if nothing to say).
+func destHint(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return " (free space there, or choose another destination, then run the same command again)"
+	case errors.Is(err, unix.EROFS):
+		return " (the destination's filesystem is mounted read-only)"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return " (the destination is not writable by this user: check its permissions)"
+	case errors.Is(err, unix.EFBIG):
+		return " (the file is larger than the destination allows: ulimit -f, or the filesystem's limit)"
+	}
+	return ""
+}
+
 // placed records the file res as verified and in place.
 func (w *Writer) placed(res FileResult) {
 	w.results = append(w.results, res)
@@ -919,7 +941,7 @@ func (w *Writer) flush() error {
 	wg.Wait()
 	for i, p := range batch {
 		if errs[i] != nil {
-			return fmt.Errorf("%w: fsync %s: %v", ErrDest, escape.Text(p.wf.f.Name()), unwrapPath(errs[i]))
+			return writeErr("fsync", p.wf, errs[i])
 		}
 	}
 	dirFD, dir := -1, ""
@@ -949,7 +971,7 @@ func (w *Writer) flush() error {
 func (w *Writer) place(wf *wfile, f File) error {
 	wf.stop()
 	if err := wf.f.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
+		return writeErr("fsync", wf, err)
 	}
 	fd, err := w.dirs.open(wf.dir, 0o755)
 	if err != nil {
@@ -966,7 +988,7 @@ func (w *Writer) place(wf *wfile, f File) error {
 // renames it into place in its directory fd, then closes it.
 func (w *Writer) rename(wf *wfile, f File, fd int) error {
 	if err := wf.f.Chmod(f.Mode.Perm() &^ umask); err != nil {
-		return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
+		return writeErr("chmod", wf, err)
 	}
 	if w.preserve {
 		ts := unix.NsecToTimespec(f.MTime)

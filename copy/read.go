@@ -70,7 +70,10 @@ func (p *Pool) Get(ctx context.Context) ([]byte, error) {
 func (p *Pool) GetLen(ctx context.Context, n int) ([]byte, error) {
 	if n >= SmallBlock {
 		b, err := p.Get(ctx)
-		return b[:min(n, BlockSize)], err
+		if err != nil {
+			return nil, err
+		}
+		return b[:min(n, BlockSize)], nil
 	}
 	for {
 		p.mu.Lock()

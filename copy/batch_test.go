@@ -36,14 +36,7 @@ func smallTree(t *testing.T, dir string, n int) map[string][]byte {
 // after each block whether to stop there; the writer is returned unfinished then.
 func streamTree(t *testing.T, src *Sources, dst string, o WriterOptions, stop func(*Plan, *Block) bool) (*Writer, *Plan, error) {
 	t.Helper()
-	plan, err := NewPlan(src.Files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := ResolveTarget(dst, src.Files)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, target := planTarget(t, src, dst)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pool := NewPool(8)

@@ -33,8 +33,6 @@ type SenderConfig struct {
 	Stall time.Duration
 	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
 	FEC fec.Mode
-
-	lossHint float64 // tests: the random-loss rate FEC plans with instead of the controller's
 }
 
 // SenderStats are the sending side's counters.
@@ -210,9 +208,12 @@ type Sender struct {
 	start             time.Time
 	pacer             *lane.Pacer
 	cc                *cc.Controller
-	lanes             [Lanes]laneTx
-	rr                int // the lane being filled
-	rrN               int // datagrams framed on it in a row
+	// loss is where FEC planning reads the random-loss rate: the rate controller (Run sets it
+	// unless it is set already: a test's fixed rate).
+	loss  lossEstimate
+	lanes [Lanes]laneTx
+	rr    int // the lane being filled
+	rrN   int // datagrams framed on it in a row
 	// sendErr is the first error of a lane sealer; kick wakes the loop when a batch is free again
 	// after transmit found none (starved).
 	sendErr atomic.Pointer[error]
@@ -368,6 +369,9 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.lastTx = s.start
 	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
 		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
+	if s.loss == nil {
+		s.loss = s.cc
+	}
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
 	defer func() {

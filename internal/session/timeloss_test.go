@@ -15,6 +15,7 @@ func timeLossSender(n int, srtt time.Duration) *Sender {
 	s := NewSender(&Path{}, nil, nil, SenderConfig{InitialRTT: srtt})
 	s.start = time.Unix(1000, 0)
 	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: srtt}, s.start)
+	s.loss = s.cc
 	l := &s.lanes[0]
 	l.lowest, l.next = 1, uint64(n)
 	l.sent.Store(uint64(n))

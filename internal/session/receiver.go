@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -501,8 +500,8 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 	if err := r.w.Finish(ctx); err != nil {
 		return err
 	}
-	if debug {
-		fmt.Fprintf(os.Stderr, "receiver: last block written, files finished %s later\n", time.Since(lastWritten).Round(time.Millisecond))
+	if r.path.debugging() {
+		r.path.debugf("receiver: last block written, files finished %s later", time.Since(lastWritten).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -542,8 +541,8 @@ func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFun
 				holdSince = time.Time{}
 			}
 			r.sendFeedback(now)
-			if debug && r.fbSent.Load()%200 == 0 {
-				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d early=%d/%d dropped\n", r.base.Load(), r.deliver.Load(), r.Stats(),
+			if r.path.debugging() && r.fbSent.Load()%200 == 0 {
+				r.path.debugf("receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d early=%d/%d dropped", r.base.Load(), r.deliver.Load(), r.Stats(),
 					r.path.peers[0].Load(), r.path.AuthFailures.Load(), r.path.Replays.Load(), r.path.EarlyHeld.Load(), r.path.EarlyDropped.Load())
 			}
 		}

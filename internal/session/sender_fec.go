@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"math/bits"
-	"os"
 	"sync"
 	"time"
 
@@ -292,7 +291,7 @@ func (s *Sender) checkRebuilt(now time.Time) {
 			gr.pending++
 		}
 	}
-	if debug {
-		fmt.Fprintf(os.Stderr, "sender: block %d not written %s after FEC completed it; re-sending its missing chunks\n", b.id, rebuildGrace)
+	if s.path.debugging() {
+		s.path.debugf("sender: block %d not written %s after FEC completed it; re-sending its missing chunks", b.id, rebuildGrace)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	mathrand "math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,6 +232,45 @@ func TestWindowOverrun(t *testing.T) {
 		t.Fatalf("the sender never overran the receiver's window: the test did not test it (%+v)", rs)
 	}
 	t.Logf("%d chunks refused outside the window, all sent again", rs.Outside)
+}
+
+// TestDebugLog: the engines print their state through the logger injected into their path
+// (FARWING_DEBUG), and only there: the receiver's line at its end comes once, through the
+// server path's logger, and the client's logger hears nothing of the receiver.
+func TestDebugLog(t *testing.T) {
+	var mu sync.Mutex
+	lines := map[string][]string{}
+	logTo := func(side string) func(string, ...any) {
+		return func(f string, a ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			lines[side] = append(lines[side], fmt.Sprintf(f, a...))
+		}
+	}
+	transferWith(t, 0, 4, testSizes, SenderConfig{Rate: 200e6, Window: 4, InitialRTT: 5 * time.Millisecond},
+		xferOpts{before: func(t *testing.T, h *harness) {
+			h.server.SetDebugLog(logTo("server"))
+			h.client.SetDebugLog(logTo("client"))
+		}})
+	mu.Lock()
+	defer mu.Unlock()
+	count := func(side, prefix string) (n int) {
+		for _, l := range lines[side] {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+			if strings.HasSuffix(l, "\n") {
+				t.Errorf("%s: a line with its own newline: %q", side, l)
+			}
+		}
+		return n
+	}
+	if n := count("server", "receiver: last block written, files finished "); n != 1 {
+		t.Fatalf("the receiver's end line came %d times through the server's logger: %q", n, lines["server"])
+	}
+	if n := count("client", "receiver:"); n != 0 {
+		t.Fatalf("the client's logger heard the receiver: %q", lines["client"])
+	}
 }
 
 // TestStallDetected: with the receiver acknowledging and dropping what lies beyond its window

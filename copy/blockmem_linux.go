@@ -3,8 +3,8 @@
 package copy
 
 import (
-	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -15,12 +15,20 @@ import (
 // huge page: a direct-I/O write pins one page instead of 256, a new block takes one page fault
 // instead of 256, and hashing and sealing walk one TLB entry per 2 MiB. The memory is never
 // returned: blocks are recycled by Pool and the receiver for the life of the process, as before.
-// FARWING_HUGEPAGES=0 allocates them from the Go heap instead.
+// SetHugePages(false) (FARWING_HUGEPAGES=0, set once by cmd/farwing) allocates them from the Go
+// heap instead.
 
 const (
 	hugePage   = 2 << 20
 	arenaChunk = 8 << 20 // mapped at a time: eight blocks
 )
+
+// heapBlocks: block buffers come from the Go heap (SetHugePages(false)).
+var heapBlocks atomic.Bool
+
+// SetHugePages chooses where new block buffers come from: the huge-page arena (on, the default)
+// or the Go heap. The process's command sets it once, before any copy.
+func SetHugePages(on bool) { heapBlocks.Store(!on) }
 
 var arena struct {
 	mu     sync.Mutex
@@ -38,7 +46,7 @@ func BlockMemory() int {
 
 // NewBlockBuffer returns a zeroed BlockSize buffer, aligned to BlockSize.
 func NewBlockBuffer() []byte {
-	if os.Getenv("FARWING_HUGEPAGES") == "0" {
+	if heapBlocks.Load() {
 		return make([]byte, BlockSize)
 	}
 	arena.mu.Lock()

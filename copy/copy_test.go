@@ -370,16 +370,17 @@ func TestPoolReuse(t *testing.T) {
 // TestNewBlockBuffer checks that block buffers are full-size, zeroed, aligned for direct I/O and
 // distinct, from the huge-page arena and from the heap.
 func TestNewBlockBuffer(t *testing.T) {
-	for _, env := range []string{"", "0"} {
-		t.Setenv("FARWING_HUGEPAGES", env)
+	defer SetHugePages(true)
+	for _, huge := range []bool{true, false} {
+		SetHugePages(huge)
 		seen := map[*byte]bool{}
 		for range 20 {
 			b := NewBlockBuffer()
 			if len(b) != BlockSize || cap(b) != BlockSize {
-				t.Fatalf("FARWING_HUGEPAGES=%q: len %d cap %d", env, len(b), cap(b))
+				t.Fatalf("huge pages %v: len %d cap %d", huge, len(b), cap(b))
 			}
 			if runtime.GOOS == "linux" && !directOK(b, 0) {
-				t.Fatalf("FARWING_HUGEPAGES=%q: buffer not aligned for direct I/O", env)
+				t.Fatalf("huge pages %v: buffer not aligned for direct I/O", huge)
 			}
 			if seen[&b[0]] {
 				t.Fatal("the same buffer twice")

@@ -198,6 +198,7 @@ type Writer struct {
 	target   *Target
 	sink     bool
 	preserve bool
+	directIO bool // files of a block or more are written with O_DIRECT
 	digest   func(ctx context.Context, file int) ([32]byte, error)
 	done     func(FileResult)
 
@@ -269,11 +270,13 @@ type WriterOptions struct {
 	// Done, when set, is told of each file once it is verified and in place (in sink mode:
 	// verified), on the goroutine that writes.
 	Done func(FileResult)
+	// NoDirectIO: never write with O_DIRECT (FARWING_DIRECT=0, tuning.Settings.NoDirectIO).
+	NoDirectIO bool
 }
 
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
-	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done,
+	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done, directIO: !o.NoDirectIO,
 		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{}}
 	for _, f := range plan.Files {
 		if f.Hard != "" {
@@ -642,8 +645,8 @@ func (w *Writer) open(i int) error {
 		_ = f.Truncate(sz) // reserve the length; blocks fill it in
 		// Direct I/O for files of a block or more: the page cache costs more CPU than the disk
 		// (on this project's VM, buffered writes took 1.9 CPU s/GiB with fsync, O_DIRECT 0.07),
-		// and a copied file is not read back soon. FARWING_DIRECT=0 turns it off.
-		wf.direct = sz >= BlockSize && directIO && setDirect(f, true)
+		// and a copied file is not read back soon. WriterOptions.NoDirectIO turns it off.
+		wf.direct = sz >= BlockSize && w.directIO && setDirect(f, true)
 	}
 	return nil
 }
@@ -656,7 +659,7 @@ func (w *Writer) reopen(wf *wfile, fd int, p *partial) error {
 	w.reg.add(wf.f.Name())
 	wf.recorded = true
 	w.startRecords(wf, fd, w.plan.Kept(wf.idx))
-	if sz := w.plan.Files[wf.idx].Size; sz >= BlockSize && directIO {
+	if sz := w.plan.Files[wf.idx].Size; sz >= BlockSize && w.directIO {
 		wf.direct = setDirect(wf.f, true)
 	}
 	return nil
@@ -751,9 +754,6 @@ const directAlign = 4096
 
 // directBytes counts bytes written with direct I/O (for tests).
 var directBytes atomic.Int64
-
-// directIO says whether the writer may use O_DIRECT (FARWING_DIRECT=0 turns it off).
-var directIO = os.Getenv("FARWING_DIRECT") != "0"
 
 // write writes one block at off: with direct I/O while the block is aligned (every block but a
 // file's last, whose unaligned end goes through the page cache after direct I/O is switched

@@ -119,10 +119,10 @@ func newConn(uc *net.UDPConn, opt Options) (*Conn, error) {
 		gsoOK, groOK         bool
 		rcvCapped, sndCapped bool
 	)
-	wantGSO := !opt.DisableGSO && !envOff("FARWING_GSO") && kernelAtLeast(5, 0)
+	wantGSO := !opt.DisableGSO && kernelAtLeast(5, 0)
 	// wireguard-go enables UDP_GRO only from 5.12 (before it, getsockopt(UDP_GRO) is missing and
 	// GRO had bugs: wireguard-go commit c92064f).
-	wantGRO := !opt.DisableGRO && !envOff("FARWING_GRO") && kernelAtLeast(5, 12)
+	wantGRO := !opt.DisableGRO && kernelAtLeast(5, 12)
 	cerr := rc.Control(func(fd uintptr) {
 		s := int(fd)
 		family, err = unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_DOMAIN)

@@ -88,7 +88,7 @@ func (f *fakeBatchWriter) WriteBatch(ms []ipv6.Message, flags int) (int, error) 
 }
 
 // fakeConn is a real socket whose sends go to a fakeBatchWriter, with GSO forced on (so the test
-// means the same under FARWING_GSO=0).
+// means the same where the kernel has no GSO).
 func fakeConn(t *testing.T, f *fakeBatchWriter, copyMode bool) *Conn {
 	c := listen(t, "127.0.0.1:0", Options{})
 	f.t = t

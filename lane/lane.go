@@ -21,7 +21,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -40,10 +39,10 @@ type Options struct {
 	// Listen warns once per process (see Warn). Conn.Buffers reports what the kernel granted.
 	Buffer int
 
-	// DisableGSO turns UDP segmentation offload off for sends; so does FARWING_GSO=0 in the
-	// environment. Useful against kernel or NIC bugs that cannot be detected at run time.
+	// DisableGSO turns UDP segmentation offload off for sends (FARWING_GSO=0, through
+	// tuning.Settings). Useful against kernel or NIC bugs that cannot be detected at run time.
 	DisableGSO bool
-	// DisableGRO turns UDP receive coalescing off; so does FARWING_GRO=0.
+	// DisableGRO turns UDP receive coalescing off (FARWING_GRO=0).
 	DisableGRO bool
 	// GSOSegments is the most datagrams one GSO super-packet may carry (0: 64, the kernel's
 	// UDP_MAX_SEGMENTS before Linux 6.x; at most 128, which 6.18 accepts). If the kernel refuses
@@ -117,20 +116,6 @@ func (s *counters) snapshot() Stats {
 
 // Stats returns a snapshot of the lane's counters.
 func (c *Conn) Stats() Stats { return c.stats.snapshot() }
-
-// envOff reports whether the environment variable name is set to a false value ("0", "false",
-// "off"). The FARWING_* switches are debugging knobs, not a stable interface.
-func envOff(name string) bool {
-	v := os.Getenv(name)
-	if v == "" {
-		return false
-	}
-	if v == "off" || v == "no" {
-		return true
-	}
-	b, err := strconv.ParseBool(v)
-	return err == nil && !b
-}
 
 // bufferWarned makes the capped-buffer warning appear once per process, however many lanes open.
 var bufferWarned atomic.Bool

@@ -280,21 +280,12 @@ func TestBufferWarning(t *testing.T) {
 	}
 }
 
-func TestEnvOff(t *testing.T) {
-	for v, want := range map[string]bool{"": false, "0": true, "false": true, "off": true, "1": false, "yes": false, "junk": false} {
-		t.Setenv("FARWING_TEST_KNOB", v)
-		if got := envOff("FARWING_TEST_KNOB"); got != want {
-			t.Errorf("envOff(%q) = %v", v, got)
-		}
-	}
-}
-
-func TestEnvDisablesOffload(t *testing.T) {
-	t.Setenv("FARWING_GSO", "0")
-	t.Setenv("FARWING_GRO", "0")
-	c := listen(t, "127.0.0.1:0", Options{})
+// TestOptionsDisableOffload: DisableGSO and DisableGRO (FARWING_GSO=0 FARWING_GRO=0, read by
+// tuning.FromEnv) leave both offloads off.
+func TestOptionsDisableOffload(t *testing.T) {
+	c := listen(t, "127.0.0.1:0", Options{DisableGSO: true, DisableGRO: true})
 	if gso, gro := c.Offload(); gso || gro {
-		t.Fatalf("Offload() = %v, %v with FARWING_GSO=0 FARWING_GRO=0", gso, gro)
+		t.Fatalf("Offload() = %v, %v with DisableGSO and DisableGRO", gso, gro)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/farwing/farwing/bench/lab/sshlab"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -162,7 +163,7 @@ func lossName(loss float64) string {
 	return strconv.FormatFloat(loss*100, 'g', 3, 64) + "%"
 }
 
-func cmdBench(ctx context.Context, args []string) int {
+func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var b benchOptions
@@ -208,11 +209,11 @@ func cmdBench(ctx context.Context, args []string) int {
 		if level == "" {
 			level = host
 		}
-		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false)}, SSHArgs: b.ssh.ssh(false).Flags(), Farwing: exe,
+		cfg := bench.Config{Host: host, Options: xfer.Options{SSH: b.ssh.ssh(false, tun), Tuning: tun, DebugLog: debugLog}, SSHArgs: b.ssh.ssh(false, tun).Flags(), Farwing: exe,
 			SCP: "scp", Size: b.sizeBytes, Runs: b.runs, Duration: b.duration, Limit: b.limit, Rows: b.selected, Pull: b.pull,
 			Levels: []string{level}, Argv: argv, CopyFlags: b.copyFlags}
-		if p := os.Getenv("FARWING_SCP"); p != "" {
-			cfg.SCP = p
+		if tun.SCP != "" {
+			cfg.SCP = tun.SCP
 		}
 		if !b.quiet {
 			cfg.Progress = benchProgress()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/internal/escape"
-	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/xfer"
 )
 
@@ -51,16 +51,19 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The environment is read here, once; the commands pass its switches down as values.
+	tun := tuning.FromEnv(os.Getenv)
+	tun.Apply()
 	switch args[0] {
 	case "copy", "cp":
-		defer session.StartProfile(os.Getenv(session.ProfileEnv), "client")()
-		return cmdCopy(ctx, args[1:])
+		defer tuning.StartProfile(tun.Profile, "client")()
+		return cmdCopy(ctx, tun, args[1:])
 	case "serve":
-		return cmdServe(ctx, args[1:])
+		return cmdServe(ctx, tun, args[1:])
 	case "bench":
-		return cmdBench(ctx, args[1:])
+		return cmdBench(ctx, tun, args[1:])
 	case "doctor":
-		return cmdDoctor(ctx, args[1:])
+		return cmdDoctor(ctx, tun, args[1:])
 	case "lab":
 		return cmdLab(ctx, args[1:])
 	case bootstrap.ProxyCommand: // ssh's ProxyCommand, started by bootstrap (not listed)
@@ -82,6 +85,9 @@ func run(args []string) int {
 	fmt.Fprintf(stderr, "farwing: unknown command %q; run 'farwing help'\n", args[0])
 	return xfer.ExitUsage
 }
+
+// debugLog is the engines' debug logger (FARWING_DEBUG): a line on standard error per call.
+func debugLog(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
 
 // oneLine is an error as the one line the CLI prints: nothing in it that a terminal would act on,
 // since errors carry remote text.

@@ -14,6 +14,7 @@ import (
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
 )
@@ -28,6 +29,7 @@ type copyOptions struct {
 	json, verbose, quiet       bool
 	checksum, ignoreTimes      bool
 	ssh                        sshFlags
+	tun                        tuning.Settings // the environment's switches (run reads them)
 }
 
 func (c *copyOptions) register(fs *pflag.FlagSet) {
@@ -101,14 +103,15 @@ func (c *copyOptions) options() (xfer.Options, error) {
 	if o.Ports, err = session.ParsePortRange(c.ports); err != nil {
 		return o, err
 	}
-	o.SSH = c.ssh.ssh(c.verbose)
+	o.SSH = c.ssh.ssh(c.verbose, c.tun)
+	o.Tuning, o.DebugLog = c.tun, debugLog
 	return o, nil
 }
 
-func cmdCopy(ctx context.Context, args []string) int {
+func cmdCopy(ctx context.Context, tun tuning.Settings, args []string) int {
 	fs := pflag.NewFlagSet("copy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c copyOptions
+	c := copyOptions{tun: tun}
 	c.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage:\n  farwing copy [flags] SRC... [user@]host:DST\n  farwing copy [flags] [user@]host:SRC... DST\n\nFlags:\n")

@@ -14,6 +14,7 @@ import (
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/internal/xfer"
@@ -53,7 +54,7 @@ type finding struct {
 // doctorChecks are the checks of a doctor run, in the order they are printed.
 var doctorChecks = []string{"ssh", "peer", "udp", "capacity", "mtu", "buffers-local", "buffers-remote", "tcp-cc", "cpu-local", "cpu-remote", "clock"}
 
-func cmdDoctor(ctx context.Context, args []string) int {
+func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 	fs := pflag.NewFlagSet("doctor", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var d doctorOptions
@@ -79,7 +80,7 @@ func cmdDoctor(ctx context.Context, args []string) int {
 		return xfer.ExitUsage
 	}
 	host := fs.Arg(0)
-	o := xfer.Options{SSH: d.ssh.ssh(d.verbose), Ports: ports}
+	o := xfer.Options{SSH: d.ssh.ssh(d.verbose, tun), Ports: ports, Tuning: tun, DebugLog: debugLog}
 	if d.verbose {
 		o.Log = func(f string, a ...any) { fmt.Fprintf(stderr, "farwing: "+f+"\n", a...) }
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }

@@ -10,11 +10,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/xfer"
 )
 
 // cmdServe is the remote peer, started over ssh by bootstrap: the control channel is stdin/stdout.
-func cmdServe(ctx context.Context, args []string) int {
+func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pub := fs.String("pub", "", "the client's ephemeral X25519 public key (set by farwing copy)")
@@ -32,7 +33,8 @@ func cmdServe(ctx context.Context, args []string) int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
-	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports}); err != nil {
+	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
+		Tuning: tun, DebugLog: debugLog}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return xfer.ExitCode(err)
 	}

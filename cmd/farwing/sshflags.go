@@ -1,12 +1,12 @@
 package main
 
 import (
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/internal/tuning"
 )
 
 // sshFlags are the ssh flags every command that reaches a host takes (copy, bench, doctor), defined
@@ -29,13 +29,13 @@ func (f *sshFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.persist, "ssh-persist", 60*time.Second, "keep a shared ssh connection (ControlMaster) open this long after the command, so the next one to the host skips the ssh handshake; 0: off. Unused where your ssh config sets ControlMaster or ControlPath")
 }
 
-// ssh returns the bootstrap settings; FARWING_SSH names another ssh program (tests),
-// FARWING_DEBUG turns verbose on.
-func (f *sshFlags) ssh(verbose bool) bootstrap.SSH {
+// ssh returns the bootstrap settings; tun.SSH (FARWING_SSH) names another ssh program (tests),
+// tun.Debug (FARWING_DEBUG) turns verbose on.
+func (f *sshFlags) ssh(verbose bool, tun tuning.Settings) bootstrap.SSH {
 	s := bootstrap.SSH{Config: f.config, Identity: f.identity, Port: f.port, Options: f.options, Jump: f.jump,
-		Persist: f.persist, BBR: f.bbr, Verbose: verbose || os.Getenv("FARWING_DEBUG") != ""}
-	if p := os.Getenv("FARWING_SSH"); p != "" {
-		s.SSHPath = p
+		Persist: f.persist, BBR: f.bbr, Verbose: verbose || tun.Debug}
+	if tun.SSH != "" {
+		s.SSHPath = tun.SSH
 	}
 	return s
 }

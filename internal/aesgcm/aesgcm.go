@@ -2,7 +2,7 @@
 //
 // On x86-64 CPUs with VAES, VPCLMULQDQ and AVX-512 it is this package's own implementation,
 // which encrypts and authenticates sixteen blocks at a time in 512-bit registers; elsewhere, or
-// with FARWING_VAES=0, it is crypto/cipher's GCM. Both produce the same bytes (the tests compare
+// after SetVAES(false) (FARWING_VAES=0, set by cmd/farwing), it is crypto/cipher's GCM. Both produce the same bytes (the tests compare
 // them on random keys, nonces, lengths and associated data). Go's own AES-GCM uses 128-bit
 // AES-NI and PCLMULQDQ only (golang.org/issue/42726): on a loopback copy it was a quarter of all
 // CPU time, half of it per end.
@@ -14,7 +14,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
-	"os"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -45,8 +45,15 @@ func New(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
+// noVAES: SetVAES(false) was called.
+var noVAES atomic.Bool
+
+// SetVAES allows (on, the default) or forbids this package's VAES implementation for the keys
+// New makes from now on. The process's command sets it once, before any session.
+func SetVAES(on bool) { noVAES.Store(!on) }
+
 // Accelerated reports whether New returns this package's VAES implementation.
-func Accelerated() bool { return haveVAES && os.Getenv("FARWING_VAES") != "0" }
+func Accelerated() bool { return haveVAES && !noVAES.Load() }
 
 // maxAggregated is the most blocks (associated data, ciphertext and lengths, each padded) that
 // the assembly hashes with one power of H per block and a single reduction: a datagram is at

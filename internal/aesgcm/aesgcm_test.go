@@ -210,25 +210,26 @@ func TestGFMul(t *testing.T) {
 	}
 }
 
-// TestNewFallback checks that New works whichever implementation it picks, and with
-// FARWING_VAES=0.
+// TestNewFallback checks that New works whichever implementation it picks, and with VAES
+// switched off (SetVAES(false): FARWING_VAES=0).
 func TestNewFallback(t *testing.T) {
 	key := make([]byte, KeyLen)
 	rand.Read(key)
 	nonce := make([]byte, nonceSize)
 	want := stdGCM(t, key).Seal(nil, nonce, []byte("farwing"), []byte("aad"))
-	for _, env := range []string{"", "0"} {
-		t.Setenv("FARWING_VAES", env)
+	defer SetVAES(true)
+	for _, on := range []bool{true, false} {
+		SetVAES(on)
 		g, err := New(key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := g.Seal(nil, nonce, []byte("farwing"), []byte("aad")); !bytes.Equal(got, want) {
-			t.Fatalf("FARWING_VAES=%q: seal differs", env)
+			t.Fatalf("VAES %v: seal differs", on)
 		}
 		_, isVAES := g.(*vaesGCM)
-		if isVAES != (haveVAES && env != "0") {
-			t.Fatalf("FARWING_VAES=%q: VAES implementation %v, CPU has it %v", env, isVAES, haveVAES)
+		if isVAES != (haveVAES && on) || Accelerated() != isVAES {
+			t.Fatalf("VAES %v: VAES implementation %v (Accelerated %v), CPU has it %v", on, isVAES, Accelerated(), haveVAES)
 		}
 	}
 	if _, err := New(key[:16]); err == nil {

@@ -18,7 +18,8 @@ func TestTailParityShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}, lossHint: 0.01})
+	s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}})
+	s.loss = fixedLoss(0.01)
 	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
 	for _, c := range []struct {
 		k    int
@@ -42,3 +43,9 @@ func TestTailParityShare(t *testing.T) {
 		}
 	}
 }
+
+// fixedLoss is a loss estimate that never moves: FEC planned for a known random-loss rate
+// instead of the controller's, which starts at zero and grows.
+type fixedLoss float64
+
+func (f fixedLoss) RandomLoss() float64 { return float64(f) }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +78,9 @@ type Path struct {
 
 	heard atomic.Int64 // when the last authenticated datagram arrived (UnixNano; 0: none yet)
 
+	// debugLog is where the engines on this path print their state (SetDebugLog; nil: nowhere).
+	debugLog atomic.Pointer[func(format string, args ...any)]
+
 	Foreign      atomic.Uint64 // datagrams that are not this session's: too short, not Farwing's, another connection id or lane
 	AuthFailures atomic.Uint64 // datagrams of this session by their header that failed to open (forged, altered, truncated)
 	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
@@ -135,18 +137,18 @@ const maxEarlyBytes = 8 << 20
 // Open binds four UDP lanes on bind (e.g. "0.0.0.0:0" or "[::]:0") with socket buffers of buf
 // bytes (0: lane.DefaultBuffer) and starts the path on them.
 func Open(bind string, c *wire.Crypto, server bool, buf int) (*Path, error) {
-	conns, err := ListenUDP(bind, buf)
+	conns, err := ListenUDP(bind, lane.Options{Buffer: buf})
 	if err != nil {
 		return nil, err
 	}
 	return NewPath(conns, c, server), nil
 }
 
-// ListenUDP opens the four UDP sockets of a path on bind.
-func ListenUDP(bind string, buf int) ([Lanes]lane.PacketConn, error) {
+// ListenUDP opens the four UDP sockets of a path on bind, each with opt.
+func ListenUDP(bind string, opt lane.Options) ([Lanes]lane.PacketConn, error) {
 	var conns [Lanes]lane.PacketConn
 	for i := range conns {
-		lc, err := lane.Listen(bind, lane.Options{Buffer: buf})
+		lc, err := lane.Listen(bind, opt)
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.Close()
@@ -424,8 +426,8 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				case wire.TypeHelloAck:
 					if len(pt) >= 8 && beUint64(pt) <= maxTrainBps { // the peer's word: a bounded seed
 						p.trainBps.CompareAndSwap(0, beUint64(pt)+1)
-						if debug {
-							fmt.Fprintf(os.Stderr, "train report on lane %d: %.0f Mbit/s\n", i, float64(beUint64(pt))/1e6)
+						if p.debugging() {
+							p.debugf("train report on lane %d: %.0f Mbit/s", i, float64(beUint64(pt))/1e6)
 						}
 					}
 				}
@@ -492,16 +494,34 @@ func beUint64(b []byte) uint64 {
 		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
 }
 
-// FECFor is the FEC mode a sender on p uses when asked for m: automatic FEC is off on loopback.
-// It sizes parity for random loss on long paths; on loopback a loss is a receiving socket that
-// fell behind, a re-send costs microseconds, and repair parity costs a Reed-Solomon pass over
-// the block at both ends (2 GiB copies that overflowed a socket sent 400-1,850 repair shards).
-// An explicit --fec k+m still applies.
-func FECFor(p *Path, m fec.Mode) fec.Mode {
-	if m.Kind == fec.ModeAuto && p.Loopback() {
-		return fec.Mode{Kind: fec.ModeOff}
+// SetDebugLog injects the debug logger: the path, its sender or receiver and the packet train
+// print their state through log (a line per call, without its newline; FARWING_DEBUG, decided by
+// cmd/farwing and the hello). nil, the default, prints nothing.
+func (p *Path) SetDebugLog(log func(format string, args ...any)) {
+	if log == nil {
+		p.debugLog.Store(nil)
+		return
 	}
-	return m
+	p.debugLog.Store(&log)
+}
+
+// DebugLog is the logger SetDebugLog injected (nil: none).
+func (p *Path) DebugLog() func(format string, args ...any) {
+	if l := p.debugLog.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// debugging reports whether a debug logger is injected: the engines compute their state lines
+// only then.
+func (p *Path) debugging() bool { return p.debugLog.Load() != nil }
+
+// debugf prints one line through the debug logger, if there is one.
+func (p *Path) debugf(format string, args ...any) {
+	if l := p.debugLog.Load(); l != nil {
+		(*l)(format, args...)
+	}
 }
 
 // ProposeJumbo (client, before Handshake) asks for wire.JumboChunkSize chunks: the caller
@@ -528,7 +548,7 @@ func acceptChunk(pt []byte, from netip.AddrPort) int {
 
 // Loopback reports whether the peer is this host (a loopback address). There a lost datagram is
 // re-sent within microseconds and was dropped by a receiving socket that fell behind, not by a
-// network: parity only adds CPU work (see FECFor).
+// network: parity only adds CPU work (see tuning.FEC).
 func (p *Path) Loopback() bool {
 	a, ok := p.Peer(0)
 	return ok && a.Addr().Unmap().IsLoopback()

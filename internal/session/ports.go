@@ -70,9 +70,9 @@ var ErrPortRange = errors.New("no room for the UDP lanes in the port range")
 // ListenUDPRange binds four UDP lanes as ListenUDP does, each on a port of r (the zero range: any
 // port), the lowest free ones first. It fails with ErrPortRange when fewer than four ports of r
 // can be bound (in use, or below 1024 without the privilege).
-func ListenUDPRange(bind string, r PortRange, buf int) ([Lanes]lane.PacketConn, error) {
+func ListenUDPRange(bind string, r PortRange, opt lane.Options) ([Lanes]lane.PacketConn, error) {
 	if r.IsZero() {
-		return ListenUDP(bind, buf)
+		return ListenUDP(bind, opt)
 	}
 	host, _, err := net.SplitHostPort(bind)
 	if err != nil {
@@ -82,7 +82,7 @@ func ListenUDPRange(bind string, r PortRange, buf int) ([Lanes]lane.PacketConn, 
 	n := 0
 	var last error
 	for p := r.Lo; p <= r.Hi && n < Lanes; p++ {
-		lc, err := lane.Listen(net.JoinHostPort(host, strconv.Itoa(p)), lane.Options{Buffer: buf})
+		lc, err := lane.Listen(net.JoinHostPort(host, strconv.Itoa(p)), opt)
 		if err != nil {
 			last = err
 			continue

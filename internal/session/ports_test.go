@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/farwing/farwing/lane"
 )
 
 // TestParsePortRange: --port takes LO-HI within 1–65535, LO ≤ HI, with room for the four lanes;
@@ -85,7 +87,7 @@ func TestListenUDPRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	conns, err := ListenUDPRange("0.0.0.0:0", PortRange{lo, lo + 5}, 0)
+	conns, err := ListenUDPRange("0.0.0.0:0", PortRange{lo, lo + 5}, lane.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestListenUDPRange(t *testing.T) {
 		c.Close()
 	}
 	// lo..lo+4 with lo+1 in use has four free ports; lo..lo+3 has three.
-	_, err = ListenUDPRange("0.0.0.0:0", PortRange{lo, lo + 3}, 0)
+	_, err = ListenUDPRange("0.0.0.0:0", PortRange{lo, lo + 3}, lane.Options{})
 	if !errors.Is(err, ErrPortRange) || !strings.Contains(err.Error(), "only 3 of its 4 UDP lanes") || !strings.Contains(err.Error(), "--port") {
 		t.Fatalf("a range with 3 free ports: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -199,8 +198,6 @@ type Receiver struct {
 	fbMu  sync.Mutex // the feedback frame and its buffer, reused
 	fb    wire.Feedback
 	fbBuf []byte
-
-	ackOutside bool // tests: admit (acknowledge, then drop) chunks beyond the window, as before Admit
 }
 
 // ErrSilent is returned when the other end has said nothing for longer than the protocol allows:
@@ -297,7 +294,7 @@ func (r *Receiver) placeChunk(b *rxBlock, f wire.DataFrame, c int, payload []byt
 // feedback.
 func (r *Receiver) Admit(pt []byte) bool {
 	f, _, err := wire.ParseDataFrame(pt)
-	if err != nil || f.Block < r.end.Load() || f.Block >= r.plan.NumBlocks() || r.ackOutside { // no such block: Datagram counts it invalid
+	if err != nil || f.Block < r.end.Load() || f.Block >= r.plan.NumBlocks() { // no such block: Datagram counts it invalid
 		return true
 	}
 	r.counts[0].outside.Add(1)
@@ -519,8 +516,8 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 	if err := r.w.Finish(ctx); err != nil {
 		return err
 	}
-	if debug {
-		fmt.Fprintf(os.Stderr, "receiver: last block written, files finished %s later\n", time.Since(lastWritten).Round(time.Millisecond))
+	if r.path.debugging() {
+		r.path.debugf("receiver: last block written, files finished %s later", time.Since(lastWritten).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -560,8 +557,8 @@ func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFun
 				holdSince = time.Time{}
 			}
 			r.sendFeedback(now)
-			if debug && r.fbSent.Load()%200 == 0 {
-				fmt.Fprintf(os.Stderr, "receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d early=%d/%d dropped\n", r.base.Load(), r.deliver.Load(), r.Stats(),
+			if r.path.debugging() && r.fbSent.Load()%200 == 0 {
+				r.path.debugf("receiver: base=%d deliver=%d stats=%+v peers=%v auth=%d replays=%d early=%d/%d dropped", r.base.Load(), r.deliver.Load(), r.Stats(),
 					r.path.peers[0].Load(), r.path.AuthFailures.Load(), r.path.Replays.Load(), r.path.EarlyHeld.Load(), r.path.EarlyDropped.Load())
 			}
 		}

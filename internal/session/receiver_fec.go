@@ -1,8 +1,6 @@
 package session
 
 import (
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -147,8 +145,8 @@ func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) i
 			// later shards open a new one, and the sender re-sends the chunks of a block that
 			// stays unwritten.
 			ok = false
-			if debug {
-				fmt.Fprintf(os.Stderr, "receiver: block %d group %d: %v\n", b.id, first, err)
+			if r.path.debugging() {
+				r.path.debugf("receiver: block %d group %d: %v", b.id, first, err)
 			}
 			break
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,8 +32,6 @@ type SenderConfig struct {
 	Stall time.Duration
 	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
 	FEC fec.Mode
-
-	lossHint float64 // tests: the random-loss rate FEC plans with instead of the controller's
 }
 
 // SenderStats are the sending side's counters.
@@ -66,16 +63,6 @@ type SenderStats struct {
 // ipUDPOverhead is what IPv4 and UDP add to each datagram on the wire; rates count IP bytes, as
 // link capacities do.
 const ipUDPOverhead = 28
-
-// debug prints the engines' state every second on stderr (FARWING_DEBUG=1; the client passes it
-// on to the remote peer).
-var debug = os.Getenv("FARWING_DEBUG") != ""
-
-// SetDebug turns the state printing on.
-func SetDebug(on bool) { debug = on }
-
-// Debug reports whether the state printing is on.
-func Debug() bool { return debug }
 
 // sentRing is the most datagrams a lane's record of datagrams in flight holds; a sender's record
 // is sized from its window (ringSize), which bounds what can be in flight.
@@ -211,9 +198,12 @@ type Sender struct {
 	start             time.Time
 	pacer             *lane.Pacer
 	cc                *cc.Controller
-	lanes             [Lanes]laneTx
-	rr                int // the lane being filled
-	rrN               int // datagrams framed on it in a row
+	// loss is where FEC planning reads the random-loss rate: the rate controller (Run sets it
+	// unless it is set already: a test's fixed rate).
+	loss  lossEstimate
+	lanes [Lanes]laneTx
+	rr    int // the lane being filled
+	rrN   int // datagrams framed on it in a row
 	// sendErr is the first error of a lane sealer; kick wakes the loop when a batch is free again
 	// after transmit found none (starved).
 	sendErr atomic.Pointer[error]
@@ -372,6 +362,9 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.lastTx = s.start
 	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
 		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
+	if s.loss == nil {
+		s.loss = s.cc
+	}
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)
 	defer func() {
@@ -444,17 +437,17 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		}
 		now := time.Now()
 		s.noteWait(now)
-		if debug && now.Sub(lastDbg) > time.Second {
+		if s.path.debugging() && now.Sub(lastDbg) > time.Second {
 			lastDbg = now
-			fmt.Fprintf(os.Stderr, "sender: blocks=%d sendable=%d retx=%d parq=%d evalq=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d\n",
+			s.path.debugf("sender: blocks=%d sendable=%d retx=%d parq=%d evalq=%d cursor=%d window=%d stats=%+v lanes0 lowest=%d next=%d largest=%d budget=%d",
 				len(s.blocks), len(s.sendable), s.retx.len(), s.parq.len(), len(s.evalq), s.cursor, s.window, s.stats, s.lanes[0].lowest, s.lanes[0].next, s.lanes[0].largest, s.pacer.Budget(now))
 			if b := s.blocks[s.cursor]; b != nil {
-				fmt.Fprintf(os.Stderr, "sender: cursor block %d: chunks %d next %d acked %d hash acked %v groups done %d/%d", b.id, b.nChunks, b.next, b.nAcked, b.isAcked(b.nChunks), b.groupsDone, len(b.groups))
+				line := fmt.Appendf(nil, "sender: cursor block %d: chunks %d next %d acked %d hash acked %v groups done %d/%d", b.id, b.nChunks, b.next, b.nAcked, b.isAcked(b.nChunks), b.groupsDone, len(b.groups))
 				for i := range b.groups {
 					g := &b.groups[i]
-					fmt.Fprintf(os.Stderr, " [k %d m %d next %d acked %d/%d inflight %d pending %d done %v queued %v repaired %v tail %v]", g.k, g.m, g.next, g.dataAcked, bits.OnesCount64(g.parAcked), g.inflight, g.pending, g.done, g.queued, g.repaired, g.tail)
+					line = fmt.Appendf(line, " [k %d m %d next %d acked %d/%d inflight %d pending %d done %v queued %v repaired %v tail %v]", g.k, g.m, g.next, g.dataAcked, bits.OnesCount64(g.parAcked), g.inflight, g.pending, g.done, g.queued, g.repaired, g.tail)
 				}
-				fmt.Fprintln(os.Stderr)
+				s.path.debugf("%s", line)
 			}
 		}
 		if now.Sub(lastFB) > s.cfg.Idle && s.stats.Datagrams > 0 {
@@ -484,13 +477,13 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		if now.Sub(s.lastProgress) >= 200*time.Millisecond {
 			s.lastProgress = now
 			st := s.cc.Stats()
-			if debug {
-				fmt.Fprintf(os.Stderr, "cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d\n", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
+			if s.path.debugging() {
+				s.path.debugf("cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
 					st.PacingRate/1e9, st.BtlBw/1e9, st.BwLo/1e9, st.SRTT, st.QueueDelay, st.Inflight, s.inflightCap(), s.ackedBytes.Load()>>20, st.CongestionEvents)
 				if st.CongestionEvents != s.debugEvents {
 					s.debugEvents = st.CongestionEvents
 					v := st.Verdicts[len(st.Verdicts)-1]
-					fmt.Fprintf(os.Stderr, "cc verdict t=%.2f %s in %s/%s: acked %d lost %d (base %.4f) run %d, at queue %d lost/%d acked, queue %v, deep cut %v\n",
+					s.path.debugf("cc verdict t=%.2f %s in %s/%s: acked %d lost %d (base %.4f) run %d, at queue %d lost/%d acked, queue %v, deep cut %v",
 						v.At.Seconds(), v.Reason, v.Mode, v.Phase, v.Acked, v.Lost, v.LossBase, v.MaxRun, v.LostHiQ, v.AckedHiQ, v.Queue, v.AtQueue)
 				}
 			}
@@ -1131,8 +1124,8 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 				break
 			}
 			s.stats.LostByTime++
-			if debug && s.stats.LostByTime%500 == 1 {
-				fmt.Fprintf(os.Stderr, "timeloss lane %d q=%d largest=%d next=%d sent=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f reports %.2f/%.2f ms ago\n", i, q, l.largest, l.next, l.sent.Load(), float64(tnow-at)/1e6, float64(rtt)/1e6, float64(srtt)/1e6, q < l.largest, float64(tnow)/1e9, float64(tnow-s.reportAt[0])/1e6, float64(tnow-s.reportAt[1])/1e6)
+			if s.path.debugging() && s.stats.LostByTime%500 == 1 {
+				s.path.debugf("timeloss lane %d q=%d largest=%d next=%d sent=%d age=%.2fms rtt=%.2fms srtt=%.2fms behind=%v t=%.3f reports %.2f/%.2f ms ago", i, q, l.largest, l.next, l.sent.Load(), float64(tnow-at)/1e6, float64(rtt)/1e6, float64(srtt)/1e6, q < l.largest, float64(tnow)/1e9, float64(tnow-s.reportAt[0])/1e6, float64(tnow-s.reportAt[1])/1e6)
 			}
 			s.lose(now, i, q, p)
 		}

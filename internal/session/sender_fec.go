@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"math/bits"
-	"os"
 	"sync"
 	"time"
 
@@ -49,14 +48,12 @@ func (g *txGroup) dropParity() {
 
 func (g *txGroup) acked() int { return int(g.dataAcked) + bits.OnesCount64(g.parAcked) }
 
-// fecLoss is the random-loss rate parity is planned for: the rate controller's measure of it,
-// never its congestion signals (parity sent into a full queue only adds to the queue).
-func (s *Sender) fecLoss() float64 {
-	if s.cfg.lossHint > 0 {
-		return s.cfg.lossHint
-	}
-	return s.cc.RandomLoss()
-}
+// lossEstimate is a measure of the path's random loss: cc.Controller's.
+type lossEstimate interface{ RandomLoss() float64 }
+
+// fecLoss is the random-loss rate parity is planned for: the rate controller's measure of it
+// (s.loss), never its congestion signals (parity sent into a full queue only adds to the queue).
+func (s *Sender) fecLoss() float64 { return s.loss.RandomLoss() }
 
 // startChunk runs when chunk c of b is about to be sent for the first time: the group's first
 // chunk fixes its parity count, and its last queues that parity right behind it.
@@ -294,7 +291,7 @@ func (s *Sender) checkRebuilt(now time.Time) {
 			gr.pending++
 		}
 	}
-	if debug {
-		fmt.Fprintf(os.Stderr, "sender: block %d not written %s after FEC completed it; re-sending its missing chunks\n", b.id, rebuildGrace)
+	if s.path.debugging() {
+		s.path.debugf("sender: block %d not written %s after FEC completed it; re-sending its missing chunks", b.id, rebuildGrace)
 	}
 }

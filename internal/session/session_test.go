@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,7 +93,8 @@ type xferOpts struct {
 	recvWindow int           // 0: cfg.Window
 	muteFor    time.Duration // the receiver's datagrams are dropped for this long after the start
 	dropFirst  bool          // the sender's first datagram (block 0, chunk 0) is lost
-	ackOutside bool          // the receiver acknowledges chunks beyond its window, then drops them
+	admitAll   bool          // the receiver acknowledges chunks beyond its window, then drops them (admitAll)
+	fecLoss    float64       // FEC plans for this random-loss rate, not the controller's (0: the controller's)
 	wantErr    error         // the sender must fail with this
 	jumbo      bool          // the client proposes large chunks in the handshake
 	// before runs once the receiver runs, before the sender starts; during runs alongside the
@@ -164,9 +166,11 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 		rw = o.recvWindow
 	}
 	recv := NewReceiver(server, plan, w, rw)
-	recv.ackOutside = o.ackOutside
 	errc := make(chan error, 1)
 	go func() { errc <- recv.Run(ctx) }()
+	if o.admitAll {
+		admitAllOn(t, server, recv)
+	}
 	h := &harness{client: client, server: server, net: n, plan: plan, recv: recv}
 	if o.before != nil {
 		o.before(t, h)
@@ -179,6 +183,9 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 		}
 	}()
 	snd := NewSender(client, plan, pool, cfg)
+	if o.fecLoss > 0 {
+		snd.loss = fixedLoss(o.fecLoss)
+	}
 	err = snd.Run(ctx, blocks)
 	close(stop)
 	<-hooked
@@ -227,13 +234,76 @@ func TestWindowOverrun(t *testing.T) {
 	t.Logf("%d chunks refused outside the window, all sent again", rs.Outside)
 }
 
+// TestDebugLog: the engines print their state through the logger injected into their path
+// (FARWING_DEBUG), and only there: the receiver's line at its end comes once, through the
+// server path's logger, and the client's logger hears nothing of the receiver.
+func TestDebugLog(t *testing.T) {
+	var mu sync.Mutex
+	lines := map[string][]string{}
+	logTo := func(side string) func(string, ...any) {
+		return func(f string, a ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			lines[side] = append(lines[side], fmt.Sprintf(f, a...))
+		}
+	}
+	transferWith(t, 0, 4, testSizes, SenderConfig{Rate: 200e6, Window: 4, InitialRTT: 5 * time.Millisecond},
+		xferOpts{before: func(t *testing.T, h *harness) {
+			h.server.SetDebugLog(logTo("server"))
+			h.client.SetDebugLog(logTo("client"))
+		}})
+	mu.Lock()
+	defer mu.Unlock()
+	count := func(side, prefix string) (n int) {
+		for _, l := range lines[side] {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+			if strings.HasSuffix(l, "\n") {
+				t.Errorf("%s: a line with its own newline: %q", side, l)
+			}
+		}
+		return n
+	}
+	if n := count("server", "receiver: last block written, files finished "); n != 1 {
+		t.Fatalf("the receiver's end line came %d times through the server's logger: %q", n, lines["server"])
+	}
+	if n := count("client", "receiver:"); n != 0 {
+		t.Fatalf("the client's logger heard the receiver: %q", lines["client"])
+	}
+}
+
 // TestStallDetected: with the receiver acknowledging and dropping what lies beyond its window
 // (the bug TestWindowOverrun guards against), the sender ends with ErrStalled once nothing new is
 // acknowledged for SenderConfig.Stall, rather than waiting forever on feedback that keeps coming.
 func TestStallDetected(t *testing.T) {
 	transferWith(t, 0, 5, []int{12 * fcopy.BlockSize}, SenderConfig{Rate: 2e9, Policy: cc.Fixed, Window: 16,
 		InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeOff}, Stall: time.Second},
-		xferOpts{recvWindow: 2, muteFor: 100 * time.Millisecond, dropFirst: true, ackOutside: true, wantErr: ErrStalled})
+		xferOpts{recvWindow: 2, muteFor: 100 * time.Millisecond, dropFirst: true, admitAll: true, wantErr: ErrStalled})
+}
+
+// admitAll is a receiver as it was before Admitter: it admits every authentic data datagram, so
+// the path acknowledges chunks of blocks beyond the window, which the receiver then drops.
+type admitAll struct{ *Receiver }
+
+func (admitAll) Admit([]byte) bool { return true }
+
+// admitAllOn replaces the handler recv's Run installs on its path p with admitAll, before any
+// data comes (the sender has not started).
+func admitAllOn(t *testing.T, p *Path, recv *Receiver) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if hb := p.handler.Load(); hb != nil && hb.h == Handler(recv) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the receiver never installed its handler")
+		}
+	}
+	p.SetHandler(admitAll{recv})
+	if hb := p.handler.Load(); hb.admit == nil || !hb.admit.Admit(nil) || hb.sealed == nil {
+		t.Fatal("admitAll is not the path's admitter, or lost the receiver's sealed-data path")
+	}
 }
 
 // TestJumboTransfer: on a path whose handshake agreed on large chunks, files of sizes around
@@ -325,9 +395,13 @@ func TestFECRepairsUnderLoss(t *testing.T) {
 	}
 	fixed, auto := cfg, cfg
 	fixed.FEC = fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}
-	auto.FEC, auto.lossHint = fec.Mode{Kind: fec.ModeAuto}, loss
-	for _, c := range []SenderConfig{fixed, auto} {
-		st, rs := transfer(t, loss, 7, testSizes, c)
+	auto.FEC = fec.Mode{Kind: fec.ModeAuto}
+	autoAt := xferOpts{fecLoss: loss} // auto plans for the path's loss from the start
+	for _, c := range []struct {
+		SenderConfig
+		o xferOpts
+	}{{fixed, xferOpts{}}, {auto, autoAt}} {
+		st, rs := transferWith(t, loss, 7, testSizes, c.SenderConfig, c.o)
 		if st.Parity == 0 || rs.Parity == 0 {
 			t.Fatalf("fec %s: no parity sent (%d) or received (%d)", c.FEC, st.Parity, rs.Parity)
 		}
@@ -343,7 +417,7 @@ func TestFECRepairsUnderLoss(t *testing.T) {
 	// Auto: four groups per whole block (the 5 MiB file's 5, then its last block's one and the
 	// small file's one), parity about the loss rate, and no more than one group in three needing a
 	// repair round trip.
-	st, _ := transfer(t, loss, 8, testSizes, auto)
+	st, _ := transferWith(t, loss, 8, testSizes, auto, autoAt)
 	if want := autoGroups(testSizes); st.Groups != want || want != 22 || st.RepairGroups > st.Groups/3 {
 		t.Fatalf("auto: %d groups (want %d), %d needed a repair", st.Groups, want, st.RepairGroups)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/farwing/farwing/cc"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/wire"
 )
 
@@ -15,6 +16,7 @@ func timeLossSender(n int, srtt time.Duration) *Sender {
 	s := NewSender(&Path{}, nil, nil, SenderConfig{InitialRTT: srtt})
 	s.start = time.Unix(1000, 0)
 	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: srtt}, s.start)
+	s.loss = s.cc
 	l := &s.lanes[0]
 	l.lowest, l.next = 1, uint64(n)
 	l.sent.Store(uint64(n))
@@ -130,7 +132,7 @@ func TestTimeLossTail(t *testing.T) {
 	}
 }
 
-// Automatic FEC is off on loopback, and an explicit mode is left alone.
+// Automatic FEC is off on loopback (Path.Loopback, tuning.FEC), and an explicit mode is left alone.
 func TestFECForLoopback(t *testing.T) {
 	for _, c := range []struct {
 		peer string
@@ -138,11 +140,11 @@ func TestFECForLoopback(t *testing.T) {
 	}{{"127.0.0.1:9", false}, {"[::1]:9", false}, {"[::ffff:127.0.0.1]:9", false}, {"198.18.0.2:9", true}, {"[2001:db8::1]:9", true}} {
 		var p Path
 		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
-		auto := FECFor(&p, fec.Mode{Kind: fec.ModeAuto})
+		auto := tuning.FEC(p.Loopback(), fec.Mode{Kind: fec.ModeAuto})
 		if off := auto.Kind == fec.ModeOff; off == c.on {
 			t.Errorf("peer %s: automatic FEC resolves to %v", c.peer, auto)
 		}
-		if m := FECFor(&p, fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}); m.Kind != fec.ModeFixed || m.K != 10 || m.M != 2 {
+		if m := tuning.FEC(p.Loopback(), fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}); m.Kind != fec.ModeFixed || m.K != 10 || m.M != 2 {
 			t.Errorf("peer %s: fixed FEC 10+2 resolves to %v", c.peer, m)
 		}
 	}

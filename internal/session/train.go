@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -203,15 +202,15 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 	t.reported = true
 	bps := uint64(t.rate())
 	p.trainGot.Store(bps + 1)
-	if debug {
+	if p.debugging() {
 		for k := range t.n {
-			fmt.Fprintf(os.Stderr, "train %d: %d datagrams, %.0f Mbit/s; arrivals (µs):", k, t.n[k], trainRate(t.at[k][:t.n[k]], t.size[k][:t.n[k]])/1e6)
+			line := fmt.Appendf(nil, "train %d: %d datagrams, %.0f Mbit/s; arrivals (µs):", k, t.n[k], trainRate(t.at[k][:t.n[k]], t.size[k][:t.n[k]])/1e6)
 			for _, d := range t.at[k][:t.n[k]] {
-				fmt.Fprintf(os.Stderr, " %d", d.Microseconds())
+				line = fmt.Appendf(line, " %d", d.Microseconds())
 			}
-			fmt.Fprintln(os.Stderr)
+			p.debugf("%s", line)
 		}
-		fmt.Fprintf(os.Stderr, "train: reported %.0f Mbit/s\n", float64(bps)/1e6)
+		p.debugf("train: reported %.0f Mbit/s", float64(bps)/1e6)
 	}
 	t.mu.Unlock()
 	p.stopStamps()
@@ -224,8 +223,8 @@ func (p *Path) reportTrain(i int, to netip.AddrPort) {
 		buf := make([]byte, 0, wire.HeaderLen+8+wire.TagLen)
 		pkts[k] = p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Flags: trainFlag, Lane: uint8(i), Seq: p.NextSeq(i)}, b[:])
 	}
-	if err := p.sendTo(i, to, pkts); err != nil && debug {
-		fmt.Fprintf(os.Stderr, "train: report to %s not sent: %v\n", to, err)
+	if err := p.sendTo(i, to, pkts); err != nil && p.debugging() {
+		p.debugf("train: report to %s not sent: %v", to, err)
 	}
 }
 

@@ -50,17 +50,31 @@ func parseScaled(t string, base float64) (float64, error) {
 	return v * mult, nil
 }
 
-// Rate formats bits per second for people.
-func Rate(bps float64) string {
+// rateScale is how a rate is shown: its value in the unit chosen, the digits after the point, and
+// the unit's SI prefix as an index (0: none, 1: kilo, 2: mega, 3: giga).
+func rateScale(bps float64) (v float64, prec, prefix int) {
 	switch {
 	case bps >= 1e9:
-		return fmt.Sprintf("%.2f Gbit/s", bps/1e9)
+		return bps / 1e9, 2, 3
 	case bps >= 1e6:
-		return fmt.Sprintf("%.1f Mbit/s", bps/1e6)
+		return bps / 1e6, 1, 2
 	case bps >= 1e3:
-		return fmt.Sprintf("%.1f kbit/s", bps/1e3)
+		return bps / 1e3, 1, 1
 	}
-	return fmt.Sprintf("%.0f bit/s", bps)
+	return bps, 0, 0
+}
+
+// Rate formats bits per second for people: "362.4 Mbit/s", "11.50 Gbit/s".
+func Rate(bps float64) string {
+	v, prec, p := rateScale(bps)
+	return strconv.FormatFloat(v, 'f', prec, 64) + " " + [...]string{"", "k", "M", "G"}[p] + "bit/s"
+}
+
+// RateShort formats bits per second as a number and an SI suffix, as rates are typed ("362.4M",
+// "11.50G", "800.0K"): the lab's lines.
+func RateShort(bps float64) string {
+	v, prec, p := rateScale(bps)
+	return strconv.FormatFloat(v, 'f', prec, 64) + [...]string{"", "K", "M", "G"}[p]
 }
 
 // Size formats bytes for people.

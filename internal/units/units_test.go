@@ -32,6 +32,24 @@ func TestFormat(t *testing.T) {
 	}
 }
 
+// TestRateForms: Rate and RateShort scale alike, each with its own suffix.
+func TestRateForms(t *testing.T) {
+	for _, c := range []struct {
+		bps         float64
+		rate, short string
+	}{
+		{0, "0 bit/s", "0"}, {999, "999 bit/s", "999"}, {1000, "1.0 kbit/s", "1.0K"}, {800e3, "800.0 kbit/s", "800.0K"},
+		{400e6, "400.0 Mbit/s", "400.0M"}, {999.9e6, "999.9 Mbit/s", "999.9M"}, {2.5e9, "2.50 Gbit/s", "2.50G"}, {11.5e9, "11.50 Gbit/s", "11.50G"},
+	} {
+		if got := Rate(c.bps); got != c.rate {
+			t.Errorf("Rate(%g) = %q, want %q", c.bps, got, c.rate)
+		}
+		if got := RateShort(c.bps); got != c.short {
+			t.Errorf("RateShort(%g) = %q, want %q", c.bps, got, c.short)
+		}
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int64{"20G": 20 << 30, "256M": 256 << 20, "1.5GiB": 3 << 29, "4096": 4096, "64 KiB": 64 << 10, "105.0 MiB": 105 << 20} {
 		if got, err := ParseSize(in); err != nil || got != want {

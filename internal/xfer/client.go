@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
@@ -17,6 +16,7 @@ import (
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
 )
@@ -45,7 +45,14 @@ type Options struct {
 	// NoResume (--no-resume): no partial file of an interrupted copy is resumed (those of this
 	// copy's files are removed), and this copy leaves none for a resume if it is interrupted.
 	NoResume bool
-	Log      func(format string, args ...any)
+	// Log prints each step of the copy (-v; nil: none): a line per call, without its newline.
+	Log func(format string, args ...any)
+	// Tuning is the environment's switches, read once by cmd/farwing (tuning.FromEnv).
+	Tuning tuning.Settings
+	// DebugLog is where the engines print their state when Tuning.Debug is on (FARWING_DEBUG; a
+	// line per call, without its newline; nil: nowhere). The remote peer is asked to print its
+	// own (on its standard error) in the hello.
+	DebugLog func(format string, args ...any)
 	// Warn prints a warning the user must see (what the sending side skipped); nil: none.
 	Warn     func(msg string)
 	Progress ProgressFunc
@@ -63,7 +70,8 @@ type Options struct {
 	// Start starts the remote peer as `farwing serve ARGS` with preface on its standard input
 	// (nil: over ssh, installing it first where needed: SSHStart).
 	Start Starter
-	// Lanes opens this end's four lanes on bind (nil: UDP sockets, session.ListenUDP).
+	// Lanes opens this end's four lanes on bind (nil: UDP sockets, session.ListenUDP with
+	// Tuning's lane options).
 	Lanes LaneOpener
 }
 
@@ -74,7 +82,18 @@ type Starter func(ctx context.Context, host string, serveArgs []string, preface 
 // LaneOpener opens the four lanes of one end of a path on bind ("0.0.0.0:0" or "[::]:0").
 type LaneOpener func(bind string) ([session.Lanes]lane.PacketConn, error)
 
-func udpLanes(bind string) ([session.Lanes]lane.PacketConn, error) { return session.ListenUDP(bind, 0) }
+// udpLanes opens UDP lanes with t's lane options.
+func udpLanes(t tuning.Settings) LaneOpener {
+	return func(bind string) ([session.Lanes]lane.PacketConn, error) { return session.ListenUDP(bind, t.Lane(0)) }
+}
+
+// debugLog is the debug logger the engines get: DebugLog when Tuning.Debug is on.
+func (o *Options) debugLog() func(format string, args ...any) {
+	if o.Tuning.Debug {
+		return o.DebugLog
+	}
+	return nil
+}
 
 // Remote is a started remote peer: the ssh session that runs `farwing serve` (or, in tests, an
 // in-process Serve over pipes).
@@ -194,13 +213,13 @@ type Result struct {
 }
 
 // window is the receive window in blocks: --window's, or the one a path of round trip rtt needs
-// at the rate ceiling (windowBlocks; an unknown rtt is taken as 300 ms), within agreed (the one
-// the hello already offered) — the memory it allows both ends.
+// at the rate ceiling (tuning.WindowBlocks; an unknown rtt is taken as 300 ms), within agreed
+// (the one the hello already offered) — the memory it allows both ends.
 func (o *Options) window(rtt time.Duration, agreed int) int {
 	if o.Window != 0 {
 		return o.Window
 	}
-	return min(windowBlocks(o.Rate, rtt), agreed)
+	return min(tuning.WindowBlocks(o.Rate, rtt), agreed)
 }
 
 // compareName is how Result names o.Compare.
@@ -304,8 +323,8 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	}
 	clientPub := kex.PublicKey()
 	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
-	hello.Debug = os.Getenv("FARWING_DEBUG") != ""
-	hello.Profile = os.Getenv(session.ProfileEnv)
+	hello.Debug = o.Tuning.Debug
+	hello.Profile = o.Tuning.Profile
 	preface, err := json.Marshal(hello)
 	if err != nil {
 		return nil, Msg{}, err
@@ -401,15 +420,16 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	o.logf("UDP destination %s", addr)
 	open := o.Lanes
 	if open == nil {
-		open = udpLanes
+		open = udpLanes(o.Tuning)
 	}
 	conns, err := open(bind)
 	if err != nil {
 		return err
 	}
 	path := session.NewPath(conns, crypto, false)
+	path.SetDebugLog(o.debugLog())
 	c.path = path
-	if jumboOK(addr, o.FEC) {
+	if o.Tuning.Jumbo(addr, o.FEC) {
 		path.ProposeJumbo()
 	}
 	var dst []netip.AddrPort
@@ -423,30 +443,6 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	c.rtt = rtt
 	o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 	return nil
-}
-
-// jumboOK says whether the client proposes large datagrams (wire.JumboChunkSize chunks) in the
-// handshake: on a loopback path whose interface takes them (its MTU is normally 65,536), unless
-// FEC was asked for (its shards are standard chunks) or FARWING_JUMBO=0. Loopback copies of
-// 2 GiB: 1.14 against 1.38 CPU s/GiB, 12.2 against 10.0 Gbit/s (medians of 6, interleaved).
-func jumboOK(addr netip.Addr, m fec.Mode) bool {
-	return addr.Unmap().IsLoopback() && m.Kind != fec.ModeFixed && os.Getenv("FARWING_JUMBO") != "0" &&
-		loopbackMTU() >= wire.DatagramFor(wire.JumboChunkSize)+48 // IPv6 and UDP headers
-}
-
-// loopbackMTU is the smallest MTU of this host's loopback interfaces (0 if none is found).
-func loopbackMTU() int {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return 0
-	}
-	mtu := 0
-	for _, i := range ifs {
-		if i.Flags&net.FlagLoopback != 0 && i.Flags&net.FlagUp != 0 && (mtu == 0 || i.MTU < mtu) {
-			mtu = i.MTU
-		}
-	}
-	return mtu
 }
 
 // serverAddr picks the UDP destination: the address ssh connects to (name, from ssh -G), or the
@@ -531,7 +527,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	o.tellSkipped(plan)
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
-	side, err := runSend(ctx, c.ctl, c.path, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
+	side, err := runSend(ctx, c.ctl, c.path, o.Tuning, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
 		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress)
 	if err != nil {
 		return nil, err
@@ -662,8 +658,8 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			o.Progress(p)
 		}
 	}
-	side, err := runRecv(ctx, c.ctl, c.path, plan, target, fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts, Done: o.File}, window, o.Window == 0, true, prog)
+	side, err := runRecv(ctx, c.ctl, c.path, o.Tuning, plan, target, o.Tuning.Writer(fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
+		Records: !o.NoResume, Resume: parts, Done: o.File}), window, o.Window == 0, true, prog)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ type Msg struct {
 	Files      []fcopy.File   `json:"files,omitempty"`
 	Skipped    *fcopy.Skipped `json:"skipped,omitempty"` // files (pull): what the remote's Collect left out
 	Window     int            `json:"window,omitempty"`
-	AutoWindow bool           `json:"auto_window,omitempty"` // Window came from windowBlocks, not --window
+	AutoWindow bool           `json:"auto_window,omitempty"` // Window came from tuning.WindowBlocks, not --window
 	// have (push, server → client) / accept (pull): the indexes of the regular files of the list
 	// that the receiver already has, ascending; they are not sent (fcopy.Plan.Skip)
 	Have []int `json:"have,omitempty"`

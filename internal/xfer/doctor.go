@@ -11,6 +11,7 @@ import (
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/lane"
 )
 
@@ -122,7 +123,7 @@ type DoctorReport struct {
 func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) {
 	rep := &DoctorReport{Host: host}
 	if o.Lanes == nil {
-		o.Lanes = quietLanes // the lanes' buffers are a finding here, not a warning
+		o.Lanes = quietLanes(o.Tuning) // the lanes' buffers are a finding here, not a warning
 	}
 	t0 := time.Now()
 	res := &Result{}
@@ -225,18 +226,12 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 	return rep, nil
 }
 
-// quietLanes opens UDP lanes as a copy does, without the capped-buffer warning.
-func quietLanes(bind string) ([session.Lanes]lane.PacketConn, error) {
-	var conns [session.Lanes]lane.PacketConn
-	for i := range conns {
-		c, err := lane.Listen(bind, lane.Options{Warn: func(string) {}})
-		if err != nil {
-			for _, c := range conns[:i] {
-				c.Close()
-			}
-			return conns, fmt.Errorf("open UDP lane on %s: %w", bind, err)
-		}
-		conns[i] = c
+// quietLanes opens UDP lanes as a copy does (session.ListenUDP with t's lane options), without
+// the capped-buffer warning.
+func quietLanes(t tuning.Settings) LaneOpener {
+	return func(bind string) ([session.Lanes]lane.PacketConn, error) {
+		opt := t.Lane(0)
+		opt.Warn = func(string) {}
+		return session.ListenUDP(bind, opt)
 	}
-	return conns, nil
 }

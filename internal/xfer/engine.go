@@ -5,9 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -19,6 +17,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 )
 
 // Exit codes, documented in README and `farwing help`.
@@ -175,72 +174,16 @@ func fileEnds(plan *fcopy.Plan) []fileEnd {
 	return ends
 }
 
-// loopbackWindow is the receive window on a loopback path unless --window says otherwise. The
-// window is chosen before the round trip is known (300 ms assumed: 373 blocks); on loopback rate
-// × RTT is a fraction of one block, and the window only has to cover the blocks being assembled
-// and the receiver's writer falling behind for a moment. More costs memory the copy touches for
-// the first time (a new block buffer, at either end, is zeroed and faulted in: ~1.3 ms of CPU
-// per MiB on this project's VM) and cache. Interleaved loopback copies, medians of 6-8: window
-// 373 9.3, 64 9.5-9.7, 48 9.7, 32 9.4-10.5, 24 10.1-10.8, 16 9.7 Gbit/s.
-const loopbackWindow = 32
-
-// receiveWindow is the window the receiver on path uses: the one agreed, or loopbackWindow on a
-// loopback path when the window was not set by hand (auto).
-func receiveWindow(path *session.Path, window int, auto bool) int {
-	if auto && path.Loopback() {
-		return min(window, loopbackWindow)
-	}
-	return window
-}
-
-// shareCPUs: on a loopback path both ends run on this machine, and the sender gives up half of
-// its CPUs (GOMAXPROCS, unless the user set it) so that it cannot starve the receiver, whose four
-// lanes drop what they cannot take in time. (The sender is then the busier end: its sends also
-// run the receiving socket's side of the kernel.)
-// On 2 CPUs, sender 1 and receiver 2 against 2 and 2: 10.3 against 9.4 Gbit/s median over 4
-// loopback copies each, at 1.35-1.47 against 1.53-1.81 CPU s/GiB; a receiver at 1 was slower
-// either way (7.4-9.1).
-func shareCPUs(path *session.Path) {
-	if path.Loopback() && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(max(runtime.NumCPU()/2, 1))
-	}
-}
-
-// tuneGC keeps the Go heap close to what is live, unless the user set GOGC. Most of a transfer's
-// heap is fixed: the wide Reed-Solomon tables (74 MiB once FEC is warm), the sender's record of
-// datagrams in flight; what it allocates as it goes is small (a few MB/s: per-block state,
-// feedback). With the default GOGC of 100 the heap grew to twice the live heap before a collection
-// (a receiver at 700 Mbit/s: 120 MiB live, 178 MiB taken); at 10 % a collection comes every few
-// seconds and costs about a millisecond, and the heap stays within a tenth of what is live.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(10)
-	}
-}
-
-// windowBlocks sizes the receive window: four round trips at the target rate plus slack, so that
-// repairs never wait on the window, within 64 MiB … 1 GiB of memory per side.
-func windowBlocks(rate float64, rtt time.Duration) int {
-	if rtt <= 0 {
-		rtt = 300 * time.Millisecond
-	}
-	if rate <= 0 {
-		rate = 2.5e9 // no ceiling: size for a fast path; memory is taken only as data is in flight
-	}
-	w := int(4*rate/8*rtt.Seconds()/fcopy.BlockSize) + 16
-	return min(max(w, 64), 1024)
-}
-
-// runSend reads the plan's files and sends them, then waits for the receiver's verdict. On a
-// loopback path it applies the loopback rules first (shareCPUs, session.FECFor).
-func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, open fcopy.Opener,
+// runSend reads the plan's files and sends them, then waits for the receiver's verdict. It
+// applies tun's rules for the path first (the loopback window, CPU sharing and FEC; the GC).
+func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.Settings, plan *fcopy.Plan, open fcopy.Opener,
 	cfg session.SenderConfig, autoWindow bool, prog ProgressFunc) (*sideResult, error) {
 	// The receiver applies the same rule to the same path: the sender must not start beyond the
 	// window the receiver has memory for (its feedback only tells it a few milliseconds in).
-	cfg.Window = receiveWindow(path, cfg.Window, autoWindow)
-	shareCPUs(path)
-	tuneGC()
-	cfg.FEC = session.FECFor(path, cfg.FEC)
+	cfg.Window = tuning.ReceiveWindow(path.Loopback(), cfg.Window, autoWindow)
+	tun.ShareCPUs(path.Loopback())
+	tun.TuneGC()
+	cfg.FEC = tuning.FEC(path.Loopback(), cfg.FEC)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
@@ -285,8 +228,8 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		if m, err = awaitDone(ctx, path, done); err == nil {
 			res.results, res.peerStats = m.Results, m.Stats
 		}
-		if session.Debug() && !res.sender.LastNewDataAt.IsZero() {
-			fmt.Fprintf(os.Stderr, "sender: last new data, then all acknowledged %s later, the verdict %s later\n",
+		if dl := path.DebugLog(); dl != nil && !res.sender.LastNewDataAt.IsZero() {
+			dl("sender: last new data, then all acknowledged %s later, the verdict %s later",
 				acked.Sub(res.sender.LastNewDataAt).Round(time.Millisecond), time.Since(res.sender.LastNewDataAt).Round(time.Millisecond))
 		}
 	} else if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
@@ -312,7 +255,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		return res, err
 	}
-	debugMemory("sender")
+	debugMemory(path, "sender")
 	st := PeerStats{Datagrams: res.sender.Datagrams, Retransmitted: res.sender.Retransmitted, Lost: res.sender.Lost, LostByTime: res.sender.LostByTime,
 		WireBytes: res.sender.WireBytes, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.sender.BadFeedback)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(),
 		CC: rateStats(res.sender), Parity: res.sender.Parity, RepairParity: res.sender.RepairParity,
@@ -382,14 +325,16 @@ func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult)
 
 func ptr[T any](v T) *T { return &v }
 
-// debugMemory prints where this process's memory went (FARWING_DEBUG).
-func debugMemory(side string) {
-	if !session.Debug() {
+// debugMemory prints where this process's memory went through path's debug logger
+// (FARWING_DEBUG).
+func debugMemory(path *session.Path, side string) {
+	dl := path.DebugLog()
+	if dl == nil {
 		return
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Fprintf(os.Stderr, "memory %s: peak rss %d MiB, heap in use %d MiB (sys %d, released %d, next GC %d), runtime %d MiB in all, block buffers %d MiB, GCs %d\n",
+	dl("memory %s: peak rss %d MiB, heap in use %d MiB (sys %d, released %d, next GC %d), runtime %d MiB in all, block buffers %d MiB, GCs %d",
 		side, maxRSS()>>20, ms.HeapInuse>>20, ms.HeapSys>>20, ms.HeapReleased>>20, ms.NextGC>>20, ms.Sys>>20, fcopy.BlockMemory()>>20, ms.NumGC)
 }
 
@@ -425,11 +370,11 @@ func verdicts(c cc.Stats) []Verdict {
 
 // runRecv receives the plan's files into target (nil in sink mode) and reports the verdict. window
 // is the agreed receive window in blocks; autoWindow says it was not set with --window, and then
-// a loopback path uses loopbackWindow (receiveWindow).
-func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.Plan, target *fcopy.Target,
+// a loopback path uses tuning.LoopbackWindow (tuning.ReceiveWindow).
+func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.Settings, plan *fcopy.Plan, target *fcopy.Target,
 	o fcopy.WriterOptions, window int, autoWindow, waitBye bool, prog ProgressFunc) (*sideResult, error) {
-	window = receiveWindow(path, window, autoWindow)
-	tuneGC()
+	window = tuning.ReceiveWindow(path.Loopback(), window, autoWindow)
+	tun.TuneGC()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
@@ -490,7 +435,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, plan *fcopy.
 		}
 		return res, err
 	}
-	debugMemory("receiver")
+	debugMemory(path, "receiver")
 	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(), Cores: runtime.NumCPU(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}

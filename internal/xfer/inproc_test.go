@@ -92,6 +92,8 @@ type env struct {
 	// realUDP: the remote end's lanes are real UDP sockets (ServeOptions.Lanes nil), for a
 	// client with real ones too, on loopback.
 	realUDP bool
+	// serveLog is the remote end's debug logger (ServeOptions.DebugLog).
+	serveLog func(format string, args ...any)
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -154,7 +156,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 	if sshConn == "" {
 		sshConn = fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost)
 	}
-	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports}
+	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports, DebugLog: e.serveLog}
 	if e.realUDP {
 		so.Lanes = nil
 	}
@@ -282,6 +284,54 @@ func TestInProcessPushPull(t *testing.T) {
 	}
 	sameTree(t, filepath.Join(back, "t"), stripTop(sums), "nothing")
 	t.Logf("push and pull: %d bytes each way, last: %d datagrams re-sent, %d parity, %d auth failures", res.Bytes, res.Retransmitted, res.ParitySent, res.AuthFailures)
+}
+
+// TestInProcessDebug: Tuning.Debug (FARWING_DEBUG) sends the engines' state lines to the client's
+// debug logger and, through the hello, the remote's; without it neither logger hears a line, though
+// both are injected.
+func TestInProcessDebug(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: time.Millisecond}, 2)
+	var mu sync.Mutex
+	var client, server []string
+	logTo := func(to *[]string) func(string, ...any) {
+		return func(f string, a ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			*to = append(*to, fmt.Sprintf(f, a...))
+		}
+	}
+	e.serveLog = logTo(&server)
+	src := t.TempDir()
+	tree(t, src, map[string]int{"f": 2<<20 + 5})
+	has := func(lines []string, prefix string) bool {
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, debug := range []bool{false, true} {
+		o := e.options()
+		o.Tuning.Debug, o.DebugLog = debug, logTo(&client)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+		cancel()
+		if err != nil {
+			t.Fatalf("debug %v: push: %v", debug, err)
+		}
+		e.wait()
+		mu.Lock()
+		switch {
+		case !debug && (len(client) > 0 || len(server) > 0):
+			t.Fatalf("debug off, yet the client logged %q and the remote %q", client, server)
+		case debug && !has(client, "memory sender: "):
+			t.Fatalf("debug on: the client's sender did not log its memory: %q", client)
+		case debug && !has(server, "receiver: last block written"):
+			t.Fatalf("debug on: the remote's receiver did not log through its logger (the hello's Debug): %q", server)
+		}
+		mu.Unlock()
+	}
 }
 
 // stripTop drops the first element of every name ("t/a" → "a").

@@ -14,6 +14,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
 )
@@ -27,6 +28,11 @@ type ServeOptions struct {
 	Lanes LaneOpener
 	// Ports is the range the lanes' UDP ports must lie in (farwing copy --port; zero: any).
 	Ports session.PortRange
+	// Tuning is this end's environment's switches, read once by cmd/farwing (tuning.FromEnv).
+	Tuning tuning.Settings
+	// DebugLog is where the engines print their state (a line per call, without its newline;
+	// nil: nowhere) when Tuning.Debug is on or the client's hello asks for it.
+	DebugLog func(format string, args ...any)
 }
 
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
@@ -68,7 +74,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	open := so.Lanes
 	if open == nil {
 		open = func(bind string) ([session.Lanes]lane.PacketConn, error) {
-			return session.ListenUDPRange(bind, so.Ports, 0)
+			return session.ListenUDPRange(bind, so.Ports, so.Tuning.Lane(0))
 		}
 	}
 	conns, err := open(bind)
@@ -77,6 +83,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	path := session.NewPath(conns, crypto, true)
 	defer path.Close()
+	if so.Tuning.Debug {
+		path.SetDebugLog(so.DebugLog)
+	}
 	// Announce the lanes at once: the client starts its UDP handshake while its hello is still on
 	// the way.
 	if err := ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Ports: path.Ports(), Addr: addr,
@@ -89,9 +98,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		return err
 	}
 	if hello.Debug {
-		session.SetDebug(true)
+		path.SetDebugLog(so.DebugLog)
 	}
-	defer session.StartProfile(hello.Profile, "serve")()
+	defer tuning.StartProfile(hello.Profile, "serve")()
 	if hello.Proto != Proto {
 		return fail(fmt.Errorf("the remote farwing speaks control protocol %d, the client %d; upgrade one of them", Proto, hello.Proto))
 	}
@@ -143,12 +152,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 				return fail(err)
 			}
 		}
-		window := clampWindow(hello.Window)
+		window := tuning.ClampWindow(hello.Window)
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
-		_, err = runRecv(ctx, ctl, path, plan, target, fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
-			Records: !hello.NoResume, Resume: parts}, window, hello.AutoWindow, true, nil)
+		_, err = runRecv(ctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
+			Records: !hello.NoResume, Resume: parts}), window, hello.AutoWindow, true, nil)
 		return err
 	case "send":
 		var paths []string
@@ -197,7 +206,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
-		window := clampWindow(acc.Window)
+		window := tuning.ClampWindow(acc.Window)
 		pol, err := cc.ParsePolicy(hello.Policy)
 		if err != nil {
 			return fail(err)
@@ -208,7 +217,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 				return fail(err)
 			}
 		}
-		_, err = runSend(ctx, ctl, path, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
+		_, err = runSend(ctx, ctl, path, so.Tuning, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
 		return err
 	case "doctor":
@@ -220,10 +229,6 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		return fail(fmt.Errorf("unknown role %q", hello.Role))
 	}
 }
-
-// clampWindow bounds the window the client asked for (blocks of 1 MiB): the memory this end
-// gives the transfer, whatever the client says.
-func clampWindow(w int) int { return min(max(w, 16), 1024) }
 
 // expandHome resolves a leading "~/" and relative paths against the home directory, as scp does
 // for remote paths.

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/tuning"
 )
 
-// TestReceiveWindow: an automatic window shrinks to loopbackWindow on loopback only; a window set
-// with --window is kept everywhere.
+// TestReceiveWindow: an automatic window shrinks to tuning.LoopbackWindow on loopback only (the
+// path's peer: Path.Loopback); a window set with --window is kept everywhere.
 func TestReceiveWindow(t *testing.T) {
-	auto := windowBlocks(0, 0)
+	auto, loopbackWindow := tuning.WindowBlocks(0, 0), tuning.LoopbackWindow
 	if auto <= loopbackWindow {
 		t.Fatalf("automatic window %d is not above the loopback one (%d): nothing to test", auto, loopbackWindow)
 	}
@@ -30,14 +31,14 @@ func TestReceiveWindow(t *testing.T) {
 	} {
 		var p session.Path
 		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
-		if got := receiveWindow(&p, c.window, c.auto); got != c.want {
+		if got := tuning.ReceiveWindow(p.Loopback(), c.window, c.auto); got != c.want {
 			t.Errorf("peer %s, window %d (auto %v): %d, want %d", c.peer, c.window, c.auto, got, c.want)
 		}
 	}
 }
 
 // TestShareCPUs: a sender on a loopback path takes half of the CPUs, elsewhere all of them, and
-// a GOMAXPROCS the user set is left alone.
+// a GOMAXPROCS the user set (in the environment tuning.FromEnv reads) is left alone.
 func TestShareCPUs(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	half := max(runtime.NumCPU()/2, 1)
@@ -49,11 +50,12 @@ func TestShareCPUs(t *testing.T) {
 		{"198.18.0.2:9", "", runtime.NumCPU()},
 		{"127.0.0.1:9", "3", runtime.NumCPU()},
 	} {
-		t.Setenv("GOMAXPROCS", c.env)
+		env := map[string]string{"GOMAXPROCS": c.env}
+		tun := tuning.FromEnv(func(k string) string { return env[k] })
 		runtime.GOMAXPROCS(runtime.NumCPU())
 		var p session.Path
 		p.SetPeer(0, netip.MustParseAddrPort(c.peer))
-		shareCPUs(&p)
+		tun.ShareCPUs(p.Loopback())
 		if got := runtime.GOMAXPROCS(0); got != c.want {
 			t.Errorf("peer %s, GOMAXPROCS=%q: %d procs, want %d", c.peer, c.env, got, c.want)
 		}

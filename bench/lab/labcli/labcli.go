@@ -405,19 +405,12 @@ func FormatStats(s lab.PathStats, elapsed time.Duration) string {
 	return out
 }
 
-// FormatRate renders bits/s with a decimal suffix.
+// FormatRate renders bits/s with a decimal suffix (units.RateShort); 0 is "unlimited".
 func FormatRate(bps float64) string {
-	switch {
-	case bps == 0:
+	if bps == 0 {
 		return "unlimited"
-	case bps >= 1e9:
-		return strconv.FormatFloat(bps/1e9, 'f', 2, 64) + "G"
-	case bps >= 1e6:
-		return strconv.FormatFloat(bps/1e6, 'f', 1, 64) + "M"
-	case bps >= 1e3:
-		return strconv.FormatFloat(bps/1e3, 'f', 1, 64) + "K"
 	}
-	return strconv.FormatFloat(bps, 'f', 0, 64)
+	return units.RateShort(bps)
 }
 
 // ParseRate parses bits/s as units.ParseRate does ("100M", "1.5G", "800k", "100Mbit"); "0",

@@ -186,3 +186,12 @@ func TestMainAt(t *testing.T) {
 		t.Errorf("a change due after the command ended was applied")
 	}
 }
+
+// TestFormatRate: the lab's lines show rates as they are typed, and no ceiling as unlimited.
+func TestFormatRate(t *testing.T) {
+	for bps, want := range map[float64]string{0: "unlimited", 400e6: "400.0M", 2.5e9: "2.50G", 800e3: "800.0K", 12: "12"} {
+		if got := FormatRate(bps); got != want {
+			t.Errorf("FormatRate(%g) = %q, want %q", bps, got, want)
+		}
+	}
+}

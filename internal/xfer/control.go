@@ -23,7 +23,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 10
+const Proto = 11
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -56,8 +56,14 @@ type Msg struct {
 	Ports []int  `json:"ports,omitempty"`
 	Addr  string `json:"addr,omitempty"`
 
-	// files (push) / ready (pull)
-	Files      []fcopy.File   `json:"files,omitempty"`
+	// hello (push) / files (pull): the number of entries of the file list, which follows in "list"
+	// messages (list.go); Files is the list on this end (it never travels in these messages)
+	Entries int          `json:"entries,omitempty"`
+	Files   []fcopy.File `json:"-"`
+	// list: a chunk of the file list, a DEFLATE-compressed JSON array of entries (base64)
+	Z []byte `json:"z,omitempty"`
+
+	// files (pull)
 	Skipped    *fcopy.Skipped `json:"skipped,omitempty"` // files (pull): what the remote's Collect left out
 	Window     int            `json:"window,omitempty"`
 	AutoWindow bool           `json:"auto_window,omitempty"` // Window came from windowBlocks, not --window
@@ -226,7 +232,8 @@ type Control struct {
 	gone   func(error) error
 }
 
-// maxMessage bounds one control message: a file list of 100,000 entries of long names fits.
+// maxMessage bounds one control message (the file list travels in chunks of at most
+// maxChunkWire, list.go; the verdict of 100,000 files of long names fits).
 // maxQueued bounds the messages read but not yet taken, together: a peer that sends while this
 // end is busy (a TCP test of minutes) cannot make it hold more.
 const (
@@ -254,6 +261,9 @@ func (c *Control) Start(ended func(error)) {
 	go func() {
 		for {
 			m, n, err := c.read()
+			if err == nil && m.T == "list" && n > maxChunkWire {
+				err = fmt.Errorf("%w: control channel: a file list chunk of %d bytes, more than %d", ErrProtocol, n, maxChunkWire)
+			}
 			if err == nil && c.queued.Add(n) > maxQueued {
 				err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
 			}

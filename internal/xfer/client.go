@@ -307,7 +307,8 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	// while ssh starts, sent from when the peer is ready, checked by the peer as it arrives.
 	var chunks <-chan []byte
 	var listErr <-chan error
-	if hello.Entries = len(hello.Files); hello.Entries > 0 {
+	if len(hello.Files) > 0 {
+		hello.Entries = len(hello.Files)
 		if err := checkListSize(hello.Files); err != nil {
 			return nil, Msg{}, err
 		}

@@ -41,6 +41,9 @@ var (
 	chunkRaw     = 1 << 20
 )
 
+// listWait bounds the wait for each chunk: a peer that stops half way is silent (PeerIdle).
+var listWait = PeerIdle
+
 // ErrListLimit marks a file list beyond what a transfer carries (maxListEntries, maxListBytes).
 var ErrListLimit = errors.New("file list too large")
 
@@ -146,7 +149,7 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 	var fr io.ReadCloser
 	var raw bytes.Buffer
 	for chunk := 0; len(files) < n; chunk++ {
-		m, err := ctl.Expect(ctx, "list", PeerIdle)
+		m, err := ctl.Expect(ctx, "list", listWait)
 		if err != nil {
 			return nil, err
 		}

@@ -146,6 +146,11 @@ func (c *collector) add(f File, p string) error {
 	if err := ValidName(f.Name); err != nil {
 		return fmt.Errorf("%w: %s: cannot be sent (%v); rename it or leave it out", ErrSource, escape.Text(p), err)
 	}
+	// The name is the end of the path (base name and below): one string holds both, which halves
+	// what a list of long names costs the sending side.
+	if n := len(p) - len(f.Name); n > 0 && p[n-1] == os.PathSeparator && p[n:] == f.Name {
+		f.Name = p[n:]
+	}
 	c.s.Files = append(c.s.Files, f)
 	c.s.Paths = append(c.s.Paths, p)
 	return nil

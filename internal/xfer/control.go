@@ -80,8 +80,9 @@ type Msg struct {
 	File int    `json:"file,omitempty"`
 	Sum  string `json:"sum,omitempty"`
 
-	// done
-	Results []fcopy.FileResult `json:"results,omitempty"`
+	// done: the number of results, which come before it in "results" messages (list.go: chunks
+	// as the file list's, of fcopy.FileResult); Results is the verdict on this end
+	Results []fcopy.FileResult `json:"-"`
 	Stats   *PeerStats         `json:"stats,omitempty"`
 
 	// bench (hello role "bench"): the peer's host facts ("facts"), a TCP test asked for ("tcp"),
@@ -232,8 +233,11 @@ type Control struct {
 	gone   func(error) error
 }
 
-// maxMessage bounds one control message (the file list travels in chunks of at most
-// maxChunkWire, list.go; the verdict of 100,000 files of long names fits).
+// chunkWhat names what the chunks of a message type are.
+var chunkWhat = map[string]string{"list": "file list", "results": "verdict"}
+
+// maxMessage bounds one control message: the file list and the verdict travel in chunks of at
+// most maxChunkWire (list.go); a have of 4,000,000 files or the sums of a resumed 1 TiB file fit.
 // maxQueued bounds the messages read but not yet taken, together: a peer that sends while this
 // end is busy (a TCP test of minutes) cannot make it hold more.
 const (
@@ -261,8 +265,8 @@ func (c *Control) Start(ended func(error)) {
 	go func() {
 		for {
 			m, n, err := c.read()
-			if err == nil && m.T == "list" && n > maxChunkWire {
-				err = fmt.Errorf("%w: control channel: a file list chunk of %d bytes, more than %d", ErrProtocol, n, maxChunkWire)
+			if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
+				err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
 			}
 			if err == nil && c.queued.Add(n) > maxQueued {
 				err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)

@@ -10,6 +10,7 @@ import (
 	"io"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // The file list travels in chunks (docs/PROTOCOL.md, "File list"): the message that starts a
@@ -59,7 +60,11 @@ func checkListSize(files []fcopy.File) error {
 // encodeList encodes files into chunks, in order, in the background: each is a "list"
 // message's payload. The channel is closed after the last one; a list whose text exceeds
 // maxListBytes ends with an error in errc instead.
-func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) {
+func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) { return encodeChunks(files) }
+
+// encodeChunks encodes items into chunks of a JSON array each, DEFLATE-compressed, cut at
+// chunkEntries items or chunkRaw bytes of text (list and results messages).
+func encodeChunks[T any](items []T) (<-chan []byte, <-chan error) {
 	out := make(chan []byte, 16)
 	errc := make(chan error, 1)
 	go func() {
@@ -79,8 +84,8 @@ func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) {
 			raw.Reset()
 			n = 0
 		}
-		for i := range files {
-			b, err := json.Marshal(&files[i])
+		for i := range items {
+			b, err := json.Marshal(&items[i])
 			if err != nil {
 				errc <- err
 				return
@@ -108,14 +113,53 @@ func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) {
 	return out, errc
 }
 
+// inflater decodes chunks: one DEFLATE reader and one buffer for all of them.
+type inflater struct {
+	fr    io.ReadCloser
+	raw   bytes.Buffer
+	total int64 // text decompressed so far
+}
+
+// decode decompresses the chunk z (at most maxChunkRaw bytes of text, maxListBytes in all) and
+// unmarshals its JSON array into v; it returns what is wrong with it.
+func (d *inflater) decode(z []byte, v any) error {
+	if len(z) == 0 {
+		return errors.New("empty")
+	}
+	if d.fr == nil {
+		d.fr = flate.NewReader(bytes.NewReader(z))
+	} else {
+		d.fr.(flate.Resetter).Reset(bytes.NewReader(z), nil)
+	}
+	d.raw.Reset()
+	if _, err := d.raw.ReadFrom(io.LimitReader(d.fr, maxChunkRaw+1)); err != nil {
+		return fmt.Errorf("not DEFLATE data (%v)", err)
+	}
+	if d.raw.Len() > maxChunkRaw {
+		return fmt.Errorf("more than %d KiB of text", maxChunkRaw>>10)
+	}
+	if d.total += int64(d.raw.Len()); d.total > maxListBytes {
+		return fmt.Errorf("the text exceeds %d MiB", maxListBytes>>20)
+	}
+	if err := json.Unmarshal(d.raw.Bytes(), v); err != nil {
+		return fmt.Errorf("malformed (%v)", err)
+	}
+	return nil
+}
+
 // sendList sends the chunks encodeList makes, as "list" messages (ctl nil: drops them, so that
 // the encoder ends).
 func sendList(ctl *Control, chunks <-chan []byte, errc <-chan error) error {
+	return sendAs(ctl, "list", chunks, errc)
+}
+
+// sendAs sends chunks as messages of type t.
+func sendAs(ctl *Control, t string, chunks <-chan []byte, errc <-chan error) error {
 	for z := range chunks {
 		if ctl == nil {
 			continue
 		}
-		if err := ctl.Send(Msg{T: "list", Z: z}); err != nil {
+		if err := ctl.Send(Msg{T: t, Z: z}); err != nil {
 			for range chunks { // let the encoder end
 			}
 			return err
@@ -145,9 +189,7 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 	}
 	files := make([]fcopy.File, 0, min(n, 1<<16))
 	check := fcopy.NewTreeCheck(n)
-	var total int64
-	var fr io.ReadCloser
-	var raw bytes.Buffer
+	var d inflater
 	for chunk := 0; len(files) < n; chunk++ {
 		m, err := ctl.Expect(ctx, "list", listWait)
 		if err != nil {
@@ -156,27 +198,9 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%w: refusing the file list: chunk %d (after %d of %d entries): %s", ErrProtocol, chunk, len(files), n, fmt.Sprintf(format, args...))
 		}
-		if len(m.Z) == 0 {
-			return nil, bad("empty")
-		}
-		if fr == nil {
-			fr = flate.NewReader(bytes.NewReader(m.Z))
-		} else {
-			fr.(flate.Resetter).Reset(bytes.NewReader(m.Z), nil)
-		}
-		raw.Reset()
-		if _, err := raw.ReadFrom(io.LimitReader(fr, maxChunkRaw+1)); err != nil {
-			return nil, bad("not DEFLATE data (%v)", err)
-		}
-		if raw.Len() > maxChunkRaw {
-			return nil, bad("more than %d KiB of text", maxChunkRaw>>10)
-		}
-		if total += int64(raw.Len()); total > maxListBytes {
-			return nil, bad("the list's text exceeds %d MiB", maxListBytes>>20)
-		}
 		var part []fcopy.File
-		if err := json.Unmarshal(raw.Bytes(), &part); err != nil {
-			return nil, bad("malformed (%v)", err)
+		if err := d.decode(m.Z, &part); err != nil {
+			return nil, bad("%v", err)
 		}
 		switch {
 		case len(part) == 0:
@@ -192,4 +216,56 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 		files = append(files, part...)
 	}
 	return files, nil
+}
+
+// sendDone sends the receiver's verdict: its results in "results" chunks (as the file list
+// travels: a verdict on 100,000 files of long names is some 100 MB of JSON), then done with their
+// number and this end's stats.
+func sendDone(ctl *Control, results []fcopy.FileResult, st *PeerStats) error {
+	chunks, errc := encodeChunks(results)
+	if err := sendAs(ctl, "results", chunks, errc); err != nil {
+		return err
+	}
+	return ctl.Send(Msg{T: "done", Entries: len(results), Stats: st})
+}
+
+// recvDone takes the receiver's verdict: results chunks, each checked as it arrives (at most
+// maxChunkEntries and maxChunkRaw, never more results in all than the want files sent), then
+// done with their number. What the results say is checked afterwards (checkResults).
+func recvDone(ctx context.Context, ctl *Control, want int) (Msg, error) {
+	var results []fcopy.FileResult
+	var d inflater
+	for chunk := 0; ; chunk++ {
+		m, err := ctl.Next(ctx, 0)
+		if err != nil {
+			return m, err
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: the receiver's verdict: chunk %d (after %d results of the %d files sent): %s", ErrProtocol, chunk, len(results), want, fmt.Sprintf(format, args...))
+		}
+		switch m.T {
+		case "results":
+			var part []fcopy.FileResult
+			if err := d.decode(m.Z, &part); err != nil {
+				return Msg{}, bad("%v", err)
+			}
+			switch {
+			case len(part) == 0:
+				return Msg{}, bad("no results")
+			case len(part) > maxChunkEntries:
+				return Msg{}, bad("%d results, more than %d", len(part), maxChunkEntries)
+			case len(part) > want-len(results):
+				return Msg{}, bad("%d results, more than the files sent", len(part))
+			}
+			results = append(results, part...)
+		case "done":
+			if m.Entries != len(results) {
+				return Msg{}, bad("done announces %d results, %d came", m.Entries, len(results))
+			}
+			m.Results = results
+			return m, nil
+		default:
+			return Msg{}, fmt.Errorf("%w: control channel: got %s, expected \"results\" or \"done\"", ErrProtocol, escape.Quote(m.T))
+		}
+	}
 }

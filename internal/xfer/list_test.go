@@ -283,3 +283,50 @@ func TestListLimit(t *testing.T) {
 		t.Fatalf("a list of %d entries: %v (exit %d)", maxListEntries+1, err, ExitCode(err))
 	}
 }
+
+// TestVerdictChunks: the receiver's verdict on 5,000 files travels in results chunks and reads
+// back whole; a verdict with more results than files sent, a done whose count differs from the
+// results that came, a chunk beyond the bounds or another message is refused as a protocol
+// violation (exit 10).
+func TestVerdictChunks(t *testing.T) {
+	smallChunks(t, 300)
+	results := make([]fcopy.FileResult, 5000)
+	for i := range results {
+		results[i] = fcopy.FileResult{Name: fmt.Sprintf("t/f%05d", i), Path: fmt.Sprintf("/dst/t/f%05d", i), Size: int64(i), Sum: strings.Repeat("ab", 32)}
+	}
+	verdict := func(send func(*Control)) *Control {
+		pipe := newBufPipe()
+		c := NewControl(nil, pipe, nil)
+		send(c)
+		pipe.Close()
+		r := NewControl(pipe, nil, nil)
+		r.Start(nil)
+		return r
+	}
+	r := verdict(func(c *Control) { sendDone(c, results, &PeerStats{Datagrams: 7}) })
+	m, err := recvDone(context.Background(), r, len(results))
+	if err != nil || len(m.Results) != len(results) || m.Results[4999] != results[4999] || m.Stats == nil || m.Stats.Datagrams != 7 {
+		t.Fatalf("verdict: %v, %d results", err, len(m.Results))
+	}
+	for _, c := range []struct {
+		name string
+		send func(*Control)
+		want string
+	}{
+		{"more than sent", func(c *Control) { sendDone(c, append(results, results[0]), &PeerStats{}) }, "more than the files sent"},
+		{"count differs", func(c *Control) {
+			c.Send(Msg{T: "results", Z: deflated(t, results[:3])})
+			c.Send(Msg{T: "done", Entries: 4})
+		}, "done announces 4 results, 3 came"},
+		{"oversized text", func(c *Control) {
+			c.Send(Msg{T: "results", Z: deflateRaw([]byte("[" + strings.Repeat(" ", 3<<20) + "]"))})
+		}, "more than 2048 KiB of text"},
+		{"another message", func(c *Control) { c.Send(Msg{T: "have"}) }, `got "have", expected "results" or "done"`},
+	} {
+		r := verdict(c.send)
+		_, err := recvDone(context.Background(), r, len(results))
+		if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

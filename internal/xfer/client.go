@@ -130,6 +130,7 @@ func (r sshRemote) Info() PeerInfo {
 }
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
+func (r sshRemote) Prefaced() <-chan struct{} { return r.p.Prefaced() }
 
 // Result is the outcome of a copy, as printed by --json.
 type Result struct {
@@ -382,6 +383,14 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	}
 	if chunks != nil {
 		go func(chunks <-chan []byte) {
+			// The preface (the hello) goes first: it is written as ssh starts, by another
+			// goroutine, which may not be done yet.
+			if p, ok := peer.(interface{ Prefaced() <-chan struct{} }); ok {
+				select {
+				case <-p.Prefaced():
+				case <-c.ctx.Done():
+				}
+			}
 			if err := sendList(c.ctl, chunks, listErr); err != nil && !errors.Is(err, ErrListLimit) {
 				o.logf("sending the file list: %v", err)
 			} else if err != nil {

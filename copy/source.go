@@ -245,7 +245,8 @@ func (c *collector) entry(p, name string, lst fs.FileInfo, ancestors []devIno) e
 
 // readable checks that this process may read the file p, so that an unreadable file stops the
 // copy before anything is sent: with faccessat (effective ids, ACLs), one system call where an
-// open and a close were two and a descriptor (a sixth of the walk of 100,000 files). A file that
+// open and a close were two, and a descriptor (a walk of 100,000 files on tmpfs: 1.3-1.7 s before,
+// 1.1 s after). A file that
 // passes and still cannot be opened (a network file system's own refusal) is reported by the
 // reader, naming it.
 func readable(p string) error {

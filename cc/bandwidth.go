@@ -25,7 +25,16 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 	sendEl := p.sentAt - p.firstSentAt
 	ackEl := t - p.deliveredAt
 	c.firstSentAt = p.sentAt
-	if iv := max(sendEl, ackEl); iv > 0 && (c.rtpropStamp < 0 || iv >= c.rtprop/2) {
+	// A sample over a short interval reads high when its acks came in a burst (the receiver's
+	// feedback held for a stalled lane, a path that stalls and then releases what it held): over
+	// half a round trip, a 10 ms burst reads 14 % high at 140 ms, and BtlBw is a max filter of
+	// them. Outside STARTUP, whose samples must follow a rate that doubles each round, only
+	// intervals of a whole round trip count.
+	minIv := c.rtprop
+	if c.mode == Startup {
+		minIv = c.rtprop / 2
+	}
+	if iv := max(sendEl, ackEl); iv > 0 && (c.rtpropStamp < 0 || iv >= minIv) {
 		rate := float64(c.delivered-p.delivered) / (float64(iv) / 1e9)
 		// Undo random thinning (§2.1.3): with loss before the bottleneck a sender at rate R
 		// delivers R(1-p), so this is the send rate that the delivered rate corresponds to.

@@ -394,3 +394,17 @@ func TestNewBlockBuffer(t *testing.T) {
 		}
 	}
 }
+
+// planTarget is the plan of src and its target at dst, which must resolve.
+func planTarget(t *testing.T, src *Sources, dst string) (*Plan, *Target) {
+	t.Helper()
+	plan, err := NewPlan(src.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := ResolveTarget(dst, src.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan, target
+}

@@ -210,7 +210,7 @@ func createPart(dirfd int, dir, base string) (*os.File, string, error) {
 			continue
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: cannot create a file in %s: %v", ErrDest, escape.Text(dir), err)
+			return nil, "", fmt.Errorf("%w: cannot create a file in %s: %v%s", ErrDest, escape.Text(dir), err, destHint(err))
 		}
 		if !lockedAt(fd, dirfd, tmp) {
 			unix.Close(fd) // a sweep took it between its creation and the lock: another name

@@ -64,6 +64,8 @@ type Plan struct {
 	// prefix is the BLAKE3 tree state of each resumed file after its kept blocks (nil: none),
 	// built by each end from its own digests of them.
 	prefix []*fileTree
+	// charge is the window charge (Charge) of the blocks of the files before each file.
+	charge []int64
 	// total is TotalBytes, counted whenever the blocks are numbered: the sender asks for it per
 	// block, and a sum over the list each time made a copy of 100,000 small files quadratic
 	// (1,000 files a second).
@@ -76,7 +78,7 @@ func NewPlan(files []File) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files)),
-		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files))}
+		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files)), charge: make([]int64, len(files)+1)}
 	for _, f := range files {
 		if f.Size < 0 || !f.Regular() && f.Size != 0 {
 			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
@@ -88,18 +90,78 @@ func NewPlan(files []File) (*Plan, error) {
 // number numbers the blocks of the files not skipped.
 func (p *Plan) number() error {
 	var n uint64
-	var t int64
+	var charge, t int64
 	for i := range p.Files {
 		p.first[i] = uint32(n)
-		n += uint64(p.blocks(i))
+		p.charge[i] = charge
+		nb := p.blocks(i)
+		n += uint64(nb)
 		if n >= 1<<32-1 {
 			return fmt.Errorf("transfer too large: more than %d blocks", uint32(1<<32-2))
 		}
 		t += p.SentBytes(i)
+		if nb > 0 {
+			last := p.SentBytes(i) - int64(nb-1)*BlockSize
+			charge += int64(nb-1)*BlockSize + Charge(int(last))
+		}
 	}
+	p.charge[len(p.Files)] = charge
 	p.numBlocks = uint32(n)
 	p.total = t
 	return nil
+}
+
+// SmallBlock is the length below which a block travels in a buffer of its own length rather
+// than a pooled BlockSize one (a small file's only block).
+const SmallBlock = BlockSize / 2
+
+// Charge is what a block of n bytes counts against a receive window: its own length below
+// SmallBlock, a whole BlockSize buffer otherwise. What a window's blocks are charged bounds the
+// memory both ends hold for them.
+func Charge(n int) int64 {
+	if n < SmallBlock {
+		return int64(n)
+	}
+	return BlockSize
+}
+
+// WindowSlots is how many blocks a window of w BlockSize blocks may hold at most: w ×
+// WindowSlots, however short they are.
+const WindowSlots = 32
+
+// chargeBefore is the window charge of the blocks before global block b (b ≤ NumBlocks).
+func (p *Plan) chargeBefore(b uint32) int64 {
+	if b >= p.numBlocks {
+		return p.charge[len(p.Files)]
+	}
+	file, off, _ := p.Locate(b)
+	// Every block of a file but its last is a whole BlockSize.
+	return p.charge[file] + off - p.keptBytes(file)
+}
+
+// WindowEnd is the end (exclusive) of the receive window of window BlockSize blocks whose first
+// block is base: the blocks from base on whose charges (Charge) add up to at most window ×
+// BlockSize, no more than window × WindowSlots of them, and at least one. For files of whole
+// blocks it is base+window. Both ends compute it from the same plan, the sender to stay inside
+// it, the receiver to refuse what is not.
+func (p *Plan) WindowEnd(base, window uint32) uint32 {
+	slots := uint64(window) * WindowSlots
+	if base >= p.numBlocks {
+		return uint32(min(uint64(base)+slots, 1<<32-1))
+	}
+	budget := int64(window) * BlockSize
+	start := p.chargeBefore(base)
+	// The largest k in [1, hi] with chargeBefore(base+k)-start ≤ budget (charges only grow).
+	lo, hi := uint64(1), min(slots, uint64(p.numBlocks-base))
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if p.chargeBefore(base+uint32(mid))-start <= budget {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return base + uint32(lo)
 }
 
 func blocksOf(size int64) uint32 { return uint32((size + BlockSize - 1) / BlockSize) }

@@ -104,6 +104,9 @@ func TestProbeHardLinkRaceIdentity(t *testing.T) {
 	os.WriteFile(victim, []byte("secret"), 0o600)
 	files := []File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 10, Mode: 0o644}, {Name: "t/h", Hard: "t/a"}}
 	w := probeWriter(t, files, dst, WriterOptions{})
+	if err := w.flush(); err != nil { // t/a's batch is placed, as before a hard link to it
+		t.Fatal(err)
+	}
 	// t/a has been placed; t/h is made at Finish. Swap t/a for a link to the outside file.
 	a := filepath.Join(dst, "t", "a")
 	os.Remove(a)
@@ -126,6 +129,9 @@ func TestProbeHardLinkRaceIdentity(t *testing.T) {
 	dst2 := filepath.Join(root, "dst2")
 	os.Mkdir(dst2, 0o755)
 	w = probeWriter(t, files, dst2, WriterOptions{})
+	if err := w.flush(); err != nil {
+		t.Fatal(err)
+	}
 	a = filepath.Join(dst2, "t", "a")
 	os.Rename(a, filepath.Join(dst2, "t", "kept")) // kept: its inode number is not reused
 	os.WriteFile(a, []byte("0123456789"), 0o644)   // the same bytes, another file

@@ -11,7 +11,7 @@ import (
 // Block is one block of file data with its digest.
 type Block struct {
 	ID   uint32
-	Data []byte // len = the block's length; backed by a pooled BlockSize buffer
+	Data []byte // len = the block's length; backed by a pooled BlockSize buffer, or below SmallBlock its own (Pool.GetLen)
 	// Hash is the block's digest: the chaining value of its subtree in its file's BLAKE3 tree
 	// (see tree.go), which the receiver checks with Plan.Sum and BlockSum.Matches.
 	Hash [32]byte
@@ -20,26 +20,33 @@ type Block struct {
 }
 
 // Pool is a bounded set of block buffers: taking blocks beyond its size waits, which is how both
-// ends keep memory proportional to the window rather than to the file.
+// ends keep memory proportional to the window rather than to the file. A block shorter than
+// SmallBlock (a small file's) gets a buffer of its own length instead, out of a byte budget of
+// the pool's size in BlockSize buffers (Charge).
 type Pool struct {
 	tokens chan struct{} // one per buffer that may exist; taken by Get, returned by Put
 	mu     sync.Mutex
 	free   [][]byte // returned buffers, most recent last
+	// smallLeft is what remains of the budget for short blocks' buffers; wake is closed (and
+	// replaced) when some of it comes back.
+	smallLeft int64
+	wake      chan struct{}
 }
 
-// NewPool makes a pool of at most n BlockSize buffers, allocated as they are first needed.
+// NewPool makes a pool of at most n BlockSize buffers, allocated as they are first needed, and
+// as many bytes again for short blocks' buffers.
 // Get hands out the most recently returned buffer first, which is likely still in the CPU's
 // cache, and allocates only when none is free: a transfer that keeps a few blocks in flight
 // touches a few MiB, not n.
 func NewPool(n int) *Pool {
-	p := &Pool{tokens: make(chan struct{}, n)}
+	p := &Pool{tokens: make(chan struct{}, n), smallLeft: int64(n) * BlockSize, wake: make(chan struct{})}
 	for range n {
 		p.tokens <- struct{}{}
 	}
 	return p
 }
 
-// Get waits for a buffer.
+// Get waits for a BlockSize buffer.
 func (p *Pool) Get(ctx context.Context) ([]byte, error) {
 	select {
 	case <-p.tokens:
@@ -58,9 +65,43 @@ func (p *Pool) Get(ctx context.Context) ([]byte, error) {
 	return b[:BlockSize], nil
 }
 
+// GetLen waits for a buffer for a block of n bytes: a pooled one (Get), or below SmallBlock one
+// of its own, once the short blocks' budget has room for it.
+func (p *Pool) GetLen(ctx context.Context, n int) ([]byte, error) {
+	if n >= SmallBlock {
+		b, err := p.Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return b[:min(n, BlockSize)], nil
+	}
+	for {
+		p.mu.Lock()
+		if p.smallLeft >= int64(n) {
+			p.smallLeft -= int64(n)
+			p.mu.Unlock()
+			return make([]byte, n, max(n, 1)), nil
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // Put returns a buffer.
 func (p *Pool) Put(b []byte) {
 	p.mu.Lock()
+	if cap(b) < BlockSize { // a short block's own (GetLen)
+		p.smallLeft += int64(cap(b))
+		close(p.wake)
+		p.wake = make(chan struct{})
+		p.mu.Unlock()
+		return
+	}
 	p.free = append(p.free, b[:cap(b)])
 	p.mu.Unlock()
 	p.tokens <- struct{}{}
@@ -107,15 +148,15 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 		kept := plan.Kept(i)
 		var last *Block
 		for k := uint32(0); k < n; k++ {
-			buf, err := pool.Get(ctx)
-			if err != nil {
-				c.Close()
-				return err
-			}
 			off := int64(kept+k) * BlockSize
 			ln := BlockSize
 			if rest := f.Size - off; rest < BlockSize {
 				ln = int(rest)
+			}
+			buf, err := pool.GetLen(ctx, ln)
+			if err != nil {
+				c.Close()
+				return err
 			}
 			h.Reset(plan, first+k, ln)
 			for p := 0; p < ln; p += readSize {

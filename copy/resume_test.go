@@ -94,14 +94,7 @@ func (w *Writer) crash() {
 // or as an interrupted copy does (Interrupt).
 func interrupted(t *testing.T, src *Sources, dst string, n uint32, kill bool) {
 	t.Helper()
-	plan, err := NewPlan(src.Files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := ResolveTarget(dst, src.Files)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan, target := planTarget(t, src, dst)
 	out := make(chan *Block, 1000)
 	if err := Read(context.Background(), plan, src.Open(), NewPool(64), out, func(int, [32]byte) {}); err != nil {
 		t.Fatal(err)

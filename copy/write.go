@@ -210,6 +210,8 @@ type Writer struct {
 	receivedBytes, localCopied int64
 	replaced                   []*os.File // files the copy replaced, held open until Close (holdReplaced)
 	results                    []FileResult
+	pending                    []pendingFile // verified small files waiting to be placed (flush)
+	pendingBytes               int64
 	tree                       fileTree
 	dirs                       *dirs     // the destination's directories, opened without following links
 	reg                        *registry // this writer's entry in the partial-file registry
@@ -327,7 +329,7 @@ func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *B
 	}
 	if wf := w.cur; wf.f != nil {
 		if err := wf.write(data, off); err != nil {
-			return fmt.Errorf("%w: write %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
+			return writeErr("write", wf, err)
 		}
 	}
 	w.tree.add(sum)
@@ -347,6 +349,9 @@ func (w *Writer) Finish(ctx context.Context) error {
 		return fmt.Errorf("internal: finish after %d of %d blocks", w.next, w.plan.NumBlocks())
 	}
 	if err := w.finishUpTo(ctx, len(w.plan.Files)); err != nil {
+		return err
+	}
+	if err := w.flush(); err != nil {
 		return err
 	}
 	return w.finishDirs()
@@ -387,7 +392,9 @@ func (w *Writer) finishUpTo(ctx context.Context, file int) error {
 			case f.Link != "":
 				err = w.symlink(f)
 			default:
-				err = w.hardlink(f)
+				if err = w.flush(); err == nil { // the file it links to is in place
+					err = w.hardlink(f)
+				}
 			}
 			if err != nil {
 				return err
@@ -629,7 +636,9 @@ func (w *Writer) open(i int) error {
 	w.temps[wf] = true
 	w.reg.add(f.Name())
 	if sz := w.plan.Files[i].Size; sz > 0 {
-		w.startRecords(wf, fd, 0)
+		if sz > checkpointEvery { // a smaller file is placed before its first checkpoint could come
+			w.startRecords(wf, fd, 0)
+		}
 		_ = f.Truncate(sz) // reserve the length; blocks fill it in
 		// Direct I/O for files of a block or more: the page cache costs more CPU than the disk
 		// (on this project's VM, buffered writes took 1.9 CPU s/GiB with fsync, O_DIRECT 0.07),
@@ -728,7 +737,9 @@ func (wf *wfile) stop() bool {
 // dropRecord removes wf's record, if it has one, and its directory descriptor.
 func (wf *wfile) dropRecord() {
 	if wf.rec != nil && wf.dirFD >= 0 {
-		removeRecordAt(wf.dirFD, wf.tmp)
+		if wf.recorded {
+			removeRecordAt(wf.dirFD, wf.tmp)
+		}
 		unix.Close(wf.dirFD)
 		wf.dirFD = -1
 	}
@@ -823,19 +834,134 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 			w.hardIDs[f.Name] = devIno{uint64(st.Dev), uint64(st.Ino)}
 		}
 	}
-	if !w.sink {
-		if err := w.place(wf, f); err != nil {
-			return err
-		}
-		res.Path = wf.final
+	w.receivedBytes += f.Size
+	w.cur = nil
+	w.nextFile = i + 1
+	if w.sink {
+		w.placed(res)
+		return nil
 	}
+	res.Path = wf.final
+	if f.Size < batchFileMax {
+		wf.stop()
+		w.pending = append(w.pending, pendingFile{wf: wf, f: f, res: res})
+		w.pendingBytes += f.Size
+		if len(w.pending) >= batchFiles || w.pendingBytes >= batchBytes {
+			return w.flush()
+		}
+		return nil
+	}
+	if err := w.flush(); err != nil { // files are placed in the plan's order
+		return err
+	}
+	if err := w.place(wf, f); err != nil {
+		return err
+	}
+	w.placed(res)
+	return nil
+}
+
+// writeErr is the error of op (write, fsync, chmod) on the temporary file of wf: it names the file
+// the copy was writing by its final name, and for what a user can act on says what to do.
+func writeErr(op string, wf *wfile, err error) error {
+	err = unwrapPath(err)
+	return fmt.Errorf("%w: %s %s: %v%s", ErrDest, op, escape.Text(wf.final), err, destHint(err))
+}
+
+// destHint is what to do about a destination's error err ("" if nothing to say).
+func destHint(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return " (free space there, or choose another destination, then run the same command again)"
+	case errors.Is(err, unix.EROFS):
+		return " (the destination's filesystem is mounted read-only)"
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return " (the destination is not writable by this user: check its permissions)"
+	case errors.Is(err, unix.EFBIG):
+		return " (the file is larger than the destination allows: ulimit -f, or the filesystem's limit)"
+	}
+	return ""
+}
+
+// placed records the file res as verified and in place.
+func (w *Writer) placed(res FileResult) {
 	w.results = append(w.results, res)
 	if w.done != nil {
 		w.done(res)
 	}
-	w.receivedBytes += f.Size
-	w.cur = nil
-	w.nextFile = i + 1
+}
+
+// Small files are placed in batches: the cost of making a file durable and giving it its name
+// is then paid once per batch, not once per file (on this project's VM an fsync of a 4 KiB
+// file and of its directory took ~1.3 ms, as long as sending 65 KB at 400 Mbit/s). A file below
+// batchFileMax waits, verified, synced by nothing yet and under its temporary name, until
+// batchFiles files or batchBytes bytes wait, or until something needs them in place (a hard
+// link to one of them, the directories' modes and times, a larger file, the end).
+const (
+	batchFileMax = 8 << 20
+	batchFiles   = 256
+	batchBytes   = 64 << 20
+	batchSyncers = 8 // fsyncs of a batch run this many at a time (the filesystem's journal joins them)
+)
+
+// syncPending syncs a file of a batch (a variable for tests); batchFlushes counts the batches
+// placed.
+var (
+	syncPending  = (*os.File).Sync
+	batchFlushes atomic.Int64
+)
+
+// pendingFile is a verified file waiting for its batch to be placed.
+type pendingFile struct {
+	wf  *wfile
+	f   File
+	res FileResult
+}
+
+// flush places the waiting files: syncs them all (batchSyncers at a time), then gives each its
+// mode (and times) and its name, in the plan's order, and syncs each directory once. A file
+// whose sync or rename fails stops the copy with an error naming it; it and the files after it
+// stay temporary files, removed by Abort.
+func (w *Writer) flush() error {
+	batch := w.pending
+	if len(batch) == 0 {
+		return nil
+	}
+	batchFlushes.Add(1)
+	errs := make([]error, len(batch))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(batchSyncers, len(batch)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(batch); i = int(next.Add(1) - 1) {
+				errs[i] = syncPending(batch[i].wf.f)
+			}
+		})
+	}
+	wg.Wait()
+	for i, p := range batch {
+		if errs[i] != nil {
+			return writeErr("fsync", p.wf, errs[i])
+		}
+	}
+	dirFD, dir := -1, ""
+	for i, p := range batch {
+		if dirFD >= 0 && p.wf.dir != dir {
+			_ = unix.Fsync(dirFD) // before dirs.open moves on from it
+		}
+		fd, err := w.dirs.open(p.wf.dir, 0o755)
+		if err != nil {
+			return err
+		}
+		dirFD, dir = fd, p.wf.dir
+		if err := w.rename(p.wf, p.f, fd); err != nil {
+			return err
+		}
+		w.pending = batch[i+1:]
+		w.placed(p.res)
+	}
+	_ = unix.Fsync(dirFD)
+	w.pending, w.pendingBytes = batch[:0], 0
 	return nil
 }
 
@@ -845,14 +971,24 @@ func (w *Writer) finish(ctx context.Context, i int) error {
 func (w *Writer) place(wf *wfile, f File) error {
 	wf.stop()
 	if err := wf.f.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
-	}
-	if err := wf.f.Chmod(f.Mode.Perm() &^ umask); err != nil {
-		return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(wf.f.Name()), unwrapPath(err))
+		return writeErr("fsync", wf, err)
 	}
 	fd, err := w.dirs.open(wf.dir, 0o755)
 	if err != nil {
 		return err
+	}
+	if err := w.rename(wf, f, fd); err != nil {
+		return err
+	}
+	_ = unix.Fsync(fd)
+	return nil
+}
+
+// rename gives the synced temporary file of f its mode (and, with preserve, its times) and
+// renames it into place in its directory fd, then closes it.
+func (w *Writer) rename(wf *wfile, f File, fd int) error {
+	if err := wf.f.Chmod(f.Mode.Perm() &^ umask); err != nil {
+		return writeErr("chmod", wf, err)
 	}
 	if w.preserve {
 		ts := unix.NsecToTimespec(f.MTime)
@@ -878,7 +1014,6 @@ func (w *Writer) place(wf *wfile, f File) error {
 	delete(w.temps, wf)
 	wf.f.Close()
 	wf.dropRecord()
-	_ = unix.Fsync(fd)
 	return nil
 }
 
@@ -945,6 +1080,7 @@ func (w *Writer) Abort() {
 // left, with the record, for the next copy to resume (the record counts only blocks synced
 // before it was written); every other one is removed, as Abort does.
 func (w *Writer) Interrupt() {
+	_ = w.flush() // verified files waiting for their batch are placed
 	for wf := range w.temps {
 		if w.records && wf.rec != nil && wf.stop() {
 			wf.f.Close()

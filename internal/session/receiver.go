@@ -144,6 +144,7 @@ type ReceiverStats struct {
 	FECChunks   uint64 // chunks rebuilt
 	FECLate     uint64 // rebuilt chunks that arrived anyway afterwards (they were late, not lost)
 	Held        uint64 // times feedback was held back for a stalled lane
+	MaxBlocks   uint64 // the most blocks held at once (being assembled, or waiting to be written)
 }
 
 // laneCounters are one lane goroutine's counters, written per datagram. Each lane's are alone on
@@ -163,11 +164,13 @@ type Receiver struct {
 	path    *Path
 	plan    *fcopy.Plan
 	w       *fcopy.Writer
-	window  uint32
-	chunk   int // file bytes per data datagram, agreed by the path's handshake
+	window  uint32 // in BlockSize blocks: the memory for blocks in flight (fcopy.Plan.WindowEnd)
+	slots   uint32 // the most blocks the window holds, however short: the ring's length
+	chunk   int    // file bytes per data datagram, agreed by the path's handshake
 	fbEvery time.Duration
 
-	base    atomic.Uint32 // blocks below base are written; memory is held for [base, base+window)
+	base    atomic.Uint32 // blocks below base are written; memory is held for [base, end)
+	end     atomic.Uint32 // plan.WindowEnd(base, window): stored after base, so never past base+slots
 	deliver atomic.Uint32 // next block to hand to the writer
 	ring    []atomic.Pointer[rxBlock]
 	_       [128]byte
@@ -175,6 +178,8 @@ type Receiver struct {
 
 	mu      sync.Mutex // block allocation, delivery, the free list
 	free    [][]byte
+	inRing  int // blocks in the ring now, and the most at once
+	maxRing int
 	toWrite chan *rxBlock
 	verify  chan *rxBlock
 
@@ -210,9 +215,11 @@ func (r *Receiver) Progress() *Progress {
 
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
-	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), chunk: p.ChunkSize(), fbEvery: FeedbackInterval,
-		ring: make([]atomic.Pointer[rxBlock], window), toWrite: make(chan *rxBlock, window+1),
-		verify: make(chan *rxBlock, window+1)}
+	slots := window * fcopy.WindowSlots
+	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), slots: uint32(slots), chunk: p.ChunkSize(), fbEvery: FeedbackInterval,
+		ring: make([]atomic.Pointer[rxBlock], slots), toWrite: make(chan *rxBlock, slots+1),
+		verify: make(chan *rxBlock, slots+1)}
+	r.end.Store(plan.WindowEnd(0, r.window))
 	return r
 }
 
@@ -254,10 +261,10 @@ func (r *Receiver) Prefetch(pkt []byte) {
 func (r *Receiver) chunkDest(pkt []byte) (*rxBlock, wire.DataFrame, []byte) {
 	f, _, err := wire.ParseDataFrame(pkt[wire.HeaderLen:wire.DataAADLen])
 	if err != nil || f.Kind != wire.KindChunk ||
-		f.Block < r.deliver.Load() || f.Block >= r.base.Load()+r.window || f.Block >= r.plan.NumBlocks() {
+		f.Block < r.deliver.Load() || f.Block >= r.end.Load() || f.Block >= r.plan.NumBlocks() {
 		return nil, f, nil
 	}
-	b := r.ring[f.Block%r.window].Load()
+	b := r.ring[f.Block%r.slots].Load()
 	if b == nil || b.id != f.Block {
 		return nil, f, nil
 	}
@@ -284,13 +291,13 @@ func (r *Receiver) placeChunk(b *rxBlock, f wire.DataFrame, c int, payload []byt
 	r.count(b, 1)
 }
 
-// Admit implements Admitter: a data frame for a block at or beyond base+window is refused
+// Admit implements Admitter: a data frame for a block at or beyond the window's end is refused
 // (counted as outside), so it stays unacknowledged and is sent again once the window has moved.
 // A correct sender never sends one: it learns the window before it starts and from every
 // feedback.
 func (r *Receiver) Admit(pt []byte) bool {
 	f, _, err := wire.ParseDataFrame(pt)
-	if err != nil || f.Block < r.base.Load()+r.window || r.ackOutside {
+	if err != nil || f.Block < r.end.Load() || f.Block >= r.plan.NumBlocks() || r.ackOutside { // no such block: Datagram counts it invalid
 		return true
 	}
 	r.counts[0].outside.Add(1)
@@ -313,7 +320,7 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 		cnt.duplicates.Add(1)
 		return
 	}
-	b := r.ring[f.Block%r.window].Load() // Admit kept out blocks beyond the window
+	b := r.ring[f.Block%r.slots].Load() // Admit kept out blocks beyond the window
 	if b == nil || b.id != f.Block {
 		if b = r.slot(f.Block, cnt); b == nil {
 			return
@@ -377,25 +384,30 @@ func (r *Receiver) slot(id uint32, cnt *laneCounters) *rxBlock {
 		cnt.duplicates.Add(1)
 		return nil
 	}
-	if id >= r.base.Load()+r.window {
+	if id >= r.end.Load() {
 		cnt.outside.Add(1)
 		return nil
 	}
-	// Blocks below base have left the ring, and nothing at or beyond base+window is created, so
-	// the slot is either empty or already holds id.
-	if b := r.ring[id%r.window].Load(); b != nil {
+	// Blocks below base have left the ring, and nothing at or beyond the window's end (at most
+	// base+slots) is created, so the slot is either empty or already holds id.
+	if b := r.ring[id%r.slots].Load(); b != nil {
 		return b
 	}
 	n := r.plan.BlockLen(id)
 	var data []byte
-	if k := len(r.free); k > 0 {
+	switch k := len(r.free); {
+	case n < fcopy.SmallBlock:
+		data = make([]byte, n) // a small file's block: the window charged its length (fcopy.Charge)
+	case k > 0:
 		data = r.free[k-1][:n]
 		r.free = r.free[:k-1]
-	} else {
+	default:
 		data = fcopy.NewBlockBuffer()[:n]
 	}
 	b := newRxBlock(r.plan, id, data, r.chunk)
-	r.ring[id%r.window].Store(b)
+	r.ring[id%r.slots].Store(b)
+	r.inRing++
+	r.maxRing = max(r.maxRing, r.inRing)
 	return b
 }
 
@@ -418,12 +430,12 @@ func (r *Receiver) completed(b *rxBlock) {
 	b.complete = true
 	total := r.plan.NumBlocks()
 	for d := r.deliver.Load(); d < total; d++ {
-		nb := r.ring[d%r.window].Load()
+		nb := r.ring[d%r.slots].Load()
 		if nb == nil || nb.id != d || !nb.complete {
 			break
 		}
 		nb.checked.Lock() // unlocked by the verify worker
-		r.verify <- nb    // capacity window+1: never blocks
+		r.verify <- nb    // capacity slots+1: never blocks
 		r.toWrite <- nb
 		r.deliver.Store(d + 1)
 	}
@@ -494,9 +506,13 @@ func (r *Receiver) writeLoop(ctx context.Context) error {
 		}
 		r.written.Add(int64(len(b.data)))
 		r.mu.Lock()
-		r.free = append(r.free, b.data)
-		r.ring[b.id%r.window].Store(nil)
+		if cap(b.data) >= fcopy.BlockSize {
+			r.free = append(r.free, b.data)
+		}
+		r.ring[b.id%r.slots].Store(nil)
+		r.inRing--
 		r.base.Store(b.id + 1)
+		r.end.Store(r.plan.WindowEnd(b.id+1, r.window))
 		r.mu.Unlock()
 	}
 	lastWritten := time.Now()
@@ -588,6 +604,9 @@ func (r *Receiver) sendFeedback(now time.Time) {
 func (r *Receiver) Stats() ReceiverStats {
 	st := ReceiverStats{Feedback: r.feedback.Load(), Held: r.held.Load(), FECRebuilt: r.fecRebuilt.Load(), FECRepaired: r.fecRepaired.Load(),
 		FECChunks: r.fecChunks.Load()}
+	r.mu.Lock()
+	st.MaxBlocks = uint64(r.maxRing)
+	r.mu.Unlock()
 	for i := range r.counts {
 		c := &r.counts[i]
 		st.Parity += c.parity.Load()

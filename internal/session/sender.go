@@ -81,13 +81,14 @@ func Debug() bool { return debug }
 // is sized from its window (ringSize), which bounds what can be in flight.
 const sentRing = 1 << 17
 
-// ringSize is the record a lane needs for a window of window blocks of chunks of chunk bytes:
+// ringSize is the record a lane needs for a window of window blocks of chunks of chunk bytes
+// (or up to window × fcopy.WindowSlots short blocks, a digest and a part-filled chunk each):
 // every datagram of the window (its chunks, digests and parity) spread over the lanes, twice over
 // for re-sends and the time a loss takes to be declared, as a power of two (the record is indexed
 // by sequence number modulo its size). A full record pauses the lane's sending; it never loses
 // track of a datagram.
 func ringSize(window, chunk int) int {
-	n := window * (fcopy.BlockSize/chunk + 2) * 2 / Lanes
+	n := (window*(fcopy.BlockSize/chunk+2) + window*fcopy.WindowSlots*2) * 2 / Lanes
 	size := 4096
 	for size < n && size < sentRing {
 		size *= 2
@@ -251,6 +252,8 @@ type Sender struct {
 	}
 
 	cursor, window uint32
+	end            uint32   // the receiver's window's end: plan.WindowEnd(cursor, window)
+	sendableBytes  int      // the bytes of the blocks in sendable
 	reportAt       [2]int64 // arrival of the newest feedback report and of the one before (ns since start; noteReport)
 	fbCh           chan []byte
 	ackedBytes     atomic.Int64
@@ -285,6 +288,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	if s.chunk != wire.ChunkSize {
 		s.fec = fec.Mode{Kind: fec.ModeOff} // FEC's shards are standard chunks
 	}
+	s.end = s.windowEnd()
 	s.batchMax = min(maxBatch, batchBytes/s.dgram)
 	s.laneRun = max(laneRunBytes/s.dgram, 1)
 	switch s.fec.Kind {
@@ -400,7 +404,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		// bytes are still in the CPU's cache (and the reader's pool recycles a few MiB instead of
 		// touching the whole window).
 		ahead := readAheadFor(s.pacer.Rate())
-		for !s.inDone && len(s.blocks) < int(s.window)+1 && len(s.sendable) < ahead {
+		for !s.inDone && len(s.blocks) < s.slots()+1 && s.sendableBytes < ahead*fcopy.BlockSize {
 			select {
 			case b, ok := <-in:
 				if !ok {
@@ -543,7 +547,7 @@ func (s *Sender) noteWait(now time.Time) {
 	d := now.Sub(s.waitAt)
 	s.waitAt = now
 	switch {
-	case len(s.sendable) > 0 && s.sendable[0].id >= s.cursor+s.window, len(s.blocks) >= int(s.window)+1:
+	case len(s.sendable) > 0 && s.sendable[0].id >= s.end, len(s.blocks) >= s.slots()+1:
 		s.stats.WindowFull += d
 	case len(s.sendable) == 0:
 		s.stats.SourceWait += d
@@ -566,7 +570,20 @@ func (s *Sender) addBlock(b *fcopy.Block) {
 	}
 	s.blocks[b.ID] = tb
 	s.sendable = append(s.sendable, tb)
+	s.sendableBytes += len(tb.data)
 	s.nextID = max(s.nextID, b.ID+1)
+}
+
+// slots is the most blocks the receiver's window holds (fcopy.WindowSlots per block of it).
+func (s *Sender) slots() int { return int(s.window) * fcopy.WindowSlots }
+
+// windowEnd is the end of the receiver's window from the cursor: the receiver computes the same
+// from the same plan (fcopy.Plan.WindowEnd) and refuses blocks at or beyond it.
+func (s *Sender) windowEnd() uint32 {
+	if s.plan == nil {
+		return s.cursor + s.window
+	}
+	return s.plan.WindowEnd(s.cursor, s.window)
 }
 
 func (s *Sender) release(b *txBlock) {
@@ -625,13 +642,14 @@ func (s *Sender) nextChunk() (b *txBlock, c, par, src int, ok bool) {
 	}
 	for len(s.sendable) > 0 {
 		b := s.sendable[0]
-		if b.id >= s.cursor+s.window {
+		if b.id >= s.end {
 			return nil, 0, 0, 0, false
 		}
 		c := b.next
 		b.next++
 		if b.next > b.nChunks {
 			s.sendable = s.sendable[1:]
+			s.sendableBytes -= len(b.data)
 		}
 		if b.k > 0 && c < b.nChunks {
 			s.startChunk(b, c)
@@ -788,13 +806,17 @@ func (s *Sender) sealLoop(i int) {
 			bt.refs[k] = nil
 		}
 		bt.nref = 0
+		// The datagrams' clocks start now, not when they were framed: loss detection and RTT
+		// samples must not count the time a batch waited for this goroutine. And not after the
+		// send returns either: a batch's first datagrams leave while the call still works on the
+		// rest (or the goroutine is descheduled in it), and an RTT sample that starts late reads
+		// short; the min RTT is the minimum of them, so it read 130–138 ms on the 140 ms lab, and
+		// every round's queue (its least RTT over the min) read up to that much too high.
+		at := int64(time.Since(s.start))
 		if err := s.path.Send(i, bt.pkts); err != nil && !isTransient(err) {
 			err = fmt.Errorf("send on lane %d: %w", i, err)
 			s.sendErr.CompareAndSwap(nil, &err)
 		}
-		// The datagrams' clocks start now, not when they were framed: loss detection and RTT
-		// samples must not count the time a batch waited for this goroutine.
-		at := int64(time.Since(s.start))
 		for k := range bt.n {
 			atomic.StoreInt64(&l.at(bt.seqs[k]).at, at)
 		}
@@ -882,7 +904,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	if gr != nil {
 		gr.inflight++
 	}
-	appLimited := s.retx.len() == 0 && s.parq.len() == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.cursor+s.window)
+	appLimited := s.retx.len() == 0 && s.parq.len() == 0 && (len(s.sendable) == 0 || s.sendable[0].id >= s.end)
 	s.cc.OnSent(now, i, seq, size, appLimited)
 	return size
 }
@@ -898,6 +920,7 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 	s.stats.LastAckAt = now
 	s.noteReport(int64(now.Sub(s.start)))
 	s.cc.OnFeedback(now)
+	cursor, window := s.cursor, s.window
 	if s.fb.Cursor > s.cursor {
 		s.cursor = s.fb.Cursor
 		// Every block below the cursor is verified and written: release it even if some of its
@@ -910,6 +933,9 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 	}
 	if s.fb.Window > 0 {
 		s.window = min(s.fb.Window, uint32(s.cfg.Window)) // it may shrink the agreed window, never widen it
+	}
+	if s.cursor != cursor || s.window != window {
+		s.end = s.windowEnd()
 	}
 	tnow := int64(now.Sub(s.start))
 	for i := range s.fb.Lanes {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	mathrand "math/rand/v2"
 	"net/netip"
 	"os"
@@ -116,7 +117,7 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	for i, sz := range sizes {
 		b := make([]byte, sz)
 		rand.Read(b)
-		p := filepath.Join(dir, "in", string(rune('a'+i)))
+		p := filepath.Join(dir, "in", testName(i))
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, b, 0o644)
 		paths = append(paths, b)
@@ -195,7 +196,7 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 		t.Fatalf("loss %.0f%%, fec %s: receiver: %v", loss*100, cfg.FEC, err)
 	}
 	for i, want := range paths {
-		got, err := os.ReadFile(filepath.Join(out, string(rune('a'+i))))
+		got, err := os.ReadFile(filepath.Join(out, testName(i)))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("loss %.0f%%, fec %s: file %d differs (%v)", loss*100, cfg.FEC, i, err)
 		}
@@ -432,4 +433,39 @@ func TestAllPlaced(t *testing.T) {
 			t.Fatalf("allPlaced(%d, %d) = %v, chunk by chunk %v", lo, hi, got, want)
 		}
 	}
+}
+
+// TestWindowShortBlocks: the receive window is memory, not a count of blocks. Small files'
+// blocks are charged their length (fcopy.Charge), so a window of 2 BlockSize blocks holds many of
+// them at once (up to fcopy.WindowSlots per block of window), where whole blocks stay at 2; the
+// sender stays inside it (the receiver refuses nothing as outside), and every file is intact.
+func TestWindowShortBlocks(t *testing.T) {
+	cfg := SenderConfig{Rate: 200e6, Window: 2, InitialRTT: 20 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}}
+	delay := func(t *testing.T, h *harness) {
+		ca, sa := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+		h.net.SetLink(ca, sa, lanetest.Link{Delay: 10 * time.Millisecond})
+		h.net.SetLink(sa, ca, lanetest.Link{Delay: 10 * time.Millisecond})
+	}
+	small := make([]int, 150)
+	for i := range small {
+		small[i] = 3000 + i
+	}
+	_, rs := transferWith(t, 0, 5, small, cfg, xferOpts{before: delay})
+	t.Logf("small files: %d blocks at once", rs.MaxBlocks)
+	if slots := uint64(cfg.Window * fcopy.WindowSlots); rs.MaxBlocks <= uint64(cfg.Window) || rs.MaxBlocks > slots || rs.Outside != 0 {
+		t.Errorf("small files: at most %d blocks held at once (want more than %d, at most %d), %d chunks outside the window",
+			rs.MaxBlocks, cfg.Window, slots, rs.Outside)
+	}
+	_, rs = transferWith(t, 0, 6, []int{8 * fcopy.BlockSize}, cfg, xferOpts{before: delay})
+	if rs.MaxBlocks > uint64(cfg.Window) || rs.Outside != 0 {
+		t.Errorf("whole blocks: %d held at once, want at most %d; %d chunks outside the window", rs.MaxBlocks, cfg.Window, rs.Outside)
+	}
+}
+
+// testName is the name of transferWith's i-th file: a letter, or past z a numbered name.
+func testName(i int) string {
+	if i < 26 {
+		return string(rune('a' + i))
+	}
+	return fmt.Sprintf("f%04d", i)
 }

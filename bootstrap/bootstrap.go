@@ -625,6 +625,10 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 	}
 }
 
+// Prefaced is closed once the preface is written to the peer's stdin: what the caller writes
+// there after it cannot come before it.
+func (p *Peer) Prefaced() <-chan struct{} { return p.prefaced }
+
 // writePreface writes the caller's first control messages at once, before the remote answers (a
 // failed write shows up as a missing status line or a closed control channel).
 func (p *Peer) writePreface(preface []byte) {

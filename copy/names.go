@@ -91,7 +91,25 @@ const (
 // that names "a" as a file or a link and then "a/b", or "a/b" without "a", is malformed: nothing
 // is ever written below a link, whether the list made it or the destination had it.
 func checkTree(files []File) error {
-	kinds := make(map[string]kind, len(files))
+	return NewTreeCheck(len(files)).Add(files)
+}
+
+// TreeCheck applies checkTree's rule to a file list that arrives in pieces (a peer's list
+// travels in chunks): each piece is checked as it comes, against every entry before it, so a
+// name listed twice in two chunks, or a bad name in the last one, is refused as it arrives.
+type TreeCheck struct {
+	kinds map[string]kind
+}
+
+// NewTreeCheck starts the check of a list of about n entries (a hint: a peer's announcement is
+// taken only up to 65,536 before the entries arrive).
+func NewTreeCheck(n int) *TreeCheck {
+	return &TreeCheck{kinds: make(map[string]kind, min(max(n, 0), 1<<16))}
+}
+
+// Add checks the next entries of the list.
+func (c *TreeCheck) Add(files []File) error {
+	kinds := c.kinds
 	for _, f := range files {
 		if err := ValidName(f.Name); err != nil {
 			return err
@@ -121,8 +139,8 @@ func checkTree(files []File) error {
 			}
 			k = kindHard
 		}
-		if k != kindFile && f.Size != 0 {
-			return fmt.Errorf("%w: %q is not a regular file but has size %d", ErrName, f.Name, f.Size)
+		if k != kindFile && f.Size != 0 || f.Size < 0 {
+			return fmt.Errorf("%w: %q is %s of size %d", ErrName, f.Name, f.what(), f.Size)
 		}
 		kinds[f.Name] = k
 	}

@@ -297,13 +297,27 @@ func (t *Target) FindPartials(files []File, have []int, remove bool) *Partials {
 	d := &dirs{root: t.root, rootFD: rootFD, curFD: rootFD}
 	defer d.close()
 	listed := map[string][]string{} // directory → its temporary-record names
+	// The directory stays open while the list's entries stay in it (have does the same): a tree
+	// of 100,000 files is not 100,000 walks.
+	cur, fd, walkErr := "", -1, error(nil)
+	defer func() {
+		if fd >= 0 && fd != rootFD {
+			unix.Close(fd)
+		}
+	}()
 	for i, f := range files {
 		if !f.Regular() || skip[i] || f.Size == 0 {
 			continue
 		}
 		dir, base, _ := cutLast(t.rel(f.Name))
-		fd, err := d.walk(dir, 0, false)
-		if err != nil {
+		if fd < 0 && walkErr == nil || dir != cur {
+			if fd >= 0 && fd != rootFD {
+				unix.Close(fd)
+			}
+			cur = dir
+			fd, walkErr = d.walk(dir, 0, false)
+		}
+		if walkErr != nil {
 			continue
 		}
 		names, ok := listed[dir]
@@ -314,9 +328,6 @@ func (t *Target) FindPartials(files []File, have []int, remove bool) *Partials {
 		if p := findPartial(fd, filepath.Join(t.root, filepath.FromSlash(dir)), names, base, f, remove); p != nil {
 			p.idx, p.dir, p.base = i, dir, base
 			ps.parts = append(ps.parts, p)
-		}
-		if fd != rootFD {
-			unix.Close(fd)
 		}
 	}
 	return ps
@@ -451,7 +462,7 @@ func (ps *Partials) Hash(plan *Plan) {
 // hashPrefix returns the block digests (32 bytes each) of the first n blocks of the file r of
 // size bytes, and its tree state after them.
 func hashPrefix(r io.ReaderAt, n uint32, size int64) ([]byte, *fileTree, error) {
-	plan := &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: blocksOf(size), kept: []uint32{0}, skip: []bool{false}}
+	plan := &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: blocksOf(size), kept: []uint32{0}, skip: []bool{false}, total: size}
 	buf := make([]byte, BlockSize)
 	sums := make([]byte, 0, 32*int(n))
 	tree := &fileTree{}

@@ -149,6 +149,7 @@ func (r sshRemote) Info() PeerInfo {
 }
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
+func (r sshRemote) Prefaced() <-chan struct{} { return r.p.Prefaced() }
 
 // Result is the outcome of a copy, as printed by --json.
 type Result struct {
@@ -322,6 +323,23 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		return nil, Msg{}, err
 	}
 	clientPub := kex.PublicKey()
+	// A push's file list follows the hello in chunks once the peer is up (list.go): encoded
+	// while ssh starts, sent from when the peer is ready, checked by the peer as it arrives.
+	var chunks <-chan []byte
+	var listErr <-chan error
+	if len(hello.Files) > 0 {
+		hello.Entries = len(hello.Files)
+		if err := checkListSize(hello.Files); err != nil {
+			return nil, Msg{}, err
+		}
+		chunks, listErr = encodeList(hello.Files)
+		hello.Files = nil
+		defer func() {
+			if chunks != nil { // not sent: let the encoder end
+				go sendList(nil, chunks, listErr)
+			}
+		}()
+	}
 	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
 	hello.Debug = o.Tuning.Debug
 	hello.Profile = o.Tuning.Profile
@@ -381,6 +399,25 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if err != nil {
 		c.close(time.Second)
 		return nil, Msg{}, fmt.Errorf("key exchange with the remote peer failed: %w", err)
+	}
+	if chunks != nil {
+		go func(chunks <-chan []byte) {
+			// The preface (the hello) goes first: it is written as ssh starts, by another
+			// goroutine, which may not be done yet.
+			if p, ok := peer.(interface{ Prefaced() <-chan struct{} }); ok {
+				select {
+				case <-p.Prefaced():
+				case <-c.ctx.Done():
+				}
+			}
+			if err := sendList(c.ctl, chunks, listErr); err != nil && !errors.Is(err, ErrListLimit) {
+				o.logf("sending the file list: %v", err)
+			} else if err != nil {
+				c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+				c.cancel(err)
+			}
+		}(chunks)
+		chunks = nil
 	}
 	return c, ready, nil
 }
@@ -581,6 +618,14 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}()
 	files, err := c.ctl.Expect(ctx, "files", 0)
 	if err != nil {
+		return nil, err
+	}
+	// The list follows in chunks, each checked as it arrives.
+	if files.Files, err = recvList(ctx, c.ctl, files.Entries); err != nil {
+		var re *RemoteError
+		if !errors.As(err, &re) {
+			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		}
 		return nil, err
 	}
 	// The remote chooses the names of what this end writes: take only what was asked for.

@@ -23,7 +23,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 11
+const Proto = 12
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -56,8 +56,14 @@ type Msg struct {
 	Ports []int  `json:"ports,omitempty"`
 	Addr  string `json:"addr,omitempty"`
 
-	// files (push) / ready (pull)
-	Files      []fcopy.File   `json:"files,omitempty"`
+	// hello (push) / files (pull): the number of entries of the file list, which follows in "list"
+	// messages (list.go); Files is the list on this end (it never travels in these messages)
+	Entries int          `json:"entries,omitempty"`
+	Files   []fcopy.File `json:"-"`
+	// list: a chunk of the file list, a DEFLATE-compressed JSON array of entries (base64)
+	Z []byte `json:"z,omitempty"`
+
+	// files (pull)
 	Skipped    *fcopy.Skipped `json:"skipped,omitempty"` // files (pull): what the remote's Collect left out
 	Window     int            `json:"window,omitempty"`
 	AutoWindow bool           `json:"auto_window,omitempty"` // Window came from tuning.WindowBlocks, not --window
@@ -74,8 +80,9 @@ type Msg struct {
 	File int    `json:"file,omitempty"`
 	Sum  string `json:"sum,omitempty"`
 
-	// done
-	Results []fcopy.FileResult `json:"results,omitempty"`
+	// done: the number of results, which come before it in "results" messages (list.go: chunks
+	// as the file list's, of fcopy.FileResult); Results is the verdict on this end
+	Results []fcopy.FileResult `json:"-"`
 	Stats   *PeerStats         `json:"stats,omitempty"`
 
 	// bench (hello role "bench"): the peer's host facts ("facts"), a TCP test asked for ("tcp"),
@@ -226,7 +233,11 @@ type Control struct {
 	gone   func(error) error
 }
 
-// maxMessage bounds one control message: a file list of 100,000 entries of long names fits.
+// chunkWhat names what the chunks of a message type are.
+var chunkWhat = map[string]string{"list": "file list", "results": "verdict"}
+
+// maxMessage bounds one control message: the file list and the verdict travel in chunks of at
+// most maxChunkWire (list.go); a have of 4,000,000 files or the sums of a resumed 1 TiB file fit.
 // maxQueued bounds the messages read but not yet taken, together: a peer that sends while this
 // end is busy (a TCP test of minutes) cannot make it hold more.
 const (
@@ -254,6 +265,9 @@ func (c *Control) Start(ended func(error)) {
 	go func() {
 		for {
 			m, n, err := c.read()
+			if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
+				err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
+			}
 			if err == nil && c.queued.Add(n) > maxQueued {
 				err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
 			}

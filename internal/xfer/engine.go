@@ -208,8 +208,14 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	}
 	s := session.NewSender(path, plan, pool, cfg)
 	done := make(chan Msg, 1)
+	sent := 0 // the files whose results the verdict holds
+	for i, f := range plan.Files {
+		if f.Regular() && !plan.Skipped(i) {
+			sent++
+		}
+	}
 	go func() {
-		m, err := ctl.Expect(ctx, "done", 0)
+		m, err := recvDone(ctx, ctl, sent)
 		if err != nil {
 			cancel(err)
 			return
@@ -440,7 +446,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	doneSent.Store(true)
-	if err := ctl.Send(Msg{T: "done", Results: res.results, Stats: &st}); err != nil {
+	if err := sendDone(ctl, res.results, &st); err != nil {
 		return res, err
 	}
 	if waitBye {

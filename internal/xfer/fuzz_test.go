@@ -2,16 +2,19 @@ package xfer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
+
+	fcopy "github.com/farwing/farwing/copy"
 )
 
 // FuzzControl: any bytes on the control channel are read without panicking, one message per
 // line; what is read re-encodes to a message that reads back the same, and what is refused is a
 // protocol violation or the end of the channel.
 func FuzzControl(f *testing.F) {
-	f.Add([]byte(`{"t":"ready","proto":7,"ports":[1,2,3,4],"pub":"x"}` + "\n" + `{"t":"files","files":[{"name":"a","size":3}]}` + "\n"))
+	f.Add([]byte(`{"t":"ready","proto":7,"ports":[1,2,3,4],"pub":"x"}` + "\n" + `{"t":"files","entries":1}` + "\n" + `{"t":"list","z":"i65WykvMTVWyUkpU0lEqzqwCMo1rYwE="}` + "\n"))
 	f.Add([]byte(`{"t":"error","err":"\u001b[2Jboom","code":77}` + "\n{\n"))
 	f.Add([]byte(`{"t":"digest","file":-1,"sum":"zz"}` + "\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -42,6 +45,37 @@ func FuzzControl(f *testing.F) {
 						t.Fatalf("remote error %q keeps a control character", re.Msg)
 					}
 				}
+			}
+		}
+	})
+}
+
+// FuzzListChunk: any bytes as a file list chunk are decoded within the bounds or refused as a
+// protocol violation, never a panic; what is taken passes the naming rule and what was announced.
+func FuzzListChunk(f *testing.F) {
+	f.Add(deflateRaw([]byte(`[{"name":"t","dir":true},{"name":"t/a","size":3}]`)), 2)
+	f.Add(deflateRaw([]byte(`[{"name":"../x","size":1}]`)), 1)
+	f.Add([]byte("not deflate"), 3)
+	f.Fuzz(func(t *testing.T, z []byte, n int) {
+		n = n % 8
+		var in bytes.Buffer
+		json.NewEncoder(&in).Encode(Msg{T: "list", Z: z})
+		json.NewEncoder(&in).Encode(Msg{T: "list", Z: z})
+		c := NewControl(&in, &bytes.Buffer{}, nil)
+		c.Start(nil)
+		files, err := recvList(context.Background(), c, n)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) && !errors.Is(err, fcopy.ErrName) && !errors.Is(err, ErrPeerGone) {
+				t.Fatalf("refused as %v", err)
+			}
+			return
+		}
+		if len(files) != n {
+			t.Fatalf("%d entries taken of %d announced", len(files), n)
+		}
+		for _, f := range files {
+			if fcopy.ValidName(f.Name) != nil {
+				t.Fatalf("took %q", f.Name)
 			}
 		}
 	})

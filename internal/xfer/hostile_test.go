@@ -335,7 +335,7 @@ func TestHostileTreeThroughExistingLinks(t *testing.T) {
 		t.Run("pull: "+c.what, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-				return ctl.Send(Msg{T: "files", Files: list})
+				return sendFiles(ctl, Msg{T: "files"}, list)
 			}, nil)
 			dst := t.TempDir()
 			c.setup(dst)
@@ -387,7 +387,7 @@ func TestPullSkippedReport(t *testing.T) {
 		t.Run(c.what, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-				return ctl.Send(Msg{T: "files", Files: list, Skipped: &c.s})
+				return sendFiles(ctl, Msg{T: "files", Skipped: &c.s}, list)
 			}, nil)
 			var warned []string
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -435,7 +435,7 @@ func pullRefused(t *testing.T, files []fcopy.File, req string, set func(*Options
 	e := newEnv(t, lanetest.Link{}, 1)
 	told := make(chan Msg, 1)
 	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-		return ctl.Send(Msg{T: "files", Files: files})
+		return sendFiles(ctl, Msg{T: "files"}, files)
 	}, told)
 	dst := t.TempDir()
 	o := e.options()

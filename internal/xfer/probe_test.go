@@ -67,7 +67,7 @@ func hostileSender(files []fcopy.File, data map[string][]byte, before func(ctl *
 			return fmt.Errorf("the hostile list does not even pass the plan check: %w", err)
 		}
 		path.SendTrainOnHello()
-		ctl.Send(Msg{T: "files", Files: files})
+		sendFiles(ctl, Msg{T: "files"}, files)
 		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)
 		if err != nil {
 			return err
@@ -277,7 +277,7 @@ func TestPullHostileLongLink(t *testing.T) {
 		if c.ok {
 			e.serve = hostileSender(list, nil, nil)
 		} else { // the sender's own check would stop it: send the list as it is
-			e.serve = hostileServer(func(ctl *Control, _ Msg) error { return ctl.Send(Msg{T: "files", Files: list}) }, nil)
+			e.serve = hostileServer(func(ctl *Control, _ Msg) error { return sendFiles(ctl, Msg{T: "files"}, list) }, nil)
 		}
 		o := e.options()
 		o.Recursive = true

@@ -124,6 +124,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	switch hello.Role {
 	case "recv":
+		// The file list follows the hello in chunks, each checked as it arrives.
+		if hello.Files, err = recvList(ctx, ctl, hello.Entries); err != nil {
+			var re *RemoteError
+			if errors.As(err, &re) {
+				return err
+			}
+			return failLinger(err)
+		}
 		plan, err := fcopy.NewPlan(hello.Files)
 		if err != nil {
 			return failLinger(err)
@@ -183,13 +191,16 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err != nil {
 			return fail(err)
 		}
+		if err := checkListSize(sources.Files); err != nil {
+			return fail(err)
+		}
 		path.SendTrainOnHello()
-		files := Msg{T: "files", Files: sources.Files}
+		files := Msg{T: "files"}
 		if sources.Skipped != (fcopy.Skipped{}) {
 			files.Skipped = &sources.Skipped
 		}
-		if err := ctl.Send(files); err != nil {
-			return err
+		if err := sendFiles(ctl, files, sources.Files); err != nil {
+			return fail(err)
 		}
 		acc, err := ctl.Expect(ctx, "accept", haveWithin(cmp, plan.TotalBytes()))
 		if err != nil {

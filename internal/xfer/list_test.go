@@ -1,0 +1,332 @@
+package xfer
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// smallChunks makes senders cut chunks of n entries for the test.
+func smallChunks(t *testing.T, n int) {
+	old := chunkEntries
+	chunkEntries = n
+	t.Cleanup(func() { chunkEntries = old })
+}
+
+// deflated is a list chunk's payload: v as JSON, compressed.
+func deflated(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deflateRaw(b)
+}
+
+func deflateRaw(b []byte) []byte {
+	var z bytes.Buffer
+	w, _ := flate.NewWriter(&z, flate.BestSpeed)
+	w.Write(b)
+	w.Close()
+	return z.Bytes()
+}
+
+// listOf is a valid list: directory t and n files below it.
+func listOf(n int) []fcopy.File {
+	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
+	for i := range n {
+		files = append(files, fcopy.File{Name: fmt.Sprintf("t/f%05d", i), Size: 1, Mode: 0o644})
+	}
+	return files
+}
+
+// TestInProcessManyEntries: a tree of 1,200 entries (files of 0-300 bytes in 20 directories, and
+// empty ones) pushed and pulled back with chunks of 100 entries: every file arrives with its
+// digest, the results count every file, nothing else is left.
+func TestInProcessManyEntries(t *testing.T) {
+	smallChunks(t, 100)
+	e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 1)
+	src, remote, back := t.TempDir(), t.TempDir(), t.TempDir()
+	files := map[string]int{}
+	for d := range 20 {
+		for f := range 59 {
+			files[fmt.Sprintf("t/d%02d/f%03d", d, f)] = (d*59 + f) % 301
+		}
+	}
+	files["t/empty"] = -1
+	sums := tree(t, src, files)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive = true
+	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if len(res.Files) != len(sums) || res.Dirs != 22 {
+		t.Fatalf("push result: %d files, %d dirs", len(res.Files), res.Dirs)
+	}
+	sameTree(t, filepath.Join(remote, "t"), stripTop(sums), "empty")
+	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if len(res.Files) != len(sums) {
+		t.Fatalf("pull result: %d files", len(res.Files))
+	}
+	sameTree(t, filepath.Join(back, "t"), stripTop(sums), "empty")
+	for _, f := range res.Files {
+		if want := sums["t/"+f.Name[len("t/"):]]; f.Sum != fmt.Sprintf("%x", want) {
+			t.Fatalf("result %s: digest %s, want %x", f.Name, f.Sum, want)
+		}
+	}
+}
+
+// hostileLists are file lists no honest sender sends, in chunks: the announcement, then each
+// chunk's payload; want is what the refusal says.
+func hostileLists(t *testing.T) []struct {
+	name    string
+	entries int
+	chunks  [][]byte
+	want    string
+} {
+	big := make([]byte, 5<<19) // 2.5 MiB: a chunk beyond the bound on the wire
+	rand.Read(big)
+	var late [][]byte
+	for c := range 4 {
+		var part []fcopy.File
+		if c == 0 {
+			part = append(part, fcopy.File{Name: "t", Dir: true, Mode: 0o755})
+		}
+		for i := range 10 {
+			name := fmt.Sprintf("t/f%d-%d", c, i)
+			if c == 3 && i == 5 {
+				name = "t/../escaped"
+			}
+			part = append(part, fcopy.File{Name: name, Size: 1, Mode: 0o644})
+		}
+		late = append(late, deflated(t, part))
+	}
+	var endless [][]byte
+	for i := range 50 {
+		endless = append(endless, deflated(t, []fcopy.File{{Name: fmt.Sprintf("t/e%da", i), Size: 1}, {Name: fmt.Sprintf("t/e%db", i), Size: 1}}))
+	}
+	endless[0] = deflated(t, []fcopy.File{{Name: "t", Dir: true}, {Name: "t/e0", Size: 1}})
+	return []struct {
+		name    string
+		entries int
+		chunks  [][]byte
+		want    string
+	}{
+		{"oversized on the wire", 3, [][]byte{big}, "a file list chunk of"},
+		{"oversized text", 3, [][]byte{deflateRaw([]byte("[" + strings.Repeat(" ", 3<<20) + "]"))}, "more than 2048 KiB of text"},
+		{"more than announced", 3, [][]byte{deflated(t, listOf(4))}, "5 entries, more than the 3 announced"},
+		{"duplicate across chunks", 4, [][]byte{deflated(t, listOf(1)), deflated(t, []fcopy.File{{Name: "t/f00001", Size: 1}, {Name: "t/f00000", Size: 1}})}, "listed twice"},
+		{"bad name in a late chunk", 41, late, "empty, . or .. element"},
+		{"announced beyond the limit", maxListEntries + 1, nil, "4000001 entries announced"},
+		{"announced below zero", -1, nil, "-1 entries announced"},
+		{"endless", 5, endless, "more than the 5 announced"},
+		{"not DEFLATE", 3, [][]byte{[]byte("[{\"name\":\"t\"}]")}, "not DEFLATE data"},
+		{"empty chunk", 3, [][]byte{deflateRaw([]byte("[]"))}, "no entries"},
+		{"too many in one chunk", maxChunkEntries + 1, [][]byte{deflated(t, listOf(maxChunkEntries))}, "4097 entries, more than 4096"},
+	}
+}
+
+// TestPullRefusesHostileList: a remote that sends any of hostileLists to a pull is refused with
+// the protocol code and the reason, before anything is written.
+func TestPullRefusesHostileList(t *testing.T) {
+	for _, c := range hostileLists(t) {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			e.serve = hostileServer(func(ctl *Control, _ Msg) error {
+				ctl.Send(Msg{T: "files", Entries: c.entries})
+				for _, z := range c.chunks {
+					if err := ctl.Send(Msg{T: "list", Z: z}); err != nil {
+						return nil
+					}
+				}
+				return nil
+			}, nil)
+			dst := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			o := e.options()
+			o.Recursive = true
+			_, err := Pull(ctx, o, "host", []string{"t"}, dst)
+			if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("pull of a hostile list: %v (exit %d), want %q", err, ExitCode(err), c.want)
+			}
+			noControlBytes(t, err.Error())
+			emptyDir(t, dst)
+		})
+	}
+}
+
+// TestPushRefusesHostileList: a client that pushes any of hostileLists to the real server is
+// refused by it with the protocol code and the reason, and nothing is written there.
+func TestPushRefusesHostileList(t *testing.T) {
+	for _, c := range hostileLists(t) {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{}, 1)
+			dst := t.TempDir()
+			o := e.options()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			conn, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Entries: c.entries, Window: 16}, &Result{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.close(0)
+			for _, z := range c.chunks {
+				conn.ctl.Send(Msg{T: "list", Z: z})
+			}
+			_, err = conn.ctl.Next(conn.ctx, 10*time.Second)
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != ExitProtocol || !strings.Contains(re.Msg, c.want) {
+				t.Fatalf("server's answer: %v, want exit %d and %q", err, ExitProtocol, c.want)
+			}
+			emptyDir(t, dst)
+		})
+	}
+}
+
+// TestListSilent: a sender that announces a list and stops half way is given up on once it has
+// been silent for the wait (PeerIdle; shortened here), as a silent peer: exit 6.
+func TestListSilent(t *testing.T) {
+	old := listWait
+	listWait = time.Second
+	t.Cleanup(func() { listWait = old })
+	e := newEnv(t, lanetest.Link{}, 1)
+	e.serve = hostileServer(func(ctl *Control, _ Msg) error {
+		ctl.Send(Msg{T: "files", Entries: 10})
+		return ctl.Send(Msg{T: "list", Z: deflated(t, listOf(2))})
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive = true
+	_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
+	if !errors.Is(err, session.ErrSilent) || ExitCode(err) != ExitUDP {
+		t.Fatalf("a list that stops: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+// TestListMemory: a list of 50,000 entries sent and received in chunks costs the receiver its
+// entries and their names, and no more: the heap it keeps is at most 256 bytes per entry
+// (a File is 112 bytes, a name of 26 bytes takes 32) and what it allocates on the way at most
+// 2 KiB per entry (no copy of the whole list per chunk, no text of the whole list at once).
+func TestListMemory(t *testing.T) {
+	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
+	for d := range 50 {
+		dir := fmt.Sprintf("t/dir%03d", d)
+		files = append(files, fcopy.File{Name: dir, Dir: true, Mode: 0o755})
+		for range 999 {
+			i := len(files)
+			files = append(files, fcopy.File{Name: fmt.Sprintf("%s/entry-%06d", dir, i), Size: int64(i % 2049), Mode: 0o644,
+				MTime: 1700000000123456789 + int64(i), Dev: 2049, Ino: uint64(1000000 + i)})
+		}
+	}
+	n := len(files)
+	pipe := newBufPipe()
+	send := NewControl(nil, pipe, nil)
+	if err := sendFiles(send, Msg{T: "files"}, files); err != nil {
+		t.Fatal(err)
+	}
+	pipe.Close()
+	wire := pipe.buf.Len()
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	recv := NewControl(pipe, nil, nil)
+	recv.Start(nil)
+	head, err := recv.Expect(context.Background(), "files", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := recvList(context.Background(), recv, head.Entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	kept := float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(n)
+	alloc := float64(m1.TotalAlloc-m0.TotalAlloc) / float64(n)
+	t.Logf("%d entries: %d bytes on the wire (%.1f per entry); receiver keeps %.0f B/entry, allocated %.0f B/entry", n, wire, float64(wire)/float64(n), kept, alloc)
+	if len(got) != n || got[n-1] != files[n-1] || got[1234] != files[1234] {
+		t.Fatalf("received %d entries, the last %+v", len(got), got[len(got)-1])
+	}
+	if kept > 256 || alloc > 2048 {
+		t.Fatalf("the receiver keeps %.0f and allocates %.0f bytes per entry, want at most 256 and 2048", kept, alloc)
+	}
+	if _, err := fcopy.NewPlan(got); err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(got)
+}
+
+// TestListLimit: a sender refuses a list beyond what one copy carries before it starts, exit 3.
+func TestListLimit(t *testing.T) {
+	err := checkListSize(make([]fcopy.File, maxListEntries+1))
+	if !errors.Is(err, ErrListLimit) || ExitCode(err) != ExitSource {
+		t.Fatalf("a list of %d entries: %v (exit %d)", maxListEntries+1, err, ExitCode(err))
+	}
+}
+
+// TestVerdictChunks: the receiver's verdict on 5,000 files travels in results chunks and reads
+// back whole; a verdict with more results than files sent, a done whose count differs from the
+// results that came, a chunk beyond the bounds or another message is refused as a protocol
+// violation (exit 10).
+func TestVerdictChunks(t *testing.T) {
+	smallChunks(t, 300)
+	results := make([]fcopy.FileResult, 5000)
+	for i := range results {
+		results[i] = fcopy.FileResult{Name: fmt.Sprintf("t/f%05d", i), Path: fmt.Sprintf("/dst/t/f%05d", i), Size: int64(i), Sum: strings.Repeat("ab", 32)}
+	}
+	verdict := func(send func(*Control)) *Control {
+		pipe := newBufPipe()
+		c := NewControl(nil, pipe, nil)
+		send(c)
+		pipe.Close()
+		r := NewControl(pipe, nil, nil)
+		r.Start(nil)
+		return r
+	}
+	r := verdict(func(c *Control) { sendDone(c, results, &PeerStats{Datagrams: 7}) })
+	m, err := recvDone(context.Background(), r, len(results))
+	if err != nil || len(m.Results) != len(results) || m.Results[4999] != results[4999] || m.Stats == nil || m.Stats.Datagrams != 7 {
+		t.Fatalf("verdict: %v, %d results", err, len(m.Results))
+	}
+	for _, c := range []struct {
+		name string
+		send func(*Control)
+		want string
+	}{
+		{"more than sent", func(c *Control) { sendDone(c, append(results, results[0]), &PeerStats{}) }, "more than the files sent"},
+		{"count differs", func(c *Control) {
+			c.Send(Msg{T: "results", Z: deflated(t, results[:3])})
+			c.Send(Msg{T: "done", Entries: 4})
+		}, "done announces 4 results, 3 came"},
+		{"oversized text", func(c *Control) {
+			c.Send(Msg{T: "results", Z: deflateRaw([]byte("[" + strings.Repeat(" ", 3<<20) + "]"))})
+		}, "more than 2048 KiB of text"},
+		{"another message", func(c *Control) { c.Send(Msg{T: "have"}) }, `got "have", expected "results" or "done"`},
+	} {
+		r := verdict(c.send)
+		_, err := recvDone(context.Background(), r, len(results))
+		if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

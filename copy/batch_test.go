@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -175,6 +176,39 @@ func TestWriterBatchSyncFails(t *testing.T) {
 		_, serr := os.Stat(filepath.Join(dst, "t", fmt.Sprintf("d%d/f%04d", i%2, i)))
 		if wantPlaced := i%2 == 0 || i < 512; (serr == nil) != wantPlaced {
 			t.Errorf("f%04d: in place %v, want %v", i, serr == nil, wantPlaced)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dst, "t", "*", ".*")); len(m) != 0 {
+		t.Errorf("temporary files left: %v", m)
+	}
+}
+
+// TestWriterBatchSyncFailsOnce: a batch whose sync failed is not placed by the interruption that
+// follows, even where a second sync would succeed (after a failed fsync the data may be gone).
+func TestWriterBatchSyncFailsOnce(t *testing.T) {
+	root, dst := t.TempDir(), t.TempDir()
+	smallTree(t, root, 20)
+	src, err := Collect([]string{filepath.Join(root, "t")}, CollectOptions{Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Bool
+	syncPending = func(f *os.File) error {
+		if strings.Contains(f.Name(), "f0003") && failed.CompareAndSwap(false, true) {
+			return &os.PathError{Op: "fsync", Path: f.Name(), Err: errors.New("input/output error")}
+		}
+		return f.Sync()
+	}
+	defer func() { syncPending = (*os.File).Sync }()
+	w, _, err := streamTree(t, src, dst, WriterOptions{}, nil)
+	w.Interrupt()
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "f0003") {
+		t.Fatalf("a failed sync: %v", err)
+	}
+	// d1's files (odd numbers, f0001–f0019) were one batch, placed at the end: the failed one.
+	for i := 1; i < 20; i += 2 {
+		if _, err := os.Stat(filepath.Join(dst, "t", fmt.Sprintf("d1/f%04d", i))); err == nil {
+			t.Errorf("f%04d is in place after its batch's sync failed", i)
 		}
 	}
 	if m, _ := filepath.Glob(filepath.Join(dst, "t", "*", ".*")); len(m) != 0 {

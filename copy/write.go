@@ -920,13 +920,17 @@ type pendingFile struct {
 
 // flush places the waiting files: syncs them all (batchSyncers at a time), then gives each its
 // mode (and times) and its name, in the plan's order, and syncs each directory once. A file
-// whose sync or rename fails stops the copy with an error naming it; it and the files after it
-// stay temporary files, removed by Abort.
+// whose sync or rename fails stops the copy with an error naming it; the batch's files not placed
+// by then stay temporary files, removed by Abort or Interrupt, never placed later.
 func (w *Writer) flush() error {
 	batch := w.pending
 	if len(batch) == 0 {
 		return nil
 	}
+	// The batch leaves pending now: a file of it that is not placed below (its sync or rename
+	// failed, or one before it did) stays a temporary file for Abort or Interrupt to remove. It
+	// must never be placed by a later flush: a second fsync can succeed after the first lost data.
+	w.pending, w.pendingBytes = batch[:0], 0
 	batchFlushes.Add(1)
 	errs := make([]error, len(batch))
 	var next atomic.Int64
@@ -945,7 +949,7 @@ func (w *Writer) flush() error {
 		}
 	}
 	dirFD, dir := -1, ""
-	for i, p := range batch {
+	for _, p := range batch {
 		if dirFD >= 0 && p.wf.dir != dir {
 			_ = unix.Fsync(dirFD) // before dirs.open moves on from it
 		}
@@ -957,11 +961,9 @@ func (w *Writer) flush() error {
 		if err := w.rename(p.wf, p.f, fd); err != nil {
 			return err
 		}
-		w.pending = batch[i+1:]
 		w.placed(p.res)
 	}
 	_ = unix.Fsync(dirFD)
-	w.pending, w.pendingBytes = batch[:0], 0
 	return nil
 }
 

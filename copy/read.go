@@ -28,8 +28,9 @@ type Pool struct {
 	mu     sync.Mutex
 	free   [][]byte // returned buffers, most recent last
 	// smallLeft is what remains of the budget for short blocks' buffers; wake is closed (and
-	// replaced) when some of it comes back.
+	// replaced) when some of it comes back while waiters (GetLen) wait on it.
 	smallLeft int64
+	waiters   int
 	wake      chan struct{}
 }
 
@@ -83,11 +84,17 @@ func (p *Pool) GetLen(ctx context.Context, n int) ([]byte, error) {
 			return make([]byte, n, max(n, 1)), nil
 		}
 		wake := p.wake
+		p.waiters++
 		p.mu.Unlock()
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+		p.waiters--
+		p.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -97,8 +104,10 @@ func (p *Pool) Put(b []byte) {
 	p.mu.Lock()
 	if cap(b) < BlockSize { // a short block's own (GetLen)
 		p.smallLeft += int64(cap(b))
-		close(p.wake)
-		p.wake = make(chan struct{})
+		if p.waiters > 0 {
+			close(p.wake)
+			p.wake = make(chan struct{})
+		}
 		p.mu.Unlock()
 		return
 	}

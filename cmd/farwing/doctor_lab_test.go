@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/farwing/farwing/bench/lab"
 )
 
 // doctorRun is one `farwing doctor` in namespace A against the lab's sshd.
@@ -145,12 +143,7 @@ func TestLabDoctor(t *testing.T) {
 	}
 
 	blocked := func(ab, ba bool) doctorJSON {
-		pa, pb := e.l.Path(lab.AtoB), e.l.Path(lab.BtoA)
-		defer func() { e.l.SetPath(lab.AtoB, pa); e.l.SetPath(lab.BtoA, pb) }()
-		qa, qb := pa, pb
-		qa.DropUDP, qb.DropUDP = ab, ba
-		e.l.SetPath(lab.AtoB, qa)
-		e.l.SetPath(lab.BtoA, qb)
+		defer dropUDP(e.l, ab, ba)()
 		code, out, _ := e.doctor("--json")
 		var d doctorJSON
 		if err := json.Unmarshal([]byte(out), &d); err != nil {

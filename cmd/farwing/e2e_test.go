@@ -541,3 +541,14 @@ func forceCUBIC(t *testing.T, e *labEnv) {
 		t.Skipf("cannot make CUBIC the default: %v", err)
 	}
 }
+
+// dropUDP makes the lab's link drop every UDP datagram from A to B (ab) and from B to A (ba), and
+// returns what puts both directions back as they were.
+func dropUDP(l *lab.Lab, ab, ba bool) (restore func()) {
+	pa, pb := l.Path(lab.AtoB), l.Path(lab.BtoA)
+	qa, qb := pa, pb
+	qa.DropUDP, qb.DropUDP = ab, ba
+	l.SetPath(lab.AtoB, qa)
+	l.SetPath(lab.BtoA, qb)
+	return func() { l.SetPath(lab.AtoB, pa); l.SetPath(lab.BtoA, pb) }
+}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/internal/session"
 )
 
@@ -55,12 +54,7 @@ func TestLabUDP(t *testing.T) {
 	})
 
 	blocked := func(t *testing.T, ab, ba bool, args ...string) {
-		pa, pb := e.l.Path(lab.AtoB), e.l.Path(lab.BtoA)
-		defer func() { e.l.SetPath(lab.AtoB, pa); e.l.SetPath(lab.BtoA, pb) }()
-		qa, qb := pa, pb
-		qa.DropUDP, qb.DropUDP = ab, ba
-		e.l.SetPath(lab.AtoB, qa)
-		e.l.SetPath(lab.BtoA, qb)
+		defer dropUDP(e.l, ab, ba)()
 		ab0, ba0 := e.l.Stats()
 		r := e.copy(append(args, src, e.srv.Host+":blocked.bin")...)
 		if r.code != 6 {

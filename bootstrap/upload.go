@@ -28,7 +28,8 @@ import (
 // handed to the main session is split among extra ssh connections, each writing its range into a
 // part file on the remote (partScript); the main session keeps sending its own share and then
 // re-sends the ranges of connections that failed or have not confirmed yet, and the remote joins
-// the parts and checks the SHA-256 as for a single upload. A good path never opens a second one.
+// the parts and checks the SHA-256 as for a single upload. An upload the main session delivers
+// within a few seconds never opens a second connection.
 
 // uploadTuning are the upload's constants (tests shrink them).
 type uploadTuning struct {

@@ -325,7 +325,8 @@ while read -r w a; do
 done
 [ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
 t="$d/.farwing-` + h16 + `.$$.tmp"
-if [ "$f" = gzip ]; then for x; do cat "$q.$x.tmp"; done | gzip -dc >"$t" 2>/dev/null; else for x; do cat "$q.$x.tmp"; done >"$t"; fi
+for x; do set -- "$@" "$q.$x.tmp"; shift; done
+if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
 rm -f "$q".*.tmp
 umask "$u"
 if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi

@@ -298,7 +298,8 @@ func TestStartScriptParts(t *testing.T) {
 	raw, _ := os.ReadFile(exe)
 	gz := gzipped(t, raw)
 	script := startScript(id, "", 0)
-	home := t.TempDir()
+	home := filepath.Join(t.TempDir(), "my home") // a space in the paths of the parts
+	os.Mkdir(home, 0o755)
 	dir := home + "/.cache/farwing"
 	final := dir + "/farwing-" + id.Hash[:16]
 	need := "FARWING-PEER need " + uname + " gzip,raw " + dir + "\n"
@@ -649,8 +650,8 @@ func TestUploadParallel(t *testing.T) {
 	raw, _ := os.ReadFile(exe)
 	pre := []byte("{\"type\":\"hello\"}\n")
 	// 64 KiB/s alone would take 4 s; after 0.3 s that is judged too slow.
-	tune := &uploadTuning{piece: 16 << 10, window0: 32 << 10, windowMax: 256 << 10, drain: time.Second, decide: 300 * time.Millisecond,
-		slow: time.Second, helpers: 3, minShare: 8 << 10}
+	tune := &uploadTuning{piece: 16 << 10, window0: 32 << 10, windowMax: 256 << 10, drain: time.Second,
+		rateSpan: 250 * time.Millisecond, decide: 300 * time.Millisecond, slow: time.Second, helpers: 3, minShare: 8 << 10}
 	for _, c := range []struct {
 		name string
 		env  string // FAKE_HELPER_... set for the run

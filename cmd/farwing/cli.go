@@ -65,7 +65,7 @@ func run(args []string) int {
 	case "doctor":
 		return cmdDoctor(ctx, tun, args[1:])
 	case "lab":
-		return cmdLab(ctx, args[1:])
+		return cmdLab(ctx, os.Stdin, args[1:])
 	case bootstrap.ProxyCommand: // ssh's ProxyCommand, started by bootstrap (not listed)
 		if len(args) != 3 {
 			fmt.Fprintf(stderr, "farwing %s: needs HOST PORT (it is ssh's ProxyCommand)\n", args[0])

@@ -149,7 +149,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		o.Warn = func(msg string) { fmt.Fprintf(stderr, "farwing: warning: %s\n", msg) }
 	}
 	if !c.quiet && (c.verbose || isTerminal(os.Stderr)) {
-		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
+		o.Progress = progressLine(stderr, termWidth, c.verbose && !isTerminal(os.Stderr), c.verbose)
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
 	if !c.quiet && isTerminal(os.Stderr) {

@@ -231,7 +231,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 		}
 		_, err = runSend(ctx, ctl, path, so.Tuning, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
-			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
+			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil, nil)
 		return err
 	case "doctor":
 		return serveDoctor(ctx, ctl, path, so.SSHConnection)

@@ -75,6 +75,10 @@ type Options struct {
 	// Lanes opens this end's four lanes on bind (nil: UDP sockets, session.ListenUDP with
 	// Tuning's lane options).
 	Lanes LaneOpener
+	// CheckpointEvery is how much of a file this end's writer receives between two checkpoints
+	// of its resume record (fcopy.WriterOptions.CheckpointEvery; 0: the writer's default). Tests
+	// that interrupt copies of small files set it.
+	CheckpointEvery int64
 }
 
 // Starter starts the remote peer for a copy to or from host: `farwing serve` with serveArgs, the
@@ -701,7 +705,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, o.Tuning, plan, target, o.Tuning.Writer(fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts, Done: o.File}), window, o.Window == 0, true, prog)
+		Records: !o.NoResume, Resume: parts, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog)
 	if err != nil {
 		return nil, err
 	}

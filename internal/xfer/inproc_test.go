@@ -95,6 +95,8 @@ type env struct {
 	realUDP bool
 	// serveLog is the remote end's debug logger (ServeOptions.DebugLog).
 	serveLog func(format string, args ...any)
+	// checkpoint is both ends' Options.CheckpointEvery and ServeOptions.CheckpointEvery.
+	checkpoint int64
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -135,7 +137,7 @@ func (e *env) lanes(a netip.Addr) LaneOpener {
 
 // options are client options for a copy through the environment.
 func (e *env) options() Options {
-	return Options{Start: e.start, Lanes: e.lanes(clientHost)}
+	return Options{Start: e.start, Lanes: e.lanes(clientHost), CheckpointEvery: e.checkpoint}
 }
 
 // start is the Starter: Serve in a goroutine on pipes.
@@ -157,7 +159,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 	if sshConn == "" {
 		sshConn = fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost)
 	}
-	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports, DebugLog: e.serveLog}
+	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports, DebugLog: e.serveLog, CheckpointEvery: e.checkpoint}
 	if e.realUDP {
 		so.Lanes = nil
 	}

@@ -36,15 +36,16 @@ const (
 	maxChunkWire    = maxChunkRaw/3*4 + 4096
 )
 
-// chunkEntries and chunkRaw are where a sender cuts its chunks (variables: tests cut smaller
-// ones). One entry is at most some 50 KiB of JSON (4,096 bytes of name and 4,095 of link target,
-// each byte escaped as \u00XX at worst), so a chunk cut after chunkRaw stays below maxChunkRaw.
-var (
-	chunkEntries = 2048
-	chunkRaw     = 1 << 20
-)
+// chunkEntries and chunkRaw are where a sender cuts its chunks (chunkEntries is a variable: this
+// package's tests cut smaller ones, to have many chunks of a small tree). One entry is at most
+// some 50 KiB of JSON (4,096 bytes of name and 4,095 of link target, each byte escaped as \u00XX
+// at worst), so a chunk cut after chunkRaw stays below maxChunkRaw.
+var chunkEntries = 2048
 
-// listWait bounds the wait for each chunk: a peer that stops half way is silent (PeerIdle).
+const chunkRaw = 1 << 20
+
+// listWait bounds the wait for each chunk: a peer that stops half way is silent (PeerIdle; a
+// variable: TestListSilent waits less).
 var listWait = PeerIdle
 
 // ErrListLimit marks a file list beyond what a transfer carries (maxListEntries, maxListBytes).

@@ -20,7 +20,7 @@ const ProxyCommand = "ssh-proxy"
 
 // congestion reads one of the kernel's TCP congestion control settings (this network
 // namespace's), "" where it cannot.
-var congestion = func(name string) string {
+func congestion(name string) string {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
 	if err != nil {
 		return ""
@@ -29,10 +29,11 @@ var congestion = func(name string) string {
 }
 
 // bbrProxy is the ProxyCommand that makes ssh's own TCP connection ask for BBR, or "" and why
-// not: only on Linux where the kernel's default is another and BBR may be chosen, and only where
-// ssh would connect directly (the configuration for the host sets no ProxyCommand, ProxyJump,
-// BindAddress, BindInterface or AddressFamily, which the proxy would not honour).
-func (s SSH) bbrProxy(cfg map[string]string, exe string) (cmd, why string) {
+// not: only on Linux where the kernel's default is another and BBR may be chosen (the kernel's
+// settings as congestion reads them), and only where ssh would connect directly (the
+// configuration for the host sets no ProxyCommand, ProxyJump, BindAddress, BindInterface or
+// AddressFamily, which the proxy would not honour).
+func (s SSH) bbrProxy(cfg map[string]string, exe string, congestion func(name string) string) (cmd, why string) {
 	if !s.BBR {
 		return "", "--ssh-bbr=false"
 	}

@@ -14,14 +14,12 @@ import (
 // TestBBRProxyChoice: the ProxyCommand is used only on a kernel whose default is not bbr but that
 // offers it, and only where ssh would connect directly.
 func TestBBRProxyChoice(t *testing.T) {
-	saved := congestion
-	t.Cleanup(func() { congestion = saved })
 	kernel := map[string]string{"tcp_congestion_control": "cubic", "tcp_allowed_congestion_control": "reno cubic bbr",
 		"tcp_available_congestion_control": "reno cubic bbr"}
-	congestion = func(name string) string { return kernel[name] }
+	congestion := func(name string) string { return kernel[name] }
 	direct := map[string]string{"hostname": "h", "addressfamily": "any"}
 	on := SSH{BBR: true}
-	if cmd, why := on.bbrProxy(direct, "/opt/my dir/farwing"); cmd != `'/opt/my dir/farwing' ssh-proxy %h %p` {
+	if cmd, why := on.bbrProxy(direct, "/opt/my dir/farwing", congestion); cmd != `'/opt/my dir/farwing' ssh-proxy %h %p` {
 		t.Fatalf("CUBIC default, direct ssh: %q (%s)", cmd, why)
 	}
 	for name, c := range map[string]struct {
@@ -38,16 +36,16 @@ func TestBBRProxyChoice(t *testing.T) {
 		"AddressFamily set": {on, map[string]string{"addressfamily": "inet6"}, "/f"},
 		"% in the path":     {on, direct, "/x%h/farwing"},
 	} {
-		if cmd, _ := c.s.bbrProxy(c.cfg, c.exe); cmd != "" {
+		if cmd, _ := c.s.bbrProxy(c.cfg, c.exe, congestion); cmd != "" {
 			t.Errorf("%s: proxy %q used", name, cmd)
 		}
 	}
 	kernel["tcp_congestion_control"] = "bbr"
-	if cmd, _ := on.bbrProxy(direct, "/f"); cmd != "" {
+	if cmd, _ := on.bbrProxy(direct, "/f", congestion); cmd != "" {
 		t.Errorf("bbr default: proxy %q used", cmd)
 	}
 	kernel["tcp_congestion_control"], kernel["tcp_allowed_congestion_control"], kernel["tcp_available_congestion_control"] = "cubic", "reno cubic", "reno cubic"
-	if cmd, _ := on.bbrProxy(direct, "/f"); cmd != "" {
+	if cmd, _ := on.bbrProxy(direct, "/f", congestion); cmd != "" {
 		t.Errorf("no bbr in the kernel: proxy %q used", cmd)
 	}
 }

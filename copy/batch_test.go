@@ -97,7 +97,6 @@ func TestWriterBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
-	before := batchFlushes.Load()
 	o := WriterOptions{Preserve: true, Done: func(r FileResult) {
 		got, err := os.ReadFile(r.Path)
 		rel, _ := filepath.Rel(dst, r.Path)
@@ -126,7 +125,7 @@ func TestWriterBatches(t *testing.T) {
 	}
 	// 601 files: at least ceil(600/batchFiles) batches, and not many more (one per file would be
 	// 600): the big file flushes what waits before it.
-	if got := batchFlushes.Load() - before; got < n/batchFiles+1 || got > n/batchFiles+3 {
+	if got := w.Stats().Batches; got < n/batchFiles+1 || got > n/batchFiles+3 {
 		t.Errorf("%d batches for %d small files, want %d to %d", got, n, n/batchFiles+1, n/batchFiles+3)
 	}
 	for rel, b := range want {
@@ -160,14 +159,13 @@ func TestWriterBatchSyncFails(t *testing.T) {
 	// The plan lists d0's 300 files (and the big one), then d1's: d1's first batch is its
 	// files f0001–f0511, the second (the last) the rest, f0513–f0599, where the failing one is.
 	bad := "f0521"
-	syncPending = func(f *os.File) error {
+	fsync := func(f *os.File) error {
 		if strings.Contains(f.Name(), bad) {
 			return &os.PathError{Op: "fsync", Path: f.Name(), Err: errors.New("input/output error")}
 		}
 		return f.Sync()
 	}
-	defer func() { syncPending = (*os.File).Sync }()
-	w, _, err := streamTree(t, src, dst, WriterOptions{}, nil)
+	w, _, err := streamTree(t, src, dst, WriterOptions{Calls: WriterCalls{Sync: fsync}}, nil)
 	w.Abort()
 	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), bad) {
 		t.Fatalf("a failed sync: %v, want a destination error naming %s", err, bad)
@@ -193,14 +191,13 @@ func TestWriterBatchSyncFailsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed atomic.Bool
-	syncPending = func(f *os.File) error {
+	fsync := func(f *os.File) error {
 		if strings.Contains(f.Name(), "f0003") && failed.CompareAndSwap(false, true) {
 			return &os.PathError{Op: "fsync", Path: f.Name(), Err: errors.New("input/output error")}
 		}
 		return f.Sync()
 	}
-	defer func() { syncPending = (*os.File).Sync }()
-	w, _, err := streamTree(t, src, dst, WriterOptions{}, nil)
+	w, _, err := streamTree(t, src, dst, WriterOptions{Calls: WriterCalls{Sync: fsync}}, nil)
 	w.Interrupt()
 	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "f0003") {
 		t.Fatalf("a failed sync: %v", err)

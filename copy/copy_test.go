@@ -123,12 +123,16 @@ func receive(t *testing.T, src *Sources, dst string, corrupt bool) ([]FileResult
 // them to another buffer).
 func receiveWith(t *testing.T, src *Sources, dst string, data func(*Plan, *Block) []byte) ([]FileResult, error) {
 	t.Helper()
-	return receiveOpts(t, src, dst, WriterOptions{}, data)
+	w, err := receiveOpts(t, src, dst, WriterOptions{}, data)
+	if err != nil {
+		return nil, err
+	}
+	return w.Results(), nil
 }
 
 // receiveOpts copies the sources into dst through a writer with options o (its Digest set
-// here), each block's bytes chosen by data, and returns the writer's results.
-func receiveOpts(t *testing.T, src *Sources, dst string, o WriterOptions, data func(*Plan, *Block) []byte) ([]FileResult, error) {
+// here), each block's bytes chosen by data, and returns the writer, closed.
+func receiveOpts(t *testing.T, src *Sources, dst string, o WriterOptions, data func(*Plan, *Block) []byte) (*Writer, error) {
 	t.Helper()
 	plan, err := NewPlan(src.Files)
 	if err != nil {
@@ -157,7 +161,7 @@ func receiveOpts(t *testing.T, src *Sources, dst string, o WriterOptions, data f
 		return nil, err
 	}
 	w.Close()
-	return w.Results(), nil
+	return w, nil
 }
 
 func TestWriterTargets(t *testing.T) {
@@ -299,16 +303,15 @@ func TestWriterDirectIO(t *testing.T) {
 	}
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
-	before, syncs := directBytes.Load(), dataSyncs.Load()
-	defer func(n int64) { syncEvery = n }(syncEvery)
-	syncEvery = BlockSize // a data sync behind every block, for the test
-	if _, err := receive(t, src, out, false); err != nil {
+	// A data sync behind every block, for the test.
+	w, err := receiveOpts(t, src, out, WriterOptions{DataSyncEvery: BlockSize}, func(_ *Plan, b *Block) []byte { return b.Data })
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, min := directBytes.Load()-before, int64(3*BlockSize); got < min {
+	if got, min := w.Stats().DirectBytes, int64(3*BlockSize); got < min {
 		t.Errorf("%d bytes written with direct I/O, want at least %d (the whole blocks)", got, min)
 	}
-	if dataSyncs.Load() == syncs {
+	if w.Stats().DataSyncs == 0 {
 		t.Errorf("no background data sync started behind %d direct blocks", 3)
 	}
 	for name, d := range want {

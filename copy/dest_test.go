@@ -25,8 +25,9 @@ func planFor(t *testing.T, names ...string) []File {
 	return fs
 }
 
-// writeAll writes every file of files into target with 10 bytes each, like a receiver would.
-func writeAll(t *testing.T, files []File, target *Target) error {
+// writeAll writes every file of files into target with 10 bytes each, like a receiver would,
+// through a writer with options o (its Digest set here).
+func writeAll(t *testing.T, files []File, target *Target, o WriterOptions) error {
 	t.Helper()
 	plan, err := NewPlan(files)
 	if err != nil {
@@ -42,7 +43,8 @@ func writeAll(t *testing.T, files []File, target *Target) error {
 			sums[i] = tr.sum()
 		}
 	}
-	w := NewWriter(plan, target, WriterOptions{Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
+	o.Digest = func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }
+	w := NewWriter(plan, target, o)
 	for b := uint32(0); b < plan.NumBlocks(); b++ {
 		s := plan.Sum(b, data)
 		if err := w.WriteBlock(context.Background(), b, data, s.Digest()); err != nil {
@@ -81,7 +83,7 @@ func TestNoWriteThroughSymlinks(t *testing.T) {
 	}
 	os.Mkdir(filepath.Join(out, "t"), 0o755)
 	os.Symlink(outside, filepath.Join(out, "t", "sub"))
-	if err := writeAll(t, files, target); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "symbolic link") {
+	if err := writeAll(t, files, target, WriterOptions{}); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "symbolic link") {
 		t.Fatalf("writer through a symlink: %v", err)
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
@@ -108,7 +110,7 @@ func TestNoWriteThroughSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeAll(t, files, target); err != nil {
+	if err := writeAll(t, files, target, WriterOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
@@ -152,7 +154,7 @@ func TestPartialFiles(t *testing.T) {
 	// A dead writer's file: created, then its descriptor (and lock) gone.
 	dead, deadName, _ := createPart(fd, out, "dead")
 	dead.Close()
-	if err := writeAll(t, planFor(t, "new"), &Target{root: out, into: true}); err != nil {
+	if err := writeAll(t, planFor(t, "new"), &Target{root: out, into: true}, WriterOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(out, deadName)); !errors.Is(err, os.ErrNotExist) {

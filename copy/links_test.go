@@ -278,8 +278,6 @@ func TestWriterTree(t *testing.T) {
 // TestWriterHardLinkFallback: where the destination cannot make a hard link, the second name
 // gets a copy of the first's bytes, checked against its digest.
 func TestWriterHardLinkFallback(t *testing.T) {
-	linkat = func(int, string, int, string, int) error { return unix.EXDEV }
-	defer func() { linkat = unix.Linkat }()
 	root, outside, dst := t.TempDir(), t.TempDir(), t.TempDir()
 	top := treetest.Build(t, root, outside, 2)
 	want := treetest.Snapshot(t, top)
@@ -287,7 +285,8 @@ func TestWriterHardLinkFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := receiveTree(t, src, dst, WriterOptions{Preserve: true}); err != nil {
+	o := WriterOptions{Preserve: true, Calls: WriterCalls{Linkat: failLinkat(unix.EXDEV)}}
+	if err := receiveTree(t, src, dst, o); err != nil {
 		t.Fatal(err)
 	}
 	treetest.Compare(t, "copy", want, treetest.Snapshot(t, filepath.Join(dst, "t")), treetest.Options{MTimes: true})
@@ -296,4 +295,9 @@ func TestWriterHardLinkFallback(t *testing.T) {
 	if os.SameFile(a, b) {
 		t.Fatal("linked although linkat failed")
 	}
+}
+
+// failLinkat is a linkat that fails with err, as on a destination that cannot link.
+func failLinkat(err error) func(int, string, int, string, int) error {
+	return func(int, string, int, string, int) error { return err }
 }

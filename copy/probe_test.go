@@ -124,11 +124,9 @@ func TestProbeHardLinkRaceIdentity(t *testing.T) {
 		t.Errorf("finish after the swap: %v", err)
 	}
 	// The same where the destination cannot link: the copy made instead is refused too.
-	linkat = func(int, string, int, string, int) error { return unix.EXDEV }
-	defer func() { linkat = unix.Linkat }()
 	dst2 := filepath.Join(root, "dst2")
 	os.Mkdir(dst2, 0o755)
-	w = probeWriter(t, files, dst2, WriterOptions{})
+	w = probeWriter(t, files, dst2, WriterOptions{Calls: WriterCalls{Linkat: failLinkat(unix.EXDEV)}})
 	if err := w.flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +161,7 @@ func TestProbeLongNameTemp(t *testing.T) {
 		{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 10, Mode: 0o644}, {Name: "t/" + long, Hard: "t/a"}},
 	} {
 		dst := t.TempDir()
-		if err := writeAll(t, files, &Target{root: dst, into: true}); err != nil {
+		if err := writeAll(t, files, &Target{root: dst, into: true}, WriterOptions{}); err != nil {
 			t.Errorf("%s with a 255-byte name: %v", files[len(files)-1].what(), err)
 		}
 	}
@@ -226,14 +224,12 @@ func TestManyEntriesMemory(t *testing.T) {
 // with exit 4 naming the link it could not make), or on EMLINK make the entry the first of a
 // new link group rather than a copy.
 func TestProbeHardLinkFallbackAmplification(t *testing.T) {
-	linkat = func(int, string, int, string, int) error { return unix.EMLINK }
-	defer func() { linkat = unix.Linkat }()
 	dst := t.TempDir()
 	files := []File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 10, Mode: 0o644}}
 	for i := range 200 {
 		files = append(files, File{Name: fmt.Sprintf("t/h%d", i), Hard: "t/a"})
 	}
-	err := writeAll(t, files, &Target{root: dst, into: true})
+	err := writeAll(t, files, &Target{root: dst, into: true}, WriterOptions{Calls: WriterCalls{Linkat: failLinkat(unix.EMLINK)}})
 	var written int64
 	filepath.WalkDir(dst, func(p string, d os.DirEntry, _ error) error {
 		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {

@@ -16,17 +16,18 @@ import (
 )
 
 // Crash-safe resume. A file being received is a temporary file next to its destination
-// (".NAME.farwing-RANDOM.part", dest.go); every checkpointEvery bytes the writer syncs its data
-// and then writes, atomically, a small record beside it (".NAME.farwing-RANDOM.rec"): the source's
-// identity as the file list gave it (size, mtime, device and inode on the sending side, the
-// whole-file BLAKE3 when the list carries it), the block size and how many blocks from the start
-// of the file are verified and durable. A copy that dies (either end killed, ssh gone) leaves
-// both. The next copy of the same source to the same name finds them, offers the kept blocks
-// (Offer), and keeps them only if every one of them matches the digest the sender computes from
-// its source now (HashPrefixes, Partials.Verify): a record is never trusted for the bytes. A
-// record that is unreadable, of another version or of another source means "start over": the
-// partial and its record are removed. Kept partials are removed by --no-resume (RemovePartials)
-// and by the housekeeping once their record is a week old (sweepEntry).
+// (".NAME.farwing-RANDOM.part", dest.go); every checkpointEvery bytes (or
+// WriterOptions.CheckpointEvery) the writer syncs its data and then writes, atomically, a small
+// record beside it (".NAME.farwing-RANDOM.rec"): the source's identity as the file list gave it
+// (size, mtime, device and inode on the sending side, the whole-file BLAKE3 when the list carries
+// it), the block size and how many blocks from the start of the file are verified and durable. A
+// copy that dies (either end killed, ssh gone) leaves both. The next copy of the same source to the
+// same name finds them, offers the kept blocks (Offer), and keeps them only if every one of them
+// matches the digest the sender computes from its source now (HashPrefixes, Partials.Verify): a
+// record is never trusted for the bytes. A record that is unreadable, of another version or of
+// another source means "start over": the partial and its record are removed. Kept partials are
+// removed by --no-resume (RemovePartials) and by the housekeeping once their record is a week old
+// (sweepEntry).
 
 // recordVersion is the resume record's format version.
 const recordVersion = 1
@@ -35,12 +36,13 @@ const recordVersion = 1
 const maxRecord = 4096
 
 // checkpointEvery is how much of a file the writer receives between checkpoints: a data sync of
-// the partial file, then its record (a variable for tests); checkpointGap the least time between
-// two, which bounds their cost on a fast path (at 400 Mbit/s 64 MiB take 1.3 s; on loopback,
-// 10 Gbit/s, a second is 1.2 GB that a crash would make the next copy send again).
-var (
-	checkpointEvery int64 = 64 << 20
-	checkpointGap         = time.Second
+// the partial file, then its record (unless WriterOptions.CheckpointEvery says otherwise);
+// checkpointGap the least time between two, which bounds their cost on a fast path (at
+// 400 Mbit/s 64 MiB take 1.3 s; on loopback, 10 Gbit/s, a second is 1.2 GB that a crash would
+// make the next copy send again).
+const (
+	checkpointEvery = 64 << 20
+	checkpointGap   = time.Second
 )
 
 // resumeKeep is how long a partial file with a record is kept for a resume.
@@ -697,12 +699,4 @@ func (ps *Prefixes) Apply(plan *Plan, kept []Offer) error {
 		}
 	}
 	return plan.resume(ks)
-}
-
-// SetCheckpointEvery sets how much of a file the writer receives between checkpoints, for tests
-// of other packages that interrupt copies of small files; it returns the restore.
-func SetCheckpointEvery(n int64) (restore func()) {
-	old, gap := checkpointEvery, checkpointGap
-	checkpointEvery, checkpointGap = n, 0
-	return func() { checkpointEvery, checkpointGap = old, gap }
 }

@@ -70,10 +70,8 @@ func TestRecordParse(t *testing.T) {
 	}
 }
 
-// smallCheckpoints makes the writer checkpoint every two blocks for the test.
-func smallCheckpoints(t *testing.T) {
-	t.Cleanup(SetCheckpointEvery(2 * BlockSize))
-}
+// testCheckpoints is how often the resume tests' writers checkpoint: every two blocks.
+const testCheckpoints = 2 * BlockSize
 
 // crash leaves w as a killed process would: its files closed where they are, nothing removed.
 func (w *Writer) crash() {
@@ -94,13 +92,19 @@ func (w *Writer) crash() {
 // or as an interrupted copy does (Interrupt).
 func interrupted(t *testing.T, src *Sources, dst string, n uint32, kill bool) {
 	t.Helper()
+	interruptedWith(t, src, dst, n, kill, WriterCalls{})
+}
+
+// interruptedWith is interrupted with a writer that makes calls; it returns the writer.
+func interruptedWith(t *testing.T, src *Sources, dst string, n uint32, kill bool, calls WriterCalls) *Writer {
+	t.Helper()
 	plan, target := planTarget(t, src, dst)
 	out := make(chan *Block, 1000)
 	if err := Read(context.Background(), plan, src.Open(), NewPool(64), out, func(int, [32]byte) {}); err != nil {
 		t.Fatal(err)
 	}
 	close(out)
-	w := NewWriter(plan, target, WriterOptions{Records: true, Digest: func(ctx context.Context, i int) ([32]byte, error) {
+	w := NewWriter(plan, target, WriterOptions{Records: true, CheckpointEvery: testCheckpoints, Calls: calls, Digest: func(ctx context.Context, i int) ([32]byte, error) {
 		<-ctx.Done()
 		return [32]byte{}, ctx.Err()
 	}})
@@ -120,6 +124,7 @@ func interrupted(t *testing.T, src *Sources, dst string, n uint32, kill bool) {
 	} else {
 		w.Interrupt()
 	}
+	return w
 }
 
 // resumed is the next copy of src into dst: both ends' exchange (FindPartials, Offers, Hash,
@@ -165,7 +170,7 @@ func resumed(t *testing.T, src *Sources, dst string, change func(*Plan, *Prefixe
 		t.Fatal(err)
 	}
 	close(out)
-	w := NewWriter(recv, target, WriterOptions{Records: true, Resume: parts, Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
+	w := NewWriter(recv, target, WriterOptions{Records: true, Resume: parts, CheckpointEvery: testCheckpoints, Digest: func(_ context.Context, i int) ([32]byte, error) { return sums[i], nil }})
 	var sent uint32
 	for b := range out {
 		sent++
@@ -197,7 +202,6 @@ func temps(t *testing.T, dir string) []string {
 // file and a record of the blocks synced (6: checkpoints every 2); the next copy keeps exactly
 // those, sends the rest, and the file is the source's; nothing temporary is left.
 func TestResumeAfterKill(t *testing.T) {
-	smallCheckpoints(t)
 	for _, kill := range []bool{true, false} {
 		dir := t.TempDir()
 		p, data := writeFile(t, dir, "src/big", 10*BlockSize-5)
@@ -250,7 +254,6 @@ func TestResumeAfterKill(t *testing.T) {
 // read or is of another version; each copy sends everything, the file is the source's, and the
 // old partial is gone.
 func TestResumeStartsOver(t *testing.T) {
-	smallCheckpoints(t)
 	cases := map[string]struct {
 		prepare    func(t *testing.T, srcPath, out string)
 		wantOffers int
@@ -321,7 +324,6 @@ func onlyTemp(t *testing.T, dir, suffix string) string {
 // TestResumeHousekeeping: --no-resume removes a kept partial and its record; the sweep removes
 // one whose record is more than a week old, and a record without its partial.
 func TestResumeHousekeeping(t *testing.T) {
-	smallCheckpoints(t)
 	dir := t.TempDir()
 	p, _ := writeFile(t, dir, "src/big", 6*BlockSize)
 	out := filepath.Join(dir, "out")
@@ -359,7 +361,6 @@ func TestResumeHousekeeping(t *testing.T) {
 // digests do not match; the sender refuses a verdict that keeps what was not offered. A record
 // and a partial planted as links are never used or followed.
 func TestResumeHostile(t *testing.T) {
-	smallCheckpoints(t)
 	dir := t.TempDir()
 	p, _ := writeFile(t, dir, "src/big", 6*BlockSize)
 	os.Mkdir(filepath.Join(dir, "src/d"), 0o755)
@@ -434,17 +435,13 @@ func TestResumeHostile(t *testing.T) {
 // TestResumeRecordAfterSync: a record is written only after the data it counts was synced: with
 // every sync failing, an interrupted copy leaves no record, and so no partial file.
 func TestResumeRecordAfterSync(t *testing.T) {
-	smallCheckpoints(t)
-	defer func(f func(int) error) { syncFile = f }(syncFile)
-	syncFile = func(int) error { return unix.EIO }
 	dir := t.TempDir()
 	p, _ := writeFile(t, dir, "src/big", 8*BlockSize)
 	out := filepath.Join(dir, "out")
 	os.Mkdir(out, 0o755)
 	src, _ := Collect([]string{p}, CollectOptions{})
-	before := checkpoints.Load()
-	interrupted(t, src, out, 7, false)
-	if checkpoints.Load() == before {
+	w := interruptedWith(t, src, out, 7, false, WriterCalls{SyncData: func(int) error { return unix.EIO }})
+	if w.Stats().Checkpoints == 0 {
 		t.Fatal("no checkpoint was tried")
 	}
 	if left := temps(t, out); len(left) != 0 {

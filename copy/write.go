@@ -227,6 +227,12 @@ type Writer struct {
 	records   bool      // write resume records (resume.go)
 	resume    *Partials // the kept partial files of resumed files
 	kept      bool      // Interrupt left partial files for a resume: the registry entry stays
+
+	ckEvery   int64         // a checkpoint every this many bytes of a file (WriterOptions.CheckpointEvery)
+	ckGap     time.Duration // at least this long apart
+	syncEvery int64         // a direct-I/O file's background data sync every this many bytes
+	calls     WriterCalls   // every field set
+	stats     struct{ checkpoints, directBytes, dataSyncs, batches atomic.Int64 }
 }
 
 // writebackEvery is how much written data the writer lets accumulate before it starts the
@@ -234,6 +240,7 @@ type Writer struct {
 const writebackEvery = 32 << 20
 
 type wfile struct {
+	w       *Writer     // the writer of this file
 	flushed int64       // writeback (buffered) or a data sync (direct) started below this offset
 	direct  bool        // f has O_DIRECT on
 	syncing atomic.Bool // a background fdatasync of a direct file is running
@@ -244,8 +251,8 @@ type wfile struct {
 	base    string // the file's name in dir
 	final   string // its path
 
-	// Resume records (nil rec: none): a checkpoint every checkpointEvery bytes syncs the data
-	// and then writes the record, on its own goroutine, one at a time (ckBusy), under ckMu.
+	// Resume records (nil rec: none): a checkpoint every w.ckEvery bytes syncs the data and
+	// then writes the record, on its own goroutine, one at a time (ckBusy), under ckMu.
 	rec      *record
 	dirFD    int       // the file's directory (a descriptor of its own, for checkpoints)
 	ckAt     int64     // offset up to which the last checkpoint started
@@ -272,12 +279,66 @@ type WriterOptions struct {
 	Done func(FileResult)
 	// NoDirectIO: never write with O_DIRECT (FARWING_DIRECT=0, tuning.Settings.NoDirectIO).
 	NoDirectIO bool
+	// CheckpointEvery is how much of a file the writer receives between two checkpoints of its
+	// resume record (0: checkpointEvery, at most one per checkpointGap). A writer given its own
+	// interval checkpoints at each one, however soon: tests that interrupt copies of small files
+	// set it.
+	CheckpointEvery int64
+	// DataSyncEvery is how much a direct-I/O file grows between two background data syncs (0:
+	// dataSyncEvery).
+	DataSyncEvery int64
+	// Calls are system calls the writer makes, replaced by tests that make them fail; the zero
+	// value is the system's.
+	Calls WriterCalls
+}
+
+// WriterCalls are system calls a Writer makes through its options, so that a test can make them
+// fail; a nil field is the system's call.
+type WriterCalls struct {
+	// SyncData makes the data of a partial file durable before a checkpoint writes its record
+	// (fdatasync; the record counts only synced data).
+	SyncData func(fd int) error
+	// Sync makes a file of a batch durable before it is placed (fsync).
+	Sync func(f *os.File) error
+	// Linkat makes a hard link (linkat(2)); where the destination cannot link (EXDEV, EPERM,
+	// EMLINK, EOPNOTSUPP) the writer copies the file instead.
+	Linkat func(olddirfd int, oldpath string, newdirfd int, newpath string, flags int) error
+}
+
+// WriterStats counts what a Writer did.
+type WriterStats struct {
+	Checkpoints int64 // checkpoints of resume records started
+	DirectBytes int64 // bytes written with direct I/O
+	DataSyncs   int64 // background data syncs of direct-I/O files started
+	Batches     int64 // batches of small files placed (flush)
+}
+
+// Stats returns the writer's counts so far; it may be called on any goroutine.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{Checkpoints: w.stats.checkpoints.Load(), DirectBytes: w.stats.directBytes.Load(),
+		DataSyncs: w.stats.dataSyncs.Load(), Batches: w.stats.batches.Load()}
 }
 
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done, directIO: !o.NoDirectIO,
-		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{}}
+		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
+		ckEvery: o.CheckpointEvery, syncEvery: o.DataSyncEvery, calls: o.Calls}
+	if w.ckEvery <= 0 {
+		w.ckEvery, w.ckGap = checkpointEvery, checkpointGap
+	}
+	if w.syncEvery <= 0 {
+		w.syncEvery = dataSyncEvery
+	}
+	if w.calls.SyncData == nil {
+		w.calls.SyncData = syncData
+	}
+	if w.calls.Sync == nil {
+		w.calls.Sync = (*os.File).Sync
+	}
+	if w.calls.Linkat == nil {
+		w.calls.Linkat = unix.Linkat
+	}
 	for _, f := range plan.Files {
 		if f.Hard != "" {
 			w.hardSums[f.Hard] = [32]byte{}
@@ -500,9 +561,6 @@ func makeAt(dirfd int, base string, make func(tmp string) error) (string, error)
 	return "", err
 }
 
-// linkat is unix.Linkat; tests replace it to see the copy made where a destination cannot link.
-var linkat = unix.Linkat
-
 // hardlink makes f a hard link to the earlier file of the plan it names, which this writer has
 // placed (checkTree: a regular file listed before it), under a temporary name, then renamed
 // over what stands at its name. Where the destination cannot link (another filesystem below the
@@ -532,7 +590,7 @@ func (w *Writer) hardlink(f File) error {
 	if err := checkReplace(fd, base, final, "a hard link"); err != nil {
 		return err
 	}
-	tmp, err := makeAt(fd, base, func(tmp string) error { return linkat(ofd, obase, fd, tmp, 0) })
+	tmp, err := makeAt(fd, base, func(tmp string) error { return w.calls.Linkat(ofd, obase, fd, tmp, 0) })
 	switch {
 	case errors.Is(err, unix.EXDEV), errors.Is(err, unix.EPERM), errors.Is(err, unix.EMLINK), errors.Is(err, unix.EOPNOTSUPP):
 		return w.copyLocal(ofd, obase, f)
@@ -587,7 +645,7 @@ func (w *Writer) copyLocal(ofd int, obase string, f File) error {
 	src := os.NewFile(uintptr(sfd), w.target.Path(f.Hard))
 	defer src.Close()
 	rel := w.target.rel(f.Name)
-	wf := &wfile{idx: -1, dirFD: -1, final: w.target.Path(f.Name)}
+	wf := &wfile{w: w, idx: -1, dirFD: -1, final: w.target.Path(f.Name)}
 	wf.dir, wf.base, _ = cutLast(rel)
 	fd, err := w.dirs.open(wf.dir, 0o755)
 	if err != nil {
@@ -612,7 +670,7 @@ func (w *Writer) copyLocal(ofd int, obase string, f File) error {
 
 func (w *Writer) open(i int) error {
 	w.tree = w.plan.startTree(i)
-	wf := &wfile{idx: i, dirFD: -1}
+	wf := &wfile{w: w, idx: i, dirFD: -1}
 	w.cur = wf
 	if w.sink {
 		return nil
@@ -639,7 +697,7 @@ func (w *Writer) open(i int) error {
 	w.temps[wf] = true
 	w.reg.add(f.Name())
 	if sz := w.plan.Files[i].Size; sz > 0 {
-		if sz > checkpointEvery { // a smaller file is placed before its first checkpoint could come
+		if sz > w.ckEvery { // a smaller file is placed before its first checkpoint could come
 			w.startRecords(wf, fd, 0)
 		}
 		_ = f.Truncate(sz) // reserve the length; blocks fill it in
@@ -688,11 +746,11 @@ func (w *Writer) startRecords(wf *wfile, fd int, kept uint32) {
 	wf.flushed = wf.ckAt
 }
 
-// checkpoint starts a checkpoint of wf once checkpointEvery more of it has been written up to
+// checkpoint starts a checkpoint of wf once its writer's interval (ckEvery) more of it has been written up to
 // end (a block boundary): on its own goroutine, the data is synced and then the record written
 // with the blocks below end. One runs at a time; a file placed or abandoned waits for it (stop).
 func (wf *wfile) checkpoint(end int64) {
-	if wf.rec == nil || end-wf.ckAt < checkpointEvery || time.Since(wf.ckTime) < checkpointGap || !wf.ckBusy.CompareAndSwap(false, true) {
+	if wf.rec == nil || end-wf.ckAt < wf.w.ckEvery || time.Since(wf.ckTime) < wf.w.ckGap || !wf.ckBusy.CompareAndSwap(false, true) {
 		return
 	}
 	wf.ckAt, wf.ckTime = end, time.Now()
@@ -703,7 +761,8 @@ func (wf *wfile) checkpoint(end int64) {
 		wf.ckBusy.Store(false)
 		return
 	}
-	checkpoints.Add(1)
+	wf.w.stats.checkpoints.Add(1)
+	syncData := wf.w.calls.SyncData
 	go func() {
 		defer wf.ckBusy.Store(false)
 		wf.ckMu.Lock()
@@ -713,7 +772,7 @@ func (wf *wfile) checkpoint(end int64) {
 		}
 		var serr error
 		// Control holds the descriptor open for the call, even if the file is closed meanwhile.
-		if err := rc.Control(func(fd uintptr) { serr = syncFile(int(fd)) }); err != nil || serr != nil {
+		if err := rc.Control(func(fd uintptr) { serr = syncData(int(fd)) }); err != nil || serr != nil {
 			return
 		}
 		if writeRecordAt(wf.dirFD, wf.tmp, rec) == nil {
@@ -721,12 +780,6 @@ func (wf *wfile) checkpoint(end int64) {
 		}
 	}()
 }
-
-// checkpoints counts the checkpoints started (for tests).
-var checkpoints atomic.Int64
-
-// syncFile is syncData; tests make it fail.
-var syncFile = syncData
 
 // stop ends wf's checkpoints, waiting for one under way, and reports whether a record of it is
 // on disk.
@@ -752,9 +805,6 @@ func (wf *wfile) dropRecord() {
 // which covers every logical block size in use.
 const directAlign = 4096
 
-// directBytes counts bytes written with direct I/O (for tests).
-var directBytes atomic.Int64
-
 // write writes one block at off: with direct I/O while the block is aligned (every block but a
 // file's last, whose unaligned end goes through the page cache after direct I/O is switched
 // off), buffered otherwise, starting the kernel's writeback behind the data as it goes.
@@ -763,7 +813,7 @@ func (wf *wfile) write(data []byte, off int64) error {
 		n := len(data) &^ (directAlign - 1)
 		if n > 0 && directOK(data[:n], off) {
 			if _, err := wf.f.WriteAt(data[:n], off); err == nil {
-				directBytes.Add(int64(n))
+				wf.w.stats.directBytes.Add(int64(n))
 				data, off = data[n:], off+int64(n)
 				wf.syncBehind(off)
 			} else if !errors.Is(err, syscall.EINVAL) {
@@ -786,19 +836,16 @@ func (wf *wfile) write(data []byte, off int64) error {
 	return nil
 }
 
-// syncEvery is how much a direct-I/O file grows between background data syncs (a variable for
-// tests); dataSyncs counts the syncs started.
-var (
-	syncEvery int64 = 128 << 20
-	dataSyncs atomic.Int64
-)
+// dataSyncEvery is how much a direct-I/O file grows between background data syncs, unless
+// WriterOptions.DataSyncEvery says otherwise.
+const dataSyncEvery = 128 << 20
 
-// syncBehind starts a background fdatasync of a direct-I/O file once syncEvery more of it is
-// written (one at a time). Direct writes leave no dirty pages, but the extents they fill are
-// committed by the next journal commit; without these the fsync before the rename committed
-// them all, 0.04–0.25 s per GiB on this project's VM after the last block.
+// syncBehind starts a background fdatasync of a direct-I/O file once its writer's syncEvery
+// more of it is written (one at a time). Direct writes leave no dirty pages, but the extents they
+// fill are committed by the next journal commit; without these the fsync before the rename
+// committed them all, 0.04–0.25 s per GiB on this project's VM after the last block.
 func (wf *wfile) syncBehind(end int64) {
-	if end-wf.flushed < syncEvery || !wf.syncing.CompareAndSwap(false, true) {
+	if end-wf.flushed < wf.w.syncEvery || !wf.syncing.CompareAndSwap(false, true) {
 		return
 	}
 	wf.flushed = end
@@ -807,7 +854,7 @@ func (wf *wfile) syncBehind(end int64) {
 		wf.syncing.Store(false)
 		return
 	}
-	dataSyncs.Add(1)
+	wf.w.stats.dataSyncs.Add(1)
 	go func() {
 		defer wf.syncing.Store(false)
 		// Control holds the descriptor open for the call, even if the file is closed meanwhile.
@@ -904,13 +951,6 @@ const (
 	batchSyncers = 8 // fsyncs of a batch run this many at a time (the filesystem's journal joins them)
 )
 
-// syncPending syncs a file of a batch (a variable for tests); batchFlushes counts the batches
-// placed.
-var (
-	syncPending  = (*os.File).Sync
-	batchFlushes atomic.Int64
-)
-
 // pendingFile is a verified file waiting for its batch to be placed.
 type pendingFile struct {
 	wf  *wfile
@@ -931,14 +971,14 @@ func (w *Writer) flush() error {
 	// failed, or one before it did) stays a temporary file for Abort or Interrupt to remove. It
 	// must never be placed by a later flush: a second fsync can succeed after the first lost data.
 	w.pending, w.pendingBytes = batch[:0], 0
-	batchFlushes.Add(1)
+	w.stats.batches.Add(1)
 	errs := make([]error, len(batch))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(batchSyncers, len(batch)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(batch); i = int(next.Add(1) - 1) {
-				errs[i] = syncPending(batch[i].wf.f)
+				errs[i] = w.calls.Sync(batch[i].wf.f)
 			}
 		})
 	}

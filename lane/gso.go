@@ -12,7 +12,7 @@ const (
 	// maxGSOBytes4 and maxGSOBytes6 are the largest UDP payloads of one (super-)datagram: 65535 minus
 	// the IPv4 and UDP headers, and 65535 minus the UDP header (the IPv6 payload length excludes the
 	// fixed IPv6 header).
-	maxGSOBytes4 = 65535 - 20 - 8
+	maxGSOBytes4 = 65535 - IPv4UDPHeaders
 	maxGSOBytes6 = 65535 - 8
 )
 

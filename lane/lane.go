@@ -25,9 +25,16 @@ import (
 	"time"
 )
 
+// IPv4UDPHeaders and IPv6UDPHeaders are what IP and UDP add to each datagram on the wire: 20 + 8
+// and 40 + 8 bytes. Rates count IP bytes, as link capacities do.
+const (
+	IPv4UDPHeaders = 28
+	IPv6UDPHeaders = 48
+)
+
 // MaxDatagram is the largest UDP payload Farwing sends: it fits a 1500-byte MTU over IPv4 and IPv6
-// (1500 - 40 IPv6 - 8 UDP).
-const MaxDatagram = 1452
+// (1500 - 40 IPv6 - 8 UDP = 1452).
+const MaxDatagram = 1500 - IPv6UDPHeaders
 
 // DefaultBuffer is the socket buffer asked for when Options.Buffer is 0.
 const DefaultBuffer = 8 << 20

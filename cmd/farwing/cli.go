@@ -51,13 +51,13 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The environment is read here, once; the commands pass its switches down as values.
+	// The environment and standard input are read here, once; the commands get them as values.
 	tun := tuning.FromEnv(os.Getenv)
 	tun.Apply()
 	switch args[0] {
 	case "copy", "cp":
 		defer tuning.StartProfile(tun.Profile, "client")()
-		return cmdCopy(ctx, tun, args[1:])
+		return cmdCopy(ctx, tun, os.Stdin, args[1:])
 	case "serve":
 		return cmdServe(ctx, tun, args[1:])
 	case "bench":
@@ -65,7 +65,7 @@ func run(args []string) int {
 	case "doctor":
 		return cmdDoctor(ctx, tun, args[1:])
 	case "lab":
-		return cmdLab(ctx, args[1:])
+		return cmdLab(ctx, os.Stdin, args[1:])
 	case bootstrap.ProxyCommand: // ssh's ProxyCommand, started by bootstrap (not listed)
 		if len(args) != 3 {
 			fmt.Fprintf(stderr, "farwing %s: needs HOST PORT (it is ssh's ProxyCommand)\n", args[0])

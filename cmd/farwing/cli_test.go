@@ -89,10 +89,7 @@ func TestUsageErrors(t *testing.T) {
 // not the rate of its last few milliseconds.
 func TestProgressFinal(t *testing.T) {
 	var buf bytes.Buffer
-	old := stderr
-	stderr = &buf
-	defer func() { stderr = old }()
-	fn := progressLine(true, false)
+	fn := progressLine(&buf, termWidth, true, false)
 	fn(xfer.Progress{Progress: session.Progress{Bytes: 500 << 20}, Total: 1 << 30, Elapsed: time.Second})
 	fn(xfer.Progress{Progress: session.Progress{Bytes: 1 << 30}, Total: 1 << 30, Elapsed: 1010 * time.Millisecond, Final: true})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -110,14 +107,10 @@ func TestProgressFinal(t *testing.T) {
 // rate is averaged over the last seconds rather than the last burst.
 func TestProgressFits(t *testing.T) {
 	var buf bytes.Buffer
-	oldErr, oldWidth := stderr, termWidth
-	defer func() { stderr, termWidth = oldErr, oldWidth }()
-	stderr = &buf
 	name := "data/" + strings.Repeat("very-long-directory-name/", 6) + "file\x1b[31m.bin"
 	for _, width := range []int{20, 40, 80, 132, 300} {
-		termWidth = func() int { return width }
 		buf.Reset()
-		fn := progressLine(false, true)
+		fn := progressLine(&buf, func() int { return width }, false, true)
 		// Feedback bursts: 40 MiB in one half-second, nothing in the next, for 4 s: 40 MiB/s
 		// (335.5 Mbit/s) on average, where a burst's half-second alone reads 671.1 Mbit/s.
 		for i := 1; i <= 8; i++ {
@@ -158,16 +151,13 @@ func TestProgressFits(t *testing.T) {
 // percentage and give an ETA at the rate of the last seconds.
 func TestProgressPerFile(t *testing.T) {
 	var buf bytes.Buffer
-	oldErr, oldWidth := stderr, termWidth
-	defer func() { stderr, termWidth = oldErr, oldWidth }()
-	stderr = &buf
-	termWidth = func() int { return 120 }
+	width := func() int { return 120 }
 	// 3 files of 40 MiB; 60 MiB done in 2 s (240 Mbit/s): b.bin half done, 60 MiB left, 2 s.
 	p := xfer.Progress{Progress: session.Progress{Bytes: 60 << 20}, Total: 120 << 20, Elapsed: 2 * time.Second,
 		File: "dir/b.bin", FileIndex: 1, Files: 3, FileBytes: 20 << 20, FileSize: 40 << 20}
 	for _, lines := range []bool{true, false} {
 		buf.Reset()
-		fn := progressLine(lines, false)
+		fn := progressLine(&buf, width, lines, false)
 		fn(xfer.Progress{Total: p.Total, Elapsed: 0, File: "dir/a.bin", Files: 3, FileSize: 40 << 20})
 		fn(p)
 		out := buf.String()
@@ -179,7 +169,7 @@ func TestProgressPerFile(t *testing.T) {
 	}
 	// One file: its percentage is the copy's, said once.
 	buf.Reset()
-	progressLine(true, false)(xfer.Progress{Progress: session.Progress{Bytes: 1 << 20}, Total: 4 << 20, Elapsed: time.Second,
+	progressLine(&buf, width, true, false)(xfer.Progress{Progress: session.Progress{Bytes: 1 << 20}, Total: 4 << 20, Elapsed: time.Second,
 		File: "one.bin", Files: 1, FileBytes: 1 << 20, FileSize: 4 << 20})
 	if out := buf.String(); strings.Count(out, "%") != 1 || !strings.Contains(out, "ETA 0:03") {
 		t.Errorf("one file: %q", out)

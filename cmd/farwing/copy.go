@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -108,7 +109,8 @@ func (c *copyOptions) options() (xfer.Options, error) {
 	return o, nil
 }
 
-func cmdCopy(ctx context.Context, tun tuning.Settings, args []string) int {
+// cmdCopy is `farwing copy`; stdin is what `-` as the source reads.
+func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []string) int {
 	fs := pflag.NewFlagSet("copy", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := copyOptions{tun: tun}
@@ -147,7 +149,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, args []string) int {
 		o.Warn = func(msg string) { fmt.Fprintf(stderr, "farwing: warning: %s\n", msg) }
 	}
 	if !c.quiet && (c.verbose || isTerminal(os.Stderr)) {
-		o.Progress = progressLine(c.verbose && !isTerminal(os.Stderr), c.verbose)
+		o.Progress = progressLine(stderr, termWidth, c.verbose && !isTerminal(os.Stderr), c.verbose)
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
 	if !c.quiet && isTerminal(os.Stderr) {
@@ -186,7 +188,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, args []string) int {
 		}
 		send := srcs
 		if srcs[0] == "-" {
-			p, done, err := spoolStdin()
+			p, done, err := spoolStdin(stdin)
 			if err != nil {
 				return fail(xfer.ExitCode(err), err)
 			}

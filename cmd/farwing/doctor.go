@@ -267,13 +267,12 @@ func capacityFinding(rep *xfer.DoctorReport) finding {
 // one came out at 2.7 Gbit/s on a 100 Mbit/s path).
 const trainSpread = 4
 
-// datagramIP is the IP size of Farwing's largest datagram on IPv4 (IPv4 and UDP headers: 28
-// bytes) or IPv6 (48).
+// datagramIP is the IP size of Farwing's largest datagram on IPv4 or IPv6.
 func datagramIP(v6 bool) int {
 	if v6 {
-		return wire.MaxDatagramV6 + 48
+		return wire.MaxDatagramV6 + lane.IPv6UDPHeaders
 	}
-	return wire.MaxDatagramV6 + 28
+	return wire.MaxDatagramV6 + lane.IPv4UDPHeaders
 }
 
 func mtuFinding(rep *xfer.DoctorReport) finding {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -18,9 +19,8 @@ import (
 // feedback burst (above the link's capacity, then far below).
 const rateWindow = 3 * time.Second
 
-// termWidth is the width of the terminal on stderr (80 when it cannot be read); a variable for
-// tests.
-var termWidth = func() int {
+// termWidth is the width of the terminal on stderr (80 when it cannot be read).
+func termWidth() int {
 	if ws, err := unix.IoctlGetWinsize(int(os.Stderr.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
 		return int(ws.Col)
 	}
@@ -71,14 +71,14 @@ func eta(p xfer.Progress, rate float64) (time.Duration, bool) {
 	return time.Duration(float64(p.Total-p.Bytes) * 8 / rate * float64(time.Second)), true
 }
 
-// progressLine draws the copy's progress. On a terminal (lines false) one line is redrawn in
-// place, cut to the terminal's width: the file in progress with its own percentage, the whole
+// progressLine draws the copy's progress on w. On a terminal (lines false) one line is redrawn in
+// place, cut to the terminal's width (width, read at each update): the file in progress with its own percentage, the whole
 // copy's percentage, the rate over the last few seconds, ETA, bytes and elapsed time, and with
 // verbose the controller's view (RTT, loss, re-sent and parity datagrams). With lines (-v to a
 // pipe or file) it prints one line per update in the layout "  41% 105.0 MiB/256.0 MiB  352.1
 // Mbit/s  ETA 0:04  rate 380.2 Mbit/s  srtt 141 ms (min 140)  loss 1.02%  cong 0  re-sent 1234
 // parity 56  [3/5] name 12%". The line is for people: programs read --json's events.
-func progressLine(lines, verbose bool) xfer.ProgressFunc {
+func progressLine(w io.Writer, width func() int, lines, verbose bool) xfer.ProgressFunc {
 	var m rateMeter
 	return func(p xfer.Progress) {
 		cur, avg := m.add(p)
@@ -87,14 +87,14 @@ func progressLine(lines, verbose bool) xfer.ProgressFunc {
 			pct = 100 * float64(p.Bytes) / float64(p.Total)
 		}
 		if lines {
-			fmt.Fprintln(stderr, fixedLine(p, pct, cur, avg))
+			fmt.Fprintln(w, fixedLine(p, pct, cur, avg))
 			return
 		}
 		if p.Final {
-			fmt.Fprintf(stderr, "\r\033[K")
+			fmt.Fprintf(w, "\r\033[K")
 			return
 		}
-		fmt.Fprintf(stderr, "\r\033[K%s", fitLine(p, pct, avg, verbose, termWidth()-1))
+		fmt.Fprintf(w, "\r\033[K%s", fitLine(p, pct, avg, verbose, width()-1))
 	}
 }
 

@@ -11,17 +11,14 @@ import (
 	"github.com/farwing/farwing/internal/xfer"
 )
 
-// stdin is what `-` as a source reads; a variable for tests.
-var stdin io.Reader = os.Stdin
-
 // stdinName is the name a file read from standard input has where the destination is a
 // directory.
 const stdinName = "stdin"
 
-// spoolStdin reads standard input to its end into a new temporary directory's file stdinName,
-// which the copy then sends: the block plan needs the file's size before the first block. It
-// returns the file's path and a function that removes it.
-func spoolStdin() (string, func(), error) {
+// spoolStdin reads stdin (the process's standard input, which run passes down) to its end into
+// a new temporary directory's file stdinName, which the copy then sends: the block plan needs the
+// file's size before the first block. It returns the file's path and a function that removes it.
+func spoolStdin(stdin io.Reader) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "farwing-stdin-")
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: cannot make a temporary directory for standard input: %v", fcopy.ErrSource, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,5 +78,24 @@ func TestLabStdio(t *testing.T) {
 			t.Errorf("%s: %d bytes on stdout", c.what, len(out))
 		}
 		noTemps(c.what)
+	}
+}
+
+// TestSpoolStdin: what `-` as the source reads (the reader run passes down) is spooled byte for
+// byte into a file named stdinName, which the returned function removes with its directory.
+func TestSpoolStdin(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	data := make([]byte, 1<<20+3)
+	rand.Read(data)
+	p, done, err := spoolStdin(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, data) || filepath.Base(p) != stdinName {
+		t.Fatalf("spooled %s: %d bytes (%v), want the %d read", p, len(b), err, len(data))
+	}
+	done()
+	if _, err := os.Stat(filepath.Dir(p)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the spool's directory is left after done: %v", err)
 	}
 }

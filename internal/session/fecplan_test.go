@@ -8,6 +8,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
 )
 
 // Tail groups get tail parity unless it would add more than maxTailShare of their data shards:
@@ -20,7 +21,7 @@ func TestTailParityShare(t *testing.T) {
 	}
 	s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}})
 	s.loss = fixedLoss(0.01)
-	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
+	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
 	for _, c := range []struct {
 		k    int
 		want func(body, tail int) int

@@ -44,7 +44,7 @@ func TestVirtualScale(t *testing.T) {
 	for _, c := range cells {
 		t.Run(fmt.Sprintf("%.2gGbit-%.0f%%", c.rate/1e9, c.loss*100), func(t *testing.T) {
 			// The payload ceiling: file bytes per IP byte of a full data datagram.
-			ceiling := c.rate * float64(wire.ChunkSize) / float64(wire.DatagramFor(wire.ChunkSize)+ipUDPOverhead)
+			ceiling := c.rate * float64(wire.ChunkSize) / float64(wire.DatagramFor(wire.ChunkSize)+lane.IPv4UDPHeaders)
 			size := int64(ceiling / 8 * c.dur.Seconds())
 			size -= size % fcopy.BlockSize
 			src := filepath.Join(t.TempDir(), "sparse")

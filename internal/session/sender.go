@@ -60,10 +60,6 @@ type SenderStats struct {
 	WindowFull, SourceWait time.Duration
 }
 
-// ipUDPOverhead is what IPv4 and UDP add to each datagram on the wire; rates count IP bytes, as
-// link capacities do.
-const ipUDPOverhead = 28
-
 // sentRing is the most datagrams a lane's record of datagrams in flight holds; a sender's record
 // is sized from its window (ringSize), which bounds what can be in flight.
 const sentRing = 1 << 17
@@ -361,7 +357,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	s.start = time.Now()
 	s.lastTx = s.start
 	s.cc = cc.New(cc.Config{MaxRate: s.cfg.Rate, MinRate: s.cfg.MinRate, Policy: s.cfg.Policy,
-		MSS: s.dgram + ipUDPOverhead, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
+		MSS: s.dgram + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	if s.loss == nil {
 		s.loss = s.cc
 	}
@@ -742,7 +738,7 @@ func (s *Sender) transmit(now time.Time) error {
 		budget -= size
 		s.pacer.Consume(size)
 		s.stats.Datagrams++
-		s.stats.WireBytes += uint64(size - ipUDPOverhead)
+		s.stats.WireBytes += uint64(size - lane.IPv4UDPHeaders)
 		if par >= 0 {
 			s.stats.Parity++
 		}
@@ -892,7 +888,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	if l.lowest == 0 {
 		l.lowest = seq
 	}
-	size := wire.Overhead + n + ipUDPOverhead
+	size := wire.Overhead + n + lane.IPv4UDPHeaders
 	*l.at(seq) = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight, par: uint8(par + 1)}
 	if gr != nil {
 		gr.inflight++

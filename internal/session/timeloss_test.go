@@ -9,13 +9,14 @@ import (
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
 )
 
 // timeLossSender is a sender with one lane's ring filled: datagram q (1…n) sent at q ms.
 func timeLossSender(n int, srtt time.Duration) *Sender {
 	s := NewSender(&Path{}, nil, nil, SenderConfig{InitialRTT: srtt})
 	s.start = time.Unix(1000, 0)
-	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + ipUDPOverhead, Lanes: Lanes, InitialRTT: srtt}, s.start)
+	s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: srtt}, s.start)
 	s.loss = s.cc
 	l := &s.lanes[0]
 	l.lowest, l.next = 1, uint64(n)

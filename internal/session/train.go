@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
 )
 
 // The packet-train probe measures the bottleneck's capacity before data flows: the side that will
@@ -184,7 +185,7 @@ func (p *Path) onTrain(i int, pt []byte, size int, now time.Time, from netip.Add
 		t.first = now
 		time.AfterFunc(trainWait, func() { p.reportTrain(i, from) })
 	}
-	t.add(int(idx), now.Sub(t.first), size+ipUDPOverhead) // by its own index: the peer's count is not trusted
+	t.add(int(idx), now.Sub(t.first), size+lane.IPv4UDPHeaders) // by its own index: the peer's count is not trusted
 	if idx+1 == n {
 		go p.reportTrain(i, from)
 	}

@@ -109,7 +109,7 @@ func (s Settings) Writer(o fcopy.WriterOptions) fcopy.WriterOptions {
 // 6, interleaved).
 func (s Settings) Jumbo(addr netip.Addr, m fec.Mode) bool {
 	return addr.Unmap().IsLoopback() && m.Kind != fec.ModeFixed && !s.NoJumbo &&
-		loopbackMTU() >= wire.DatagramFor(wire.JumboChunkSize)+48 // IPv6 and UDP headers
+		loopbackMTU() >= wire.DatagramFor(wire.JumboChunkSize)+lane.IPv6UDPHeaders
 }
 
 // loopbackMTU is the smallest MTU of this host's loopback interfaces (0 if none is found).

@@ -24,7 +24,8 @@ const (
 	// DataAADLen is a data datagram's clear, authenticated part: header and data frame header.
 	DataAADLen = HeaderLen + DataFrameLen
 	// MaxDatagramV6 is the largest UDP payload Farwing sends, on IPv4 and IPv6 alike: a 1500-byte
-	// MTU less IPv6 and UDP headers (48 bytes); lane.MaxDatagram, which the sockets enforce.
+	// MTU less IPv6 and UDP headers (lane.IPv6UDPHeaders); lane.MaxDatagram, which the sockets
+	// enforce.
 	MaxDatagramV6 = lane.MaxDatagram
 	// ChunkSize is the file bytes carried by one data datagram. It keeps the datagram within
 	// MaxDatagramV6 so a session never depends on the address family.

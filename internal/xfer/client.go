@@ -57,8 +57,10 @@ type Options struct {
 	Warn     func(msg string)
 	Progress ProgressFunc
 	// File, when set, is told of each file verified and in place at the destination, with its
-	// digest: on a pull as this end renames it into place, on a push once the remote has
-	// confirmed every file (its verdict comes at the end) and this end has checked the verdict.
+	// digest: on a pull as this end renames it into place, on a push as the remote's
+	// confirmation of it comes (a few times a second, while the data travels) and this end has
+	// checked it against the digest it read. It may be called from another goroutine than
+	// Progress.
 	File func(fcopy.FileResult)
 	// Skip, when set, is told of each regular file not sent because the destination has it
 	// (Compare), before any data travels; on a push that is the remote's word.
@@ -73,6 +75,10 @@ type Options struct {
 	// Lanes opens this end's four lanes on bind (nil: UDP sockets, session.ListenUDP with
 	// Tuning's lane options).
 	Lanes LaneOpener
+	// CheckpointEvery is how much of a file this end's writer receives between two checkpoints
+	// of its resume record (fcopy.WriterOptions.CheckpointEvery; 0: the writer's default). Tests
+	// that interrupt copies of small files set it.
+	CheckpointEvery int64
 }
 
 // Starter starts the remote peer for a copy to or from host: `farwing serve` with serveArgs, the
@@ -567,16 +573,11 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
 	side, err := runSend(ctx, c.ctl, c.path, o.Tuning, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress)
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress, o.File)
 	if err != nil {
 		return nil, err
 	}
 	o.logf("receiver confirmed every file")
-	if o.File != nil {
-		for _, f := range side.results {
-			o.File(f)
-		}
-	}
 	res.fill(side, c, plan)
 	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
 	res.LostByTime = side.sender.LostByTime
@@ -706,7 +707,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, o.Tuning, plan, target, o.Tuning.Writer(fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts, Done: o.File}), window, o.Window == 0, true, prog)
+		Records: !o.NoResume, Resume: parts, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog)
 	if err != nil {
 		return nil, err
 	}

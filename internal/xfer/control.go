@@ -23,7 +23,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 12
+const Proto = 13
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -80,8 +80,9 @@ type Msg struct {
 	File int    `json:"file,omitempty"`
 	Sum  string `json:"sum,omitempty"`
 
-	// done: the number of results, which come before it in "results" messages (list.go: chunks
-	// as the file list's, of fcopy.FileResult); Results is the verdict on this end
+	// done: the number of results, which come before it in "results" messages, sent as the
+	// receiver places the files (list.go: chunks as the file list's, of fcopy.FileResult);
+	// Results is the verdict on this end
 	Results []fcopy.FileResult `json:"-"`
 	Stats   *PeerStats         `json:"stats,omitempty"`
 

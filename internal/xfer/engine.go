@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -175,9 +176,11 @@ func fileEnds(plan *fcopy.Plan) []fileEnd {
 }
 
 // runSend reads the plan's files and sends them, then waits for the receiver's verdict. It
-// applies tun's rules for the path first (the loopback window, CPU sharing and FEC; the GC).
+// applies tun's rules for the path first (the loopback window, CPU sharing and FEC; the GC). file
+// (nil: none) is told of each file the receiver confirms, as the confirmation comes, once this
+// end has checked it (confirmations.take).
 func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.Settings, plan *fcopy.Plan, open fcopy.Opener,
-	cfg session.SenderConfig, autoWindow bool, prog ProgressFunc) (*sideResult, error) {
+	cfg session.SenderConfig, autoWindow bool, prog ProgressFunc, file func(fcopy.FileResult)) (*sideResult, error) {
 	// The receiver applies the same rule to the same path: the sender must not start beyond the
 	// window the receiver has memory for (its feedback only tells it a few milliseconds in).
 	cfg.Window = tuning.ReceiveWindow(path.Loopback(), cfg.Window, autoWindow)
@@ -191,10 +194,10 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	pool := fcopy.NewPool(cfg.Window + 4)
 	blocks := make(chan *fcopy.Block, 4)
 	readErr := make(chan error, 1)
-	sums := make([][32]byte, len(plan.Files)) // written by the reader, read after it is done
+	sums := newSourceSums(len(plan.Files))
 	go func() {
 		err := fcopy.Read(ctx, plan, open, pool, blocks, func(i int, sum [32]byte) {
-			sums[i] = sum
+			sums.set(i, sum) // before the receiver can know it, and confirm the file
 			ctl.Send(Msg{T: "digest", File: i, Sum: hex.EncodeToString(sum[:])})
 		})
 		close(blocks)
@@ -208,14 +211,11 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	}
 	s := session.NewSender(path, plan, pool, cfg)
 	done := make(chan Msg, 1)
-	sent := 0 // the files whose results the verdict holds
-	for i, f := range plan.Files {
-		if f.Regular() && !plan.Skipped(i) {
-			sent++
-		}
-	}
+	conf := newConfirmations(plan, sums, file)
+	recvEnded := make(chan struct{})
 	go func() {
-		m, err := recvDone(ctx, ctl, sent)
+		defer close(recvEnded)
+		m, err := recvDone(ctx, ctl, conf.sent, conf.take)
 		if err != nil {
 			cancel(err)
 			return
@@ -223,6 +223,9 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		done <- m
 		s.PeerDone()
 	}()
+	// file is told nothing once this returns: a copy's last word (its error or summary) comes
+	// after every file it reports.
+	defer func() { cancel(nil); <-recvEnded }()
 
 	stop := reportProgress(prog, plan, s.Progress)
 	err := s.Run(ctx, blocks)
@@ -248,7 +251,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		}
 	}
 	if err == nil {
-		err = checkResults(plan, sums, res.results)
+		err = conf.finish()
 	}
 	res.end = time.Now()
 	if !res.sender.FirstDataAt.IsZero() {
@@ -296,24 +299,85 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 // maxResultPath bounds the destination path a receiver reports for a file (PATH_MAX).
 const maxResultPath = 4096
 
-// checkResults checks the receiver's verdict against what this end sent: one result per file sent,
-// in order, each with the file's name, size and the whole-file digest this end read. The receiver
-// checked the same digest before it renamed each file into place; a verdict that differs is a
-// receiver that is broken or lying, and the copy is not verified.
-func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult) error {
-	k := 0
+// sourceSums are the whole-file digests this end read of the files it sends: the receiver's
+// confirmations, checked against them, come while the reader is still at work.
+type sourceSums struct {
+	mu   sync.Mutex
+	sums [][32]byte
+	read []bool
+}
+
+func newSourceSums(n int) *sourceSums {
+	return &sourceSums{sums: make([][32]byte, n), read: make([]bool, n)}
+}
+
+func (s *sourceSums) set(i int, sum [32]byte) {
+	s.mu.Lock()
+	s.sums[i], s.read[i] = sum, true
+	s.mu.Unlock()
+}
+
+// get returns the digest of file i, and whether it has been read yet.
+func (s *sourceSums) get(i int) ([32]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sums[i], s.read[i]
+}
+
+// confirmations checks the receiver's confirmations against what this end sent, as they come
+// (take), and at the end that every file was confirmed (finish): one result per file sent, in the
+// plan's order, each with the file's name, size and the whole-file digest this end read. The
+// receiver checked the same digest before it renamed each file into place; a confirmation that
+// differs, that comes before this end has read the file, or that repeats one, is a receiver that
+// is broken or lying, and the copy is not verified (fcopy.ErrVerify). Only a confirmation that
+// passes is told to file.
+type confirmations struct {
+	plan *fcopy.Plan
+	sums *sourceSums
+	file func(fcopy.FileResult)
+	sent int    // files whose data travels: the confirmations due
+	n    int    // confirmed so far
+	next int    // the plan index from which the next file sent is looked for
+	last string // the name of the file confirmed last
+}
+
+func newConfirmations(plan *fcopy.Plan, sums *sourceSums, file func(fcopy.FileResult)) *confirmations {
+	c := &confirmations{plan: plan, sums: sums, file: file}
 	for i, f := range plan.Files {
-		if !f.Regular() || plan.Skipped(i) {
-			continue // directories, links and files the receiver had have no bytes sent, and no result
+		if f.Regular() && !plan.Skipped(i) {
+			c.sent++
 		}
-		if k >= len(results) {
-			return fmt.Errorf("%w: the receiver confirmed %d files of %d", fcopy.ErrVerify, len(results), k+1)
+	}
+	return c
+}
+
+// take checks a chunk of confirmations, all of it before any is told to file; what passes has
+// the path the receiver reported made safe to show. A confirmation refused leaves the check
+// failed: nothing after it is taken.
+func (c *confirmations) take(part []fcopy.FileResult) error {
+	next, n, last := c.next, c.n, c.last
+	for k := range part {
+		r := &part[k]
+		i := next
+		for i < len(c.plan.Files) && (!c.plan.Files[i].Regular() || c.plan.Skipped(i)) {
+			i++ // directories, links and files the receiver had have no bytes sent, and no result
 		}
-		r := results[k]
-		k++
-		if r.Name != f.Name || r.Size != f.Size || r.Sum != hex.EncodeToString(sums[i][:]) {
-			return fmt.Errorf("%w: the receiver confirmed %s (%d bytes, BLAKE3 %s) for %s (%d bytes, BLAKE3 %x)", fcopy.ErrVerify,
-				escape.Quote(r.Name), r.Size, escape.Quote(r.Sum), escape.Quote(f.Name), f.Size, sums[i][:8])
+		if i == len(c.plan.Files) {
+			return fmt.Errorf("%w: the receiver confirmed %s, one file more than the %d sent", fcopy.ErrVerify, escape.Quote(r.Name), c.sent)
+		}
+		f := c.plan.Files[i]
+		sum, read := c.sums.get(i)
+		switch {
+		case n > 0 && r.Name == last:
+			return fmt.Errorf("%w: the receiver confirmed %s twice", fcopy.ErrVerify, escape.Quote(r.Name))
+		case r.Name != f.Name || r.Size != f.Size:
+			return fmt.Errorf("%w: the receiver confirmed %s (%d bytes) where %s (%d bytes) was next", fcopy.ErrVerify,
+				escape.Quote(r.Name), r.Size, escape.Quote(f.Name), f.Size)
+		case !read:
+			return fmt.Errorf("%w: the receiver confirmed %s before this end had read it", fcopy.ErrVerify, escape.Quote(r.Name))
+		case r.Sum != hex.EncodeToString(sum[:]):
+			return fmt.Errorf("%w: the receiver confirmed %s with BLAKE3 %s, this end read %x", fcopy.ErrVerify,
+				escape.Quote(r.Name), escape.Quote(r.Sum), sum[:8])
 		}
 		// Where the receiver says it placed the file is its word, shown as it is in --json:
 		// valid UTF-8, at most a path's length, nothing a terminal would act on.
@@ -321,10 +385,22 @@ func checkResults(plan *fcopy.Plan, sums [][32]byte, results []fcopy.FileResult)
 		if len(p) > maxResultPath {
 			p = strings.ToValidUTF8(p[:maxResultPath], "")
 		}
-		results[k-1].Path = escape.Text(p)
+		r.Path = escape.Text(p)
+		next, n, last = i+1, n+1, f.Name
 	}
-	if k != len(results) {
-		return fmt.Errorf("%w: the receiver confirmed %d files, %d were sent", fcopy.ErrVerify, len(results), k)
+	c.next, c.n, c.last = next, n, last
+	if c.file != nil {
+		for _, r := range part {
+			c.file(r)
+		}
+	}
+	return nil
+}
+
+// finish checks, once the verdict is whole, that every file sent was confirmed.
+func (c *confirmations) finish() error {
+	if c.n != c.sent {
+		return fmt.Errorf("%w: the receiver confirmed %d files of the %d sent", fcopy.ErrVerify, c.n, c.sent)
 	}
 	return nil
 }
@@ -374,7 +450,8 @@ func verdicts(c cc.Stats) []Verdict {
 	return vs
 }
 
-// runRecv receives the plan's files into target (nil in sink mode) and reports the verdict. window
+// runRecv receives the plan's files into target (nil in sink mode), confirms each to the sender as
+// it is placed (confirmer: in chunks, a few times a second) and ends with done. window
 // is the agreed receive window in blocks; autoWindow says it was not set with --window, and then
 // a loopback path uses tuning.LoopbackWindow (tuning.ReceiveWindow).
 func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.Settings, plan *fcopy.Plan, target *fcopy.Target,
@@ -416,6 +493,13 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	}()
 	go func() { <-ctx.Done(); dg.fail(context.Cause(ctx)) }()
 	o.Digest = func(ctx context.Context, i int) ([32]byte, error) { return dg.wait(i) }
+	// Each file is confirmed to the sender as it is placed, not only in the verdict at the end.
+	conf := newConfirmer(ctl)
+	if done := o.Done; done != nil {
+		o.Done = func(r fcopy.FileResult) { conf.add(r); done(r) }
+	} else {
+		o.Done = conf.add
+	}
 	w := fcopy.NewWriter(plan, target, o)
 	defer w.Close()
 	r := session.NewReceiver(path, plan, w, window)
@@ -435,6 +519,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		} else {
 			w.Interrupt() // what is synced and recorded stays for the next copy to resume
 		}
+		conf.close() // the files placed before the failure stay: the sender hears of them
 		var re *RemoteError
 		if !errors.As(err, &re) && !errors.Is(err, ErrPeerGone) {
 			ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
@@ -446,7 +531,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	doneSent.Store(true)
-	if err := sendDone(ctl, res.results, &st); err != nil {
+	if err := conf.done(&st); err != nil {
 		return res, err
 	}
 	if waitBye {

@@ -7,12 +7,15 @@ package xfer
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -465,5 +468,165 @@ func TestPortsOutsideRange(t *testing.T) {
 	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
 	if ExitCode(err) != ExitProtocol || !strings.Contains(fmt.Sprint(err), "offered UDP port 9, outside --port 40000-40003") {
 		t.Fatalf("ports outside the range: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+// TestPushRefusesHostileConfirmations: a push's receiver (the real Serve, its messages changed on
+// the way) that confirms what it did not place is refused as its confirmation comes, while the
+// data travels: a digest that is not the source's, a file not in the list, one confirmed twice (in
+// a chunk, or again in a later one), files out of order, one more than were sent, a malformed
+// chunk, a verdict short of a file or counting otherwise than its chunks. Each ends the copy with
+// the verify exit (7) or, for what breaks the chunks' rules, the protocol exit (10); Options.File
+// hears of exactly the files confirmed before it, each checked, none of the refused chunk. A path
+// with terminal escapes is taken, escaped.
+func TestPushRefusesHostileConfirmations(t *testing.T) {
+	smallChunks(t, 50) // several chunks for the 300 files; before newEnv, whose wait runs first
+	src := t.TempDir()
+	files := map[string]int{}
+	for i := range 300 {
+		files[fmt.Sprintf("t/f%03d", i)] = 500 + i
+	}
+	sums := tree(t, src, files)
+	top := filepath.Join(src, "t")
+	list, err := fcopy.Collect([]string{top}, fcopy.CollectOptions{Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []string // the files, in the list's order
+	for _, f := range list.Files {
+		if f.Regular() {
+			sent = append(sent, f.Name)
+		}
+	}
+	type results = []fcopy.FileResult
+	at := func(k0 int, f func(part results, prev fcopy.FileResult) results) func(int, results, fcopy.FileResult) (results, bool) {
+		return func(k int, part results, prev fcopy.FileResult) (results, bool) {
+			if k != k0 {
+				return part, false
+			}
+			return f(part, prev), true
+		}
+	}
+	forged := fcopy.FileResult{Name: "t/extra", Size: 1, Sum: strings.Repeat("00", 32)}
+	for _, c := range []struct {
+		name string
+		// chunk changes the k-th results chunk as it comes, after prev (true: it did; a nil
+		// chunk goes as bytes that are not DEFLATE); end changes the last chunk and done, and
+		// the second chunk it returns goes as one of its own before done.
+		chunk func(k int, part results, prev fcopy.FileResult) (results, bool)
+		end   func(last results, done *Msg) (results, results)
+		code  int
+		want  string
+		told  int // files told of; -1: those of the chunks before the changed one
+	}{
+		{name: "another digest", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[1].Sum = strings.Repeat("0", 64); return p }),
+			code: ExitVerify, want: "with BLAKE3 \"000", told: -1},
+		{name: "a file not in the list", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[1].Name = "t/nothere"; return p }),
+			code: ExitVerify, want: `confirmed "t/nothere"`, told: -1},
+		{name: "twice in a chunk", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[1] = p[0]; return p }),
+			code: ExitVerify, want: "twice", told: -1},
+		{name: "again in a later chunk", chunk: at(2, func(p results, prev fcopy.FileResult) results { return append(results{prev}, p...) }),
+			code: ExitVerify, want: "twice", told: -1},
+		{name: "out of order", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[0], p[1] = p[1], p[0]; return p }),
+			code: ExitVerify, want: "was next", told: -1},
+		{name: "a malformed chunk", chunk: at(2, func(results, fcopy.FileResult) results { return nil }),
+			code: ExitProtocol, want: "not DEFLATE", told: -1},
+		{name: "one more than sent", end: func(last results, done *Msg) (results, results) { done.Entries++; return last, results{forged} },
+			code: ExitProtocol, want: "more than the files sent", told: 300},
+		{name: "short of a file", end: func(last results, done *Msg) (results, results) { done.Entries--; return last[:len(last)-1], nil },
+			code: ExitVerify, want: "confirmed 299 files of the 300 sent", told: 299},
+		{name: "done counts another number", end: func(last results, done *Msg) (results, results) { done.Entries += 2; return last, nil },
+			code: ExitProtocol, want: "done announces 302 results, 300 came", told: 300},
+		{name: "a path with escapes", chunk: at(1, func(p results, _ fcopy.FileResult) results { p[0].Path = "/dst/\x1b]0;owned\x07x"; return p }),
+			told: 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dst := t.TempDir() // removed after the remote has ended (newEnv's wait)
+			e := newEnv(t, lanetest.Link{}, 1)
+			var mu sync.Mutex
+			k, passed, changed := 0, 0, false
+			var held []byte // the latest chunk's line: the last one is changed at done
+			var heldPart results
+			var prev fcopy.FileResult
+			e.filterServer(func(line []byte) []byte {
+				mu.Lock()
+				defer mu.Unlock()
+				var m Msg
+				if err := json.Unmarshal(line, &m); err != nil {
+					t.Errorf("the server wrote %q", line)
+					return line
+				}
+				out := held
+				switch m.T {
+				case "results":
+					var d inflater
+					var part results
+					if err := d.decode(m.Z, &part); err != nil {
+						t.Errorf("the server's chunk: %v", err)
+						return line
+					}
+					last := part[len(part)-1]
+					if c.chunk != nil {
+						var did bool
+						if part, did = c.chunk(k, part, prev); did {
+							changed = true
+						}
+					}
+					if !changed {
+						passed += len(part)
+					}
+					m.Z = []byte("not DEFLATE")
+					if part != nil {
+						m.Z = deflated(t, part)
+					}
+					held, heldPart, prev, k = msgLine(t, m), part, last, k+1
+					return out
+				case "done":
+					if c.end != nil && held != nil {
+						last, extra := c.end(heldPart, &m)
+						out = msgLine(t, Msg{T: "results", Z: deflated(t, last)})
+						if extra != nil {
+							out = append(out, msgLine(t, Msg{T: "results", Z: deflated(t, extra)})...)
+						}
+					}
+					held = nil
+					return append(out, msgLine(t, m)...)
+				}
+				held = nil
+				return append(out, line...)
+			})
+			var told results
+			o := e.options()
+			o.Recursive = true
+			o.File = func(f fcopy.FileResult) { mu.Lock(); told = append(told, f); mu.Unlock() }
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, err := Push(ctx, o, []string{top}, "host", dst)
+			if ExitCode(err) != c.code || c.code != 0 && !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("push: %v (exit %d), want exit %d saying %q", err, ExitCode(err), c.code, c.want)
+			}
+			if err != nil {
+				noControlBytes(t, err.Error())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := c.told
+			if want < 0 {
+				want = passed
+				if !changed || k < 3 {
+					t.Fatalf("%d chunks came, the third not changed", k)
+				}
+			}
+			if len(told) != want {
+				t.Fatalf("File told of %d files, want %d", len(told), want)
+			}
+			for i, f := range told {
+				sum := sums[f.Name]
+				if f.Name != sent[i] || f.Size != int64(files[f.Name]) || f.Sum != hex.EncodeToString(sum[:]) {
+					t.Fatalf("File told of %+v as the %d-th file, want %s", f, i, sent[i])
+				}
+				noControlBytes(t, f.Path)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +95,8 @@ type env struct {
 	realUDP bool
 	// serveLog is the remote end's debug logger (ServeOptions.DebugLog).
 	serveLog func(format string, args ...any)
+	// checkpoint is both ends' Options.CheckpointEvery and ServeOptions.CheckpointEvery.
+	checkpoint int64
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -134,7 +137,7 @@ func (e *env) lanes(a netip.Addr) LaneOpener {
 
 // options are client options for a copy through the environment.
 func (e *env) options() Options {
-	return Options{Start: e.start, Lanes: e.lanes(clientHost)}
+	return Options{Start: e.start, Lanes: e.lanes(clientHost), CheckpointEvery: e.checkpoint}
 }
 
 // start is the Starter: Serve in a goroutine on pipes.
@@ -156,7 +159,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 	if sshConn == "" {
 		sshConn = fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost)
 	}
-	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports, DebugLog: e.serveLog}
+	so := ServeOptions{SSHConnection: sshConn, Lanes: e.lanes(serverHost), Ports: ports, DebugLog: e.serveLog, CheckpointEvery: e.checkpoint}
 	if e.realUDP {
 		so.Lanes = nil
 	}
@@ -525,5 +528,78 @@ func TestInProcessTree(t *testing.T) {
 	}
 	if g := got["link-out-dir/victim"]; g.Kind != "file" || g.Sum != before["victim"].Sum {
 		t.Errorf("pull -L: link-out-dir/victim is %s", g)
+	}
+}
+
+// lineFilter passes what is written to w through line, one whole control message (a line, with
+// its newline) at a time: line may change it, hold it (block) or drop it (nil). It stands between
+// an end and its control channel, where a test plays a hostile peer or watches the conversation.
+type lineFilter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	buf  []byte
+	line func([]byte) []byte
+}
+
+func (f *lineFilter) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf = append(f.buf, b...)
+	for {
+		i := bytes.IndexByte(f.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		l := f.line(bytes.Clone(f.buf[:i+1]))
+		f.buf = f.buf[i+1:]
+		if len(l) > 0 {
+			if _, err := f.w.Write(l); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+func (f *lineFilter) Close() error {
+	if c, ok := f.w.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// msgLine is m as a control message's line.
+func msgLine(t *testing.T, m Msg) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Error(err)
+	}
+	return append(b, '\n')
+}
+
+// filteredRemote is a remote peer in this process whose control channel's input (what the
+// client writes) goes through a lineFilter.
+type filteredRemote struct {
+	*pipeRemote
+	in *lineFilter
+}
+
+func (r *filteredRemote) Control() (io.Reader, io.WriteCloser) { return r.out, r.in }
+
+// filterClient is a Starter for e whose remote peer reads the client's messages through line.
+func (e *env) filterClient(line func([]byte) []byte) Starter {
+	return func(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
+		r, err := e.start(ctx, host, args, preface)
+		if err != nil {
+			return nil, err
+		}
+		p := r.(*pipeRemote)
+		return &filteredRemote{pipeRemote: p, in: &lineFilter{w: p.in, line: line}}, nil
+	}
+}
+
+// filterServer makes e's remote peer the real Serve, whose messages reach the client through line.
+func (e *env) filterServer(line func([]byte) []byte) {
+	e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
+		return Serve(ctx, r, &lineFilter{w: w, line: line}, pub, so)
 	}
 }

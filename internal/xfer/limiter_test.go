@@ -1,11 +1,8 @@
 package xfer
 
 import (
-	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	fcopy "github.com/farwing/farwing/copy"
 )
@@ -54,33 +51,6 @@ func TestCheckVerdicts(t *testing.T) {
 	}
 	if s := got[3].State; len(s) > 24 || strings.ContainsAny(s, "\x1b\x07") {
 		t.Errorf("state %q not clipped and escaped", s)
-	}
-}
-
-// TestCheckResultsPath: the path a receiver reports for a verified file is its word: kept valid
-// UTF-8, at most maxResultPath bytes and escaped before it reaches --json; a verdict for other
-// bytes is still refused.
-func TestCheckResultsPath(t *testing.T) {
-	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "a", Size: 3, Mode: 0o644}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sums := [][32]byte{{1, 2, 3}}
-	sum := hex.EncodeToString(sums[0][:])
-	res := []fcopy.FileResult{{Name: "a", Size: 3, Sum: sum, Path: "/home/u/\x1b]0;owned\x07a" + strings.Repeat("é", 5000) + "\xff"}}
-	if err := checkResults(plan, sums, res); err != nil {
-		t.Fatal(err)
-	}
-	p := res[0].Path
-	if strings.ContainsAny(p, "\x1b\x07") || !utf8.ValidString(p) || len(p) > 4*maxResultPath {
-		t.Errorf("reported path kept as %q… (%d bytes)", p[:min(len(p), 40)], len(p))
-	}
-	if !strings.HasPrefix(p, "/home/u/") {
-		t.Errorf("the path's plain part changed: %q…", p[:min(len(p), 40)])
-	}
-	res = []fcopy.FileResult{{Name: "a", Size: 3, Sum: strings.Repeat("0", 64), Path: "/x"}}
-	if err := checkResults(plan, sums, res); !errors.Is(err, fcopy.ErrVerify) {
-		t.Errorf("a verdict for other bytes: %v, want ErrVerify", err)
 	}
 }
 

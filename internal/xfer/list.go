@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
@@ -34,15 +36,16 @@ const (
 	maxChunkWire    = maxChunkRaw/3*4 + 4096
 )
 
-// chunkEntries and chunkRaw are where a sender cuts its chunks (variables: tests cut smaller
-// ones). One entry is at most some 50 KiB of JSON (4,096 bytes of name and 4,095 of link target,
-// each byte escaped as \u00XX at worst), so a chunk cut after chunkRaw stays below maxChunkRaw.
-var (
-	chunkEntries = 2048
-	chunkRaw     = 1 << 20
-)
+// chunkEntries and chunkRaw are where a sender cuts its chunks (chunkEntries is a variable: this
+// package's tests cut smaller ones, to have many chunks of a small tree). One entry is at most
+// some 50 KiB of JSON (4,096 bytes of name and 4,095 of link target, each byte escaped as \u00XX
+// at worst), so a chunk cut after chunkRaw stays below maxChunkRaw.
+var chunkEntries = 2048
 
-// listWait bounds the wait for each chunk: a peer that stops half way is silent (PeerIdle).
+const chunkRaw = 1 << 20
+
+// listWait bounds the wait for each chunk: a peer that stops half way is silent (PeerIdle; a
+// variable: TestListSilent waits less).
 var listWait = PeerIdle
 
 // ErrListLimit marks a file list beyond what a transfer carries (maxListEntries, maxListBytes).
@@ -62,55 +65,73 @@ func checkListSize(files []fcopy.File) error {
 // maxListBytes ends with an error in errc instead.
 func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) { return encodeChunks(files) }
 
-// encodeChunks encodes items into chunks of a JSON array each, DEFLATE-compressed, cut at
-// chunkEntries items or chunkRaw bytes of text (list and results messages).
+// encodeChunks encodes items into chunks in the background (cutChunks), for a list that is
+// sent while other work goes on.
 func encodeChunks[T any](items []T) (<-chan []byte, <-chan error) {
 	out := make(chan []byte, 16)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(out)
-		var raw, z bytes.Buffer
-		fw, _ := flate.NewWriter(&z, flate.BestSpeed)
-		var total int64
-		n := 0
-		flush := func() {
-			raw.WriteByte(']')
-			total += int64(raw.Len())
-			z.Reset()
-			fw.Reset(&z)
-			fw.Write(raw.Bytes())
-			fw.Close()
-			out <- bytes.Clone(z.Bytes())
-			raw.Reset()
-			n = 0
-		}
-		for i := range items {
-			b, err := json.Marshal(&items[i])
-			if err != nil {
-				errc <- err
-				return
-			}
-			if n > 0 && (n >= chunkEntries || raw.Len()+len(b) >= chunkRaw) {
-				flush()
-			}
-			if n == 0 {
-				raw.WriteByte('[')
-			} else {
-				raw.WriteByte(',')
-			}
-			raw.Write(b)
-			n++
-			if total+int64(raw.Len()) > maxListBytes {
-				errc <- fmt.Errorf("%w: %w: more than %d MiB of names and attributes; copy the tree in parts", fcopy.ErrSource, ErrListLimit, maxListBytes>>20)
-				return
-			}
-		}
-		if n > 0 {
-			flush()
-		}
-		errc <- nil
+		var c chunker
+		errc <- cutChunks(&c, items, func(z []byte) error { out <- z; return nil })
 	}()
 	return out, errc
+}
+
+// chunker holds what cutting chunks needs (the text, the DEFLATE writer and its output) and the
+// text cut so far, for one list or one verdict however many calls of cutChunks it takes.
+type chunker struct {
+	raw, z bytes.Buffer
+	fw     *flate.Writer
+	total  int64
+}
+
+// cutChunks encodes items into chunks of a JSON array each, DEFLATE-compressed, cut at
+// chunkEntries items or chunkRaw bytes of text (list and results messages), and hands each to
+// emit (a copy it may keep), in order. Text beyond maxListBytes, over all the calls on c, is an
+// error, as is emit's.
+func cutChunks[T any](c *chunker, items []T, emit func([]byte) error) error {
+	if c.fw == nil {
+		c.fw, _ = flate.NewWriter(&c.z, flate.BestSpeed)
+	}
+	c.raw.Reset()
+	n := 0
+	flush := func() error {
+		c.raw.WriteByte(']')
+		c.total += int64(c.raw.Len())
+		c.z.Reset()
+		c.fw.Reset(&c.z)
+		c.fw.Write(c.raw.Bytes())
+		c.fw.Close()
+		c.raw.Reset()
+		n = 0
+		return emit(bytes.Clone(c.z.Bytes()))
+	}
+	for i := range items {
+		b, err := json.Marshal(&items[i])
+		if err != nil {
+			return err
+		}
+		if n > 0 && (n >= chunkEntries || c.raw.Len()+len(b) >= chunkRaw) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if n == 0 {
+			c.raw.WriteByte('[')
+		} else {
+			c.raw.WriteByte(',')
+		}
+		c.raw.Write(b)
+		n++
+		if c.total+int64(c.raw.Len()) > maxListBytes {
+			return fmt.Errorf("%w: %w: more than %d MiB of names and attributes; copy the tree in parts", fcopy.ErrSource, ErrListLimit, maxListBytes>>20)
+		}
+	}
+	if n > 0 {
+		return flush()
+	}
+	return nil
 }
 
 // inflater decodes chunks: one DEFLATE reader and one buffer for all of them.
@@ -218,21 +239,105 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 	return files, nil
 }
 
-// sendDone sends the receiver's verdict: its results in "results" chunks (as the file list
-// travels: a verdict on 100,000 files of long names is some 100 MB of JSON), then done with their
-// number and this end's stats.
-func sendDone(ctl *Control, results []fcopy.FileResult, st *PeerStats) error {
-	chunks, errc := encodeChunks(results)
-	if err := sendAs(ctl, "results", chunks, errc); err != nil {
-		return err
-	}
-	return ctl.Send(Msg{T: "done", Entries: len(results), Stats: st})
+// confirmEvery is how often at most a receiver sends its confirmations of the files it placed
+// since the last ones (unless a chunk's worth waits): a program driving a long copy hears of each
+// file soon after it is in place, and a tree of 100,000 small files costs some 5 messages a
+// second, not one per file.
+const confirmEvery = 200 * time.Millisecond
+
+// confirmer sends a receiver's confirmations of the files it has verified and placed, as it
+// places them (docs/PROTOCOL.md, "File list"): the results wait in a queue and leave in "results"
+// chunks, as the file list travels, every confirmEvery or as soon as a chunk's worth waits;
+// done, once every file is placed, counts them all. The writer only queues (add), never waits on
+// the control channel.
+type confirmer struct {
+	ctl   *Control
+	mu    sync.Mutex
+	queue []fcopy.FileResult
+	kick  chan struct{} // a chunk's worth waits
+	stop  chan struct{}
+	ended chan struct{}
+	// Owned by the sending goroutine until ended is closed:
+	c    chunker
+	sent int   // results sent
+	err  error // the first error sending them; nothing more is sent after it
 }
 
-// recvDone takes the receiver's verdict: results chunks, each checked as it arrives (at most
-// maxChunkEntries and maxChunkRaw, never more results in all than the want files sent), then
-// done with their number. What the results say is checked afterwards (checkResults).
-func recvDone(ctx context.Context, ctl *Control, want int) (Msg, error) {
+// newConfirmer starts sending confirmations on ctl.
+func newConfirmer(ctl *Control) *confirmer {
+	c := &confirmer{ctl: ctl, kick: make(chan struct{}, 1), stop: make(chan struct{}), ended: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+// add queues the confirmation of a file verified and in place; safe for concurrent use.
+func (c *confirmer) add(r fcopy.FileResult) {
+	c.mu.Lock()
+	c.queue = append(c.queue, r)
+	full := len(c.queue) >= chunkEntries
+	c.mu.Unlock()
+	if full {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *confirmer) run() {
+	defer close(c.ended)
+	t := time.NewTicker(confirmEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-c.kick:
+		case <-c.stop:
+			c.send()
+			return
+		}
+		c.send()
+	}
+}
+
+// send sends what waits, in chunks.
+func (c *confirmer) send() {
+	c.mu.Lock()
+	q := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	if len(q) == 0 || c.err != nil {
+		return
+	}
+	c.err = cutChunks(&c.c, q, func(z []byte) error { return c.ctl.Send(Msg{T: "results", Z: z}) })
+	if c.err == nil {
+		c.sent += len(q)
+	}
+}
+
+// close sends what still waits and stops; it returns how many confirmations were sent, or why
+// they could not all be. Call it once, after the last add.
+func (c *confirmer) close() (int, error) {
+	close(c.stop)
+	<-c.ended
+	return c.sent, c.err
+}
+
+// done ends the receiver's verdict: the confirmations that still wait, then done with their
+// number (over the whole copy) and this end's stats.
+func (c *confirmer) done(st *PeerStats) error {
+	n, err := c.close()
+	if err != nil {
+		return err
+	}
+	return c.ctl.Send(Msg{T: "done", Entries: n, Stats: st})
+}
+
+// recvDone takes the receiver's confirmations and its verdict: results chunks, which come while
+// the data travels, each checked as it arrives (at most maxChunkEntries and maxChunkRaw, never
+// more results in all than the want files sent) and handed to take (nil: none), whose error ends
+// it; then done with their number. The results are returned in the done message.
+func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.FileResult) error) (Msg, error) {
 	var results []fcopy.FileResult
 	var d inflater
 	for chunk := 0; ; chunk++ {
@@ -241,7 +346,7 @@ func recvDone(ctx context.Context, ctl *Control, want int) (Msg, error) {
 			return m, err
 		}
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: the receiver's verdict: chunk %d (after %d results of the %d files sent): %s", ErrProtocol, chunk, len(results), want, fmt.Sprintf(format, args...))
+			return fmt.Errorf("%w: the receiver's confirmations: chunk %d (after %d results of the %d files sent): %s", ErrProtocol, chunk, len(results), want, fmt.Sprintf(format, args...))
 		}
 		switch m.T {
 		case "results":
@@ -256,6 +361,11 @@ func recvDone(ctx context.Context, ctl *Control, want int) (Msg, error) {
 				return Msg{}, bad("%d results, more than %d", len(part), maxChunkEntries)
 			case len(part) > want-len(results):
 				return Msg{}, bad("%d results, more than the files sent", len(part))
+			}
+			if take != nil {
+				if err := take(part); err != nil {
+					return Msg{}, err
+				}
 			}
 			results = append(results, part...)
 		case "done":

@@ -284,6 +284,15 @@ func TestListLimit(t *testing.T) {
 	}
 }
 
+// sendDone sends results as a receiver's confirmer does, all at once, then done.
+func sendDone(c *Control, results []fcopy.FileResult, st *PeerStats) error {
+	conf := newConfirmer(c)
+	for _, r := range results {
+		conf.add(r)
+	}
+	return conf.done(st)
+}
+
 // TestVerdictChunks: the receiver's verdict on 5,000 files travels in results chunks and reads
 // back whole; a verdict with more results than files sent, a done whose count differs from the
 // results that came, a chunk beyond the bounds or another message is refused as a protocol
@@ -304,7 +313,7 @@ func TestVerdictChunks(t *testing.T) {
 		return r
 	}
 	r := verdict(func(c *Control) { sendDone(c, results, &PeerStats{Datagrams: 7}) })
-	m, err := recvDone(context.Background(), r, len(results))
+	m, err := recvDone(context.Background(), r, len(results), nil)
 	if err != nil || len(m.Results) != len(results) || m.Results[4999] != results[4999] || m.Stats == nil || m.Stats.Datagrams != 7 {
 		t.Fatalf("verdict: %v, %d results", err, len(m.Results))
 	}
@@ -324,7 +333,7 @@ func TestVerdictChunks(t *testing.T) {
 		{"another message", func(c *Control) { c.Send(Msg{T: "have"}) }, `got "have", expected "results" or "done"`},
 	} {
 		r := verdict(c.send)
-		_, err := recvDone(context.Background(), r, len(results))
+		_, err := recvDone(context.Background(), r, len(results), nil)
 		if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}

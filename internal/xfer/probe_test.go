@@ -85,7 +85,7 @@ func hostileSender(files []fcopy.File, data map[string][]byte, before func(ctl *
 			}
 			return bytes.NewReader(b), io.NopCloser(nil), nil
 		}
-		_, err = runSend(ctx, ctl, path, tuning.Settings{}, plan, open, session.SenderConfig{Window: tuning.ClampWindow(acc.Window), FEC: fec.Mode{Kind: fec.ModeOff}}, acc.AutoWindow, nil)
+		_, err = runSend(ctx, ctl, path, tuning.Settings{}, plan, open, session.SenderConfig{Window: tuning.ClampWindow(acc.Window), FEC: fec.Mode{Kind: fec.ModeOff}}, acc.AutoWindow, nil, nil)
 		return err
 	}
 }
@@ -423,7 +423,7 @@ func hostilePush(t *testing.T, e *env, dest string, files []fcopy.File, data map
 		}
 		return bytes.NewReader(b), io.NopCloser(nil), nil
 	}
-	_, err = runSend(c.ctx, c.ctl, c.path, tuning.Settings{}, plan, open, session.SenderConfig{Window: 16, InitialRTT: c.rtt, FEC: fec.Mode{Kind: fec.ModeOff}}, false, nil)
+	_, err = runSend(c.ctx, c.ctl, c.path, tuning.Settings{}, plan, open, session.SenderConfig{Window: 16, InitialRTT: c.rtt, FEC: fec.Mode{Kind: fec.ModeOff}}, false, nil, nil)
 	return err
 }
 

@@ -22,6 +22,17 @@ import (
 
 const resumeSize = 24 << 20
 
+// resumeCheckpoint is how often the writers of the resume tests checkpoint (Options and
+// ServeOptions.CheckpointEvery): a file of resumeSize gets several checkpoints.
+const resumeCheckpoint = 2 << 20
+
+// resumeEnv is newEnv whose writers, at both ends, checkpoint every resumeCheckpoint.
+func resumeEnv(t *testing.T, link lanetest.Link, seed uint64) *env {
+	e := newEnv(t, link, seed)
+	e.checkpoint = resumeCheckpoint
+	return e
+}
+
 // partials lists the partial files and records in dir.
 func partials(dir string) (parts, recs int) {
 	ents, _ := os.ReadDir(dir)
@@ -53,7 +64,7 @@ func (s *stopper) progress(p Progress) {
 // checks that the receiving side kept a partial file and its record.
 func interruptedRun(t *testing.T, push, killClient bool, src, remote, local string) {
 	t.Helper()
-	e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 7)
+	e := resumeEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	serverCtx, stopServer := context.WithCancel(context.Background())
@@ -112,7 +123,6 @@ func rerun(t *testing.T, push bool, o Options, src, remote, local string) *Resul
 // last checkpoint counted), sends no more than the rest (payload bytes exactly the rest, wire bytes less than
 // the file), and the file is the source's; nothing temporary is left.
 func TestInProcessResume(t *testing.T) {
-	defer fcopy.SetCheckpointEvery(2 << 20)()
 	for _, c := range []struct {
 		name             string
 		push, killClient bool
@@ -130,7 +140,7 @@ func TestInProcessResume(t *testing.T) {
 				tree(t, remote, map[string]int{"big": resumeSize})
 			}
 			interruptedRun(t, c.push, c.killClient, src, remote, local)
-			e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 8)
+			e := resumeEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 8)
 			res := rerun(t, c.push, e.options(), src, remote, local)
 			if res.ResumedFiles != 1 || res.ResumedBytes <= 0 || res.ResumedBytes%fcopy.BlockSize != 0 || res.ResumedBytes >= resumeSize {
 				t.Fatalf("resumed %d files, %d bytes", res.ResumedFiles, res.ResumedBytes)
@@ -157,13 +167,12 @@ func TestInProcessResume(t *testing.T) {
 // whole (nothing spliced); so is one resumed with --no-resume, which also leaves no partial file
 // when it is interrupted itself.
 func TestInProcessResumeStartsOver(t *testing.T) {
-	defer fcopy.SetCheckpointEvery(2 << 20)()
 	src, remote := t.TempDir(), t.TempDir()
 	tree(t, src, map[string]int{"big": resumeSize})
 	interruptedRun(t, true, true, src, remote, "")
 	later := time.Now().Add(time.Hour)
 	os.Chtimes(filepath.Join(src, "big"), later, later)
-	e := newEnv(t, lanetest.Link{}, 9)
+	e := resumeEnv(t, lanetest.Link{}, 9)
 	res := rerun(t, true, e.options(), src, remote, "")
 	if res.ResumedFiles != 0 || res.Bytes != resumeSize {
 		t.Fatalf("changed source: resumed %d files, %d bytes; sent %d", res.ResumedFiles, res.ResumedBytes, res.Bytes)
@@ -229,7 +238,6 @@ func TestPushHostileResumeOffer(t *testing.T) {
 // blocks do not match them makes it keep nothing (the whole file comes again, and is the
 // source's); digests of the wrong length, or for a file not offered, are refused (exit 10).
 func TestPullHostileResumeSums(t *testing.T) {
-	defer fcopy.SetCheckpointEvery(2 << 20)()
 	for _, c := range []struct {
 		what   string
 		tamper func(m *Msg)
@@ -243,7 +251,7 @@ func TestPullHostileResumeSums(t *testing.T) {
 			remote, local := t.TempDir(), t.TempDir()
 			tree(t, remote, map[string]int{"big": resumeSize})
 			interruptedRun(t, false, true, "", remote, local)
-			e := newEnv(t, lanetest.Link{}, 2)
+			e := resumeEnv(t, lanetest.Link{}, 2)
 			e.serve = tamperServe(nil, func(m *Msg) {
 				if m.T == "sums" {
 					c.tamper(m)

@@ -33,6 +33,8 @@ type ServeOptions struct {
 	// DebugLog is where the engines print their state (a line per call, without its newline;
 	// nil: nowhere) when Tuning.Debug is on or the client's hello asks for it.
 	DebugLog func(format string, args ...any)
+	// CheckpointEvery is Options.CheckpointEvery for this end's writer (a push's receiver).
+	CheckpointEvery int64
 }
 
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
@@ -165,7 +167,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			return fail(err)
 		}
 		_, err = runRecv(ctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
-			Records: !hello.NoResume, Resume: parts}), window, hello.AutoWindow, true, nil)
+			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
 		return err
 	case "send":
 		var paths []string
@@ -229,7 +231,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 		}
 		_, err = runSend(ctx, ctl, path, so.Tuning, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
-			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil)
+			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil, nil)
 		return err
 	case "doctor":
 		return serveDoctor(ctx, ctl, path, so.SSHConnection)

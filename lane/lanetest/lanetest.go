@@ -155,7 +155,7 @@ func (n *Network) route(from, to netip.AddrPort, b []byte) (c *Conn, at time.Tim
 		if start.Sub(now) > time.Duration(float64(q)*8/l.Rate*float64(time.Second)) {
 			return nil, at, 0, false // the queue is full
 		}
-		l.busy = start.Add(time.Duration(float64(len(b)+28) * 8 / l.Rate * float64(time.Second)))
+		l.busy = start.Add(time.Duration(float64(len(b)+lane.IPv4UDPHeaders) * 8 / l.Rate * float64(time.Second)))
 		at = l.busy
 	}
 	at = at.Add(l.Delay)

@@ -52,8 +52,18 @@ is logged on stderr with its unix time ("lab: at +8.000s (unix T): ...").
 flags:
 `
 
+// Options are what the lab subcommand takes from the process that runs it: its caller
+// (cmd/farwing) reads them there, once.
+type Options struct {
+	Stdin          io.Reader // COMMAND's standard input (nil: nothing, /dev/null)
+	Stdout, Stderr io.Writer
+	// Shell is what runs in namespace A without a COMMAND (cmd/farwing: $SHELL; "": /bin/sh).
+	Shell string
+}
+
 // Main runs the lab subcommand; args exclude the subcommand name.
-func Main(args []string, stdout, stderr io.Writer) int {
+func Main(args []string, o Options) int {
+	stdout, stderr := o.Stdout, o.Stderr
 	fs := pflag.NewFlagSet("lab", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SetInterspersed(false)
@@ -161,7 +171,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	command := fs.Args()
 	if len(command) == 0 {
-		shell := os.Getenv("SHELL")
+		shell := o.Shell
 		if shell == "" {
 			shell = "/bin/sh"
 		}
@@ -178,7 +188,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd := l.Command(l.NSA, command[0], command[1:]...)
 	cmd.Env = env
-	cmd.Stdin = os.Stdin
+	cmd.Stdin = o.Stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	// Report the command's traffic, not sshd's readiness probes.

@@ -2,6 +2,8 @@ package labcli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +70,7 @@ func TestMainRunsCommand(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"--rate", "50M", "--rtt", "20ms", "--loss", "0.1%", "--",
 		"sh", "-c", `ssh -F "$FARWING_LAB_SSH_CONFIG" "$FARWING_LAB_HOST" 'echo ok > f; cat f; echo "$HOME"' && exit 3`},
-		&stdout, &stderr)
+		Options{Stdout: &stdout, Stderr: &stderr})
 	t.Logf("stderr:\n%s", stderr.String())
 	if code != 3 {
 		t.Errorf("exit code %d, want the command's 3", code)
@@ -83,7 +85,7 @@ func TestMainRunsCommand(t *testing.T) {
 
 func TestMainBadFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := Main([]string{"--rate", "fast", "--", "true"}, &stdout, &stderr); code != 2 {
+	if code := Main([]string{"--rate", "fast", "--", "true"}, Options{Stdout: &stdout, Stderr: &stderr}); code != 2 {
 		t.Errorf("bad --rate: exit %d, want 2 (%s)", code, stderr.String())
 	}
 }
@@ -166,13 +168,13 @@ func TestSchedule(t *testing.T) {
 // and a bad --at is a usage error.
 func TestMainAt(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := Main([]string{"--at", "8s:speed=1", "--", "true"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "unknown key") {
+	if code := Main([]string{"--at", "8s:speed=1", "--", "true"}, Options{Stdout: &stdout, Stderr: &stderr}); code != 2 || !strings.Contains(stderr.String(), "unknown key") {
 		t.Errorf("bad --at: exit %d, want 2 (%s)", code, stderr.String())
 	}
 	labtest.Skip(t)
 	stderr.Reset()
 	code := Main([]string{"--no-ssh", "--rate", "50M", "--rtt", "20ms", "--at", "200ms:rate=25M", "--at", "5s:rate=1M",
-		"--", "sh", "-c", "echo before >&2; sleep 0.6; echo after >&2"}, &stdout, &stderr)
+		"--", "sh", "-c", "echo before >&2; sleep 0.6; echo after >&2"}, Options{Stdout: &stdout, Stderr: &stderr})
 	out := stderr.String()
 	t.Logf("stderr:\n%s", out)
 	if code != 0 {
@@ -193,5 +195,28 @@ func TestFormatRate(t *testing.T) {
 		if got := FormatRate(bps); got != want {
 			t.Errorf("FormatRate(%g) = %q, want %q", bps, got, want)
 		}
+	}
+}
+
+// TestMainShell: without a COMMAND the lab runs Options.Shell in namespace A, with the standard
+// input given and the lab's variables, and exits with its status; without a Shell, /bin/sh.
+func TestMainShell(t *testing.T) {
+	labtest.Skip(t)
+	shell := filepath.Join(t.TempDir(), "shell")
+	os.WriteFile(shell, []byte("#!/bin/sh\nread line; echo \"$line in $FARWING_LAB_NS_A\"; exit 4\n"), 0o755)
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"--no-ssh", "--rate", "50M", "--rtt", "2ms"},
+		Options{Stdin: strings.NewReader("hello\n"), Stdout: &stdout, Stderr: &stderr, Shell: shell})
+	t.Logf("stderr:\n%s", stderr.String())
+	if out := stdout.String(); code != 4 || !strings.HasPrefix(out, "hello in ") || len(out) <= len("hello in \n") {
+		t.Errorf("exit %d, stdout %q; want the shell's 4 and its line naming namespace A", code, out)
+	}
+	if !strings.Contains(stderr.String(), "interactive "+shell) {
+		t.Errorf("stderr does not name the shell %s", shell)
+	}
+	stderr.Reset()
+	if code := Main([]string{"--no-ssh", "--rate", "50M", "--rtt", "2ms"}, Options{Stdout: &stdout, Stderr: &stderr}); code != 0 ||
+		!strings.Contains(stderr.String(), "interactive /bin/sh") {
+		t.Errorf("without a Shell: exit %d; want /bin/sh, ending at once on no input (%s)", code, stderr.String())
 	}
 }

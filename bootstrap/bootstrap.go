@@ -55,8 +55,8 @@ type SSH struct {
 	// Notice, when set, is told what first contact is doing that takes time (one line, e.g.
 	// "installing farwing on HOST (10.2 MB)"), for a terminal that would otherwise stay silent.
 	Notice func(line string)
-	// Uploading, when set, is told how much of the peer has been handed to ssh while it is
-	// installed (sent of total bytes, the last call with sent == total).
+	// Uploading, when set, is told how much of the peer the remote has stored while it is
+	// installed (stored of total bytes, as acknowledged; the last call with stored == total).
 	Uploading func(sent, total int64)
 	// BBR lets Start carry ssh's connection over farwing's own ProxyCommand (ssh-proxy), whose
 	// TCP socket asks for BBR, where the kernel's default is a loss-based one and the user's
@@ -64,10 +64,11 @@ type SSH struct {
 	BBR bool
 	// Log, when set, is told what Start decided (-v).
 	Log     func(format string, args ...any)
-	mux     bool   // Start found that Persist applies to this host
-	muxLive bool   // Start found a shared connection that answers locally: the first session rides on it
-	proxy   string // the ProxyCommand Start chose ("" none)
-	SSHPath string // default "ssh"
+	mux     bool          // Start found that Persist applies to this host
+	muxLive bool          // Start found a shared connection that answers locally: the first session rides on it
+	proxy   string        // the ProxyCommand Start chose ("" none)
+	SSHPath string        // default "ssh"
+	upload  *uploadTuning // nil: defaultUpload
 }
 
 // Flags are the ssh flags as `farwing copy` and scp take them (-F -i -P -o -J), without the
@@ -187,14 +188,19 @@ type Peer struct {
 	// Took is the first contact's time: from Start to the remote's word that the peer runs
 	// (including the ssh handshake and, when Uploaded, the upload and its check).
 	Took time.Duration
-	// SentBytes is how many bytes of peer crossed (0 unless Uploaded), in Format: "gzip" or
-	// "raw".
-	SentBytes int64
-	Format    string
+	// SentBytes is the size of the peer as it crossed (0 unless Uploaded), in Format: "gzip" or
+	// "raw"; parts sent twice (over a slow main session and another connection) are not counted
+	// here but in ResentBytes. UploadSessions is how many ssh sessions carried parts of it: 1,
+	// more where the main session was slow.
+	SentBytes      int64
+	Format         string
+	UploadSessions int
+	ResentBytes    int64
 	// HostName is the address ssh connects to for the host (`ssh -G`), so that UDP goes to the
 	// same place even when the host is an alias from ssh_config; "" if ssh did not say.
 	HostName string
 	prefaced chan struct{} // closed when the preface has been written
+	began    time.Time     // when ssh was started
 	waitOnce sync.Once
 	waitErr  error
 }
@@ -245,14 +251,23 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
 // intact. Otherwise it reads and drops the preface (prefaceLen bytes the client sent before the
 // answer), reports what is needed with the formats it can unpack, and reads the peer from its
-// standard input: a line "FARWING-UPLOAD FORMAT N", then exactly N bytes, which it unpacks into a
-// temporary file (mode 0600; the peer itself runs with the session's umask) of the cache
-// directory. Only a file whose SHA-256 is this build's is made executable, renamed into place
-// atomically and started, on the rest of the same stdin: the control channel. The client sends
-// nothing after the N bytes until the remote's "ok", so no reader can take bytes of the control
-// channel, and a short or corrupt upload fails the hash check. Installing a build is also when the cache is tidied: other builds installed more than
-// pruneDays ago, and uploads abandoned for a day, are removed (a build still in use elsewhere is
-// uploaded again by its next copy; a running peer is not affected).
+// standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
+// digits the client chose at random), then any number of "FARWING-PART OFFSET LEN" lines, each
+// followed by exactly LEN bytes, which it stores as DIR/.farwing-HASH16.ID.OFFSET-LEN.tmp (mode
+// 0600) and acknowledges with "FARWING-GOT OFFSET LEN". Other ssh connections may store parts
+// there too (partScript). "FARWING-JOIN OFFSET-LEN ..." names the parts that make the upload, in
+// order: they must tile 0..N exactly (else badupload); those not there are named back in
+// "FARWING-MISSING OFFSET-LEN ...", and the client sends them and joins again. A complete join is
+// concatenated and unpacked into a temporary file (mode 0600; the peer itself runs with the
+// session's umask) of the cache directory, and the parts removed. Only a file whose SHA-256 is
+// this build's is made executable, renamed into place atomically and started, on the rest of the
+// same stdin: the control channel. The client sends nothing after the join until the remote's
+// "ok", so no reader can take bytes of the control channel, and a short or corrupt part fails the
+// hash check. Every number must be decimal without leading zeros, at most 10 digits, and every
+// part inside N (else badupload: nothing run, this upload's parts removed). Installing a build is
+// also when the cache is tidied: other builds installed more than pruneDays ago, and uploads
+// abandoned for a day (parts included), are removed (a build still in use elsewhere is uploaded
+// again by its next copy; a running peer is not affected).
 //
 // Only POSIX shell and tools: head -c (dd bs=1 where head has no -c), gzip where present, and a
 // SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
@@ -261,9 +276,10 @@ func startScript(id Identity, serveArgs string, prefaceLen int) string {
 	if prefaceLen > 0 {
 		drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
 	}
+	h16 := id.Hash[:16]
 	return `h() { ` + hashCmd + `; }
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
-p="$d/farwing-` + id.Hash[:16] + `"
+p="$d/farwing-` + h16 + `"
 s=$(uname -s); m=$(uname -m)
 if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
   echo "FARWING-PEER ok $s $m $p"
@@ -274,12 +290,44 @@ mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"
 if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi
 ` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
 echo "FARWING-PEER need $s $m $z $d"
-read -r w f n || exit 0
-case "$w:$f:$n" in FARWING-UPLOAD:gzip:[0-9]*|FARWING-UPLOAD:raw:[0-9]*) ;; *) echo "FARWING-PEER badupload"; exit 0;; esac
-case "$n" in *[!0-9]*) echo "FARWING-PEER badupload"; exit 0;; esac
-t="$d/.farwing-` + id.Hash[:16] + `.$$.tmp"
+q=
+b() { [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
+k() { case "$1" in ''|0?*|*[!0-9]*|???????????*) return 1;; esac; }
+read -r w f n i || exit 0
+case "$w:$f" in FARWING-UPLOAD:gzip|FARWING-UPLOAD:raw) ;; *) b;; esac
+k "$n" && [ "$n" -gt 0 ] || b
+case "$i" in ????????????????) ;; *) b;; esac
+case "$i" in *[!0-9a-f]*) b;; esac
+q="$d/.farwing-` + h16 + `.$i"
 u=$(umask); umask 077
-if [ "$f" = gzip ]; then r "$n" | gzip -dc >"$t" 2>/dev/null; else r "$n" >"$t"; fi
+j=
+while read -r w a; do
+  case "$a" in *[!0-9\ -]*) b;; esac
+  set -- $a
+  case "$w" in
+  FARWING-PART)
+    [ $# -eq 2 ] && k "$1" && k "$2" && [ "$2" -gt 0 ] && [ $(($1 + $2)) -le "$n" ] || b
+    r "$2" >"$q.$1-$2.tmp"
+    echo "FARWING-GOT $1 $2";;
+  FARWING-JOIN)
+    o=0; e=
+    for x; do
+      y=${x%-*}; l=${x#*-}
+      [ "$x" = "$y-$l" ] && k "$y" && k "$l" && [ "$y" -eq "$o" ] && [ "$l" -gt 0 ] || b
+      o=$((y + l)); [ "$o" -le "$n" ] || b
+      [ -f "$q.$x.tmp" ] || e="$e $x"
+    done
+    [ "$o" -eq "$n" ] || b
+    [ -n "$e" ] || { j=1; break; }
+    echo "FARWING-MISSING$e";;
+  *) b;;
+  esac
+done
+[ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
+t="$d/.farwing-` + h16 + `.$$.tmp"
+for x; do set -- "$@" "$q.$x.tmp"; shift; done
+if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
+rm -f "$q".*.tmp
 umask "$u"
 if [ "$(h "$t")" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
 chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
@@ -363,6 +411,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	if err != nil {
 		return nil, err
 	}
+	setup := time.Since(p.began) // ssh's start to the remote's first line: what another connection costs
 	if st.State == "ok" {
 		p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 		return p, nil
@@ -401,48 +450,20 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	if s.Notice != nil {
 		s.Notice(fmt.Sprintf("installing farwing on %s (%.1f MB)", escape.Text(host), float64(len(data))/1e6))
 	}
-	// The remote has read the preface (it said so after dropping it); the upload follows it.
-	<-p.prefaced
-	sent := make(chan error, 1)
-	go func() { sent <- s.upload(p.Stdin, format, data) }()
-	st, err = p.status(host)
+	up, err := s.install(ctx, host, p, setup, st.Path, id.Hash[:16], format, data)
 	if err != nil {
-		<-sent // ssh has ended: the write failed or is done
 		return nil, err
 	}
-	if st.State != "ok" {
-		p.Close(3 * time.Second) // the remote has stopped reading: ends the upload too
-		<-sent
+	if st = up.st; st.State != "ok" { // install has closed the session
 		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
-	}
-	if uerr := <-sent; uerr != nil { // the remote said ok after all N bytes: not expected
-		return fail(fmt.Errorf("%w: sending the peer to %s: %v", ErrSSH, host, uerr))
 	}
 	// The control channel starts now, with the preface again: the first one went to the shell.
 	p.prefaced = make(chan struct{})
 	go p.writePreface(preface)
 	p.Uploaded, p.SentBytes, p.Format = true, int64(len(data)), format
+	p.UploadSessions, p.ResentBytes = up.sessions, up.extra
 	p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 	return p, nil
-}
-
-// upload writes the peer to the remote script's stdin: the header line, then the bytes, telling
-// Uploading as it goes.
-func (s SSH) upload(w io.Writer, format string, data []byte) error {
-	if _, err := fmt.Fprintf(w, "FARWING-UPLOAD %s %d\n", format, len(data)); err != nil {
-		return err
-	}
-	const chunk = 256 << 10
-	for off := 0; off < len(data); off += chunk {
-		n, err := w.Write(data[off:min(off+chunk, len(data))])
-		if s.Uploading != nil {
-			s.Uploading(int64(off+n), int64(len(data)))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // payload is the peer as it travels in format: the executable as it is (raw), or compressed with
@@ -592,6 +613,7 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 		// reaches the terminal raw.
 		cmd.Stderr = io.MultiWriter(escape.NewWriter(os.Stderr), p.stderr)
 	}
+	p.began = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, peerStatus{}, fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
 	}
@@ -641,6 +663,31 @@ func (p *Peer) writePreface(preface []byte) {
 // status reads the remote shell's next status line; on anything else it ends ssh and explains.
 func (p *Peer) status(host string) (peerStatus, error) {
 	raw, err := p.Stdout.ReadSlice('\n') // at most the reader's 64 KiB
+	return p.statusOf(host, raw, err)
+}
+
+// uploadLine reads the remote script's next line during the upload: an acknowledgement, a list
+// of missing parts or, the last, a status line; on anything else it ends ssh and explains.
+func (p *Peer) uploadLine(host string) (uploadLine, error) {
+	raw, err := p.Stdout.ReadSlice('\n')
+	if line := string(raw); err == nil && (strings.HasPrefix(line, "FARWING-GOT ") || strings.HasPrefix(line, "FARWING-MISSING ")) {
+		l, perr := parseUploadLine(line)
+		if perr != nil {
+			p.Close(time.Second)
+			return uploadLine{}, fmt.Errorf("%w: %s answered with a %v during the upload: %s", ErrSSH, host, perr, escape.Quote(strings.TrimSpace(line)))
+		}
+		return l, nil
+	}
+	st, err := p.statusOf(host, raw, err)
+	if err != nil {
+		return uploadLine{}, err
+	}
+	return uploadLine{st: &st}, nil
+}
+
+// statusOf checks raw, a line read with err, as a status line; on anything else it ends ssh and
+// explains.
+func (p *Peer) statusOf(host string, raw []byte, err error) (peerStatus, error) {
 	line := string(raw)
 	st, perr := parseStatus(line)
 	if err != nil || perr != nil {

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +42,7 @@ func TestSSHArgs(t *testing.T) {
 }
 
 // baseTools are the commands the remote script uses besides a hash tool and gzip.
-var baseTools = []string{"sh", "uname", "mkdir", "cut", "head", "dd", "rm", "chmod", "mv", "find", "cat", "env", "touch"}
+var baseTools = []string{"sh", "uname", "mkdir", "cut", "head", "dd", "rm", "chmod", "mv", "find", "cat", "env", "touch", "wc"}
 
 // toolbox is a PATH directory holding only the named commands (links to the system's), so that the
 // remote script runs as on a host without the others.
@@ -100,17 +102,70 @@ func remoteSh(t *testing.T, home, path, script string, stdin []byte) string {
 	return string(out)
 }
 
-func upload(format string, data []byte) []byte {
-	return append([]byte(fmt.Sprintf("FARWING-UPLOAD %s %d\n", format, len(data))), data...)
+// upID is the upload id of the scripted uploads.
+const upID = "0123456789abcdef"
+
+// testPiece is the size of the scripted uploads' parts.
+const testPiece = 16 << 10
+
+func upHeader(format string, n int) []byte {
+	return []byte(fmt.Sprintf("FARWING-UPLOAD %s %d %s\n", format, n, upID))
 }
+
+// pieces cuts n bytes into parts of size bytes (the last shorter).
+func pieces(n, size int) []part {
+	var ps []part
+	for o := 0; o < n; o += size {
+		ps = append(ps, part{o, min(size, n-o)})
+	}
+	return ps
+}
+
+// sendParts are the main session's parts of data, in the order given.
+func sendParts(data []byte, ps ...part) []byte {
+	var b []byte
+	for _, c := range ps {
+		b = append(b, fmt.Sprintf("FARWING-PART %d %d\n", c.off, c.n)...)
+		b = append(b, data[c.off:c.off+c.n]...)
+	}
+	return b
+}
+
+func joinLine(ps ...part) []byte {
+	var s []string
+	for _, c := range ps {
+		s = append(s, c.String())
+	}
+	return []byte("FARWING-JOIN " + strings.Join(s, " ") + "\n")
+}
+
+// acks are the script's acknowledgements of the main session's parts ps.
+func acks(ps ...part) string {
+	var s string
+	for _, c := range ps {
+		s += fmt.Sprintf("FARWING-GOT %d %d\n", c.off, c.n)
+	}
+	return s
+}
+
+// upload is a whole upload of data in format over the main session: the header, parts of
+// testPiece bytes in order, the join.
+func upload(format string, data []byte) []byte {
+	ps := pieces(len(data), testPiece)
+	return cat(upHeader(format, len(data)), sendParts(data, ps...), joinLine(ps...))
+}
+
+// stored is what the script answers to upload(format, data) before its status.
+func stored(data []byte) string { return acks(pieces(len(data), testPiece)...) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 // TestStartScript runs first contact's remote script through a local sh with a fake home and a
 // PATH of chosen tools: the peer is read from stdin byte-exact (what follows reaches the started
 // peer untouched), started only when its SHA-256 matches, a cached peer that was tampered with
-// is never run and is replaced, a short or corrupt upload is refused and removed, a remote
-// without gzip asks for the raw file, and one without any SHA-256 tool says so.
+// is never run and is replaced, a corrupt upload or one cut short is refused and removed, a
+// malformed header is refused, a remote without gzip asks for the raw file, and one without any
+// SHA-256 tool says so.
 func TestStartScript(t *testing.T) {
 	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
 	uname := strings.TrimSpace(remoteSh(t, t.TempDir(), all, "echo $(uname -s) $(uname -m)", nil))
@@ -134,8 +189,9 @@ func TestStartScript(t *testing.T) {
 		t.Fatalf("probe of an empty cache: %q, want %q", out, need)
 	}
 	// A gzip upload, then the control channel: the peer starts on exactly what follows.
-	out := remoteSh(t, home, all, script, cat(pre, upload("gzip", gzipped(t, raw)), []byte("CONTROL\n")))
-	if want := need + ok + served + "CONTROL\n"; out != want {
+	gz := gzipped(t, raw)
+	out := remoteSh(t, home, all, script, cat(pre, upload("gzip", gz), []byte("CONTROL\n")))
+	if want := need + stored(gz) + ok + served + "CONTROL\n"; out != want {
 		t.Fatalf("gzip install: %q, want %q", out, want)
 	}
 	if st, err := os.Stat(final); err != nil || st.Mode().Perm() != 0o755 {
@@ -145,39 +201,35 @@ func TestStartScript(t *testing.T) {
 	if out := remoteSh(t, home, all, script, pre); out != ok+served+string(pre) {
 		t.Fatalf("start of the cached peer: %q", out)
 	}
-	noTemp := func(what string) {
-		t.Helper()
-		if m, _ := filepath.Glob(dir + "/.farwing-*.tmp"); len(m) > 0 {
-			t.Fatalf("%s: temporary files left: %v", what, m)
-		}
-	}
-	noTemp("after install")
+	noTemp(t, dir, "after install")
 
-	// A short upload (the stream ends early), a corrupt one and a malformed header: refused,
-	// nothing run, nothing left; the cached peer stays.
-	gz := gzipped(t, raw)
+	// An upload cut short (the stream ends within a part, or before the join), a corrupt one
+	// and a malformed header: refused or abandoned, nothing run, nothing left; no peer stays.
 	bad := append([]byte(nil), gz...)
 	bad[len(bad)/2] ^= 0x55
 	badRaw := append([]byte(nil), raw...)
 	badRaw[len(badRaw)-2] ^= 1
 	os.Remove(final)
+	ps := pieces(len(raw), testPiece)
 	for _, c := range []struct {
 		name  string
 		stdin []byte
 		want  string
 	}{
-		{"short gzip", cat(pre, []byte(fmt.Sprintf("FARWING-UPLOAD gzip %d\n", len(gz))), gz[:len(gz)/2]), "FARWING-PEER badhash\n"},
-		{"short raw", cat(pre, []byte(fmt.Sprintf("FARWING-UPLOAD raw %d\n", len(raw))), raw[:len(raw)-1]), "FARWING-PEER badhash\n"},
-		{"corrupt gzip", cat(pre, upload("gzip", bad), []byte("CONTROL\n")), "FARWING-PEER badhash\n"},
-		{"corrupt raw", cat(pre, upload("raw", badRaw), []byte("CONTROL\n")), "FARWING-PEER badhash\n"},
+		{"cut within a part", cat(pre, upHeader("raw", len(raw)), sendParts(raw, ps[:2]...)[:testPiece+100]), acks(ps[:2]...)},
+		{"cut before the join", cat(pre, upHeader("raw", len(raw)), sendParts(raw, ps...)), acks(ps...)},
+		{"corrupt gzip", cat(pre, upload("gzip", bad), []byte("CONTROL\n")), stored(bad) + "FARWING-PEER badhash\n"},
+		{"corrupt raw", cat(pre, upload("raw", badRaw), []byte("CONTROL\n")), stored(raw) + "FARWING-PEER badhash\n"},
 		{"unknown format", cat(pre, upload("zstd", raw)), "FARWING-PEER badupload\n"},
-		{"bad length", cat(pre, []byte("FARWING-UPLOAD raw 12x\n")), "FARWING-PEER badupload\n"},
+		{"bad length", cat(pre, []byte("FARWING-UPLOAD raw 12x "+upID+"\n")), "FARWING-PEER badupload\n"},
+		{"no id", cat(pre, []byte("FARWING-UPLOAD raw 12\n")), "FARWING-PEER badupload\n"},
+		{"bad id", cat(pre, []byte("FARWING-UPLOAD raw 12 ../../../x/yyyyyy\n")), "FARWING-PEER badupload\n"},
 		{"no header", cat(pre, []byte("hello\n")), "FARWING-PEER badupload\n"},
 	} {
 		if out := remoteSh(t, home, all, script, c.stdin); out != need+c.want {
 			t.Errorf("%s: %q, want %q", c.name, out, need+c.want)
 		}
-		noTemp(c.name)
+		noTemp(t, dir, c.name)
 		if _, err := os.Stat(final); err == nil {
 			t.Errorf("%s: a peer was installed", c.name)
 		}
@@ -186,7 +238,7 @@ func TestStartScript(t *testing.T) {
 	// A cached peer that was tampered with is not run: it is replaced by the upload.
 	marker := home + "/ran"
 	os.WriteFile(final, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755)
-	if out := remoteSh(t, home, all, script, cat(pre, upload("raw", raw), []byte("C2\n"))); out != need+ok+served+"C2\n" {
+	if out := remoteSh(t, home, all, script, cat(pre, upload("raw", raw), []byte("C2\n"))); out != need+stored(raw)+ok+served+"C2\n" {
 		t.Fatalf("replacing a tampered peer: %q", out)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -197,13 +249,13 @@ func TestStartScript(t *testing.T) {
 	os.Remove(final)
 	noGzip := toolbox(t, append(baseTools, "sha256sum")...)
 	needRaw := "FARWING-PEER need " + uname + " raw " + dir + "\n"
-	if out := remoteSh(t, home, noGzip, script, cat(pre, upload("raw", raw), []byte("C3\n"))); out != needRaw+ok+served+"C3\n" {
+	if out := remoteSh(t, home, noGzip, script, cat(pre, upload("raw", raw), []byte("C3\n"))); out != needRaw+stored(raw)+ok+served+"C3\n" {
 		t.Fatalf("install without gzip: %q", out)
 	}
 	os.Remove(final)
 	os.Remove(filepath.Join(noGzip, "head"))
 	os.WriteFile(filepath.Join(noGzip, "head"), []byte("#!/bin/sh\necho 'head: no -c' >&2; exit 1\n"), 0o755)
-	if out := remoteSh(t, home, noGzip, script, cat(pre, upload("raw", raw), []byte("C4\n"))); out != needRaw+ok+served+"C4\n" {
+	if out := remoteSh(t, home, noGzip, script, cat(pre, upload("raw", raw), []byte("C4\n"))); out != needRaw+stored(raw)+ok+served+"C4\n" {
 		t.Fatalf("install with dd for head -c: %q", out)
 	}
 
@@ -215,7 +267,7 @@ func TestStartScript(t *testing.T) {
 		}
 		os.Remove(final)
 		path := toolbox(t, append(baseTools, "gzip", tool)...)
-		if out := remoteSh(t, home, path, script, cat(pre, upload("gzip", gz), []byte("C5\n"))); out != need+ok+served+"C5\n" {
+		if out := remoteSh(t, home, path, script, cat(pre, upload("gzip", gz), []byte("C5\n"))); out != need+stored(gz)+ok+served+"C5\n" {
 			t.Errorf("with only %s: %q", tool, out)
 		}
 	}
@@ -223,6 +275,167 @@ func TestStartScript(t *testing.T) {
 	none := toolbox(t, append(baseTools, "gzip")...)
 	if out := remoteSh(t, home, none, script, cat(pre, upload("gzip", gz))); out != "FARWING-PEER nohash "+uname+" "+dir+"\n" {
 		t.Fatalf("without a SHA-256 tool: %q", out)
+	}
+}
+
+// noTemp fails when dir holds temporary files: unpacked uploads or parts.
+func noTemp(t *testing.T, dir, what string) {
+	t.Helper()
+	if m, _ := filepath.Glob(dir + "/.farwing-*.tmp"); len(m) > 0 {
+		t.Fatalf("%s: temporary files left: %v", what, m)
+	}
+}
+
+// TestStartScriptParts: the upload's parts may come in any order and from other ssh connections
+// (partScript), and make the peer byte-exact; a part written short or corrupt fails the hash
+// check; numbers that are not plain decimals or lie outside the upload, and joins that do not
+// tile it, are refused; a join naming a part that is not there is answered with the missing
+// parts, runs nothing, and completes once they are sent.
+func TestStartScriptParts(t *testing.T) {
+	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
+	uname := strings.TrimSpace(remoteSh(t, t.TempDir(), all, "echo $(uname -s) $(uname -m)", nil))
+	exe, id := fakePeer(t, t.TempDir(), 100<<10)
+	raw, _ := os.ReadFile(exe)
+	gz := gzipped(t, raw)
+	script := startScript(id, "", 0)
+	home := filepath.Join(t.TempDir(), "my home") // a space in the paths of the parts
+	os.Mkdir(home, 0o755)
+	dir := home + "/.cache/farwing"
+	final := dir + "/farwing-" + id.Hash[:16]
+	need := "FARWING-PEER need " + uname + " gzip,raw " + dir + "\n"
+	ok := "FARWING-PEER ok " + uname + " " + final + "\n"
+	served := "served serve umask=0027\n"
+	ps := pieces(len(raw), testPiece) // 7 parts
+	rev := slices.Clone(ps)
+	slices.Reverse(rev)
+	installed := func(what string) {
+		t.Helper()
+		b, err := os.ReadFile(final)
+		if err != nil || !bytes.Equal(b, raw) {
+			t.Fatalf("%s: installed peer: %v, byte-exact %v", what, err, bytes.Equal(b, raw))
+		}
+		noTemp(t, dir, what)
+		os.Remove(final)
+	}
+	notRun := func(what string) {
+		t.Helper()
+		if _, err := os.Stat(final); err == nil {
+			t.Fatalf("%s: a peer was installed", what)
+		}
+		noTemp(t, dir, what)
+	}
+
+	// Parts in reverse order.
+	out := remoteSh(t, home, all, script, cat(upHeader("raw", len(raw)), sendParts(raw, rev...), joinLine(ps...), []byte("C1\n")))
+	if want := need + acks(rev...) + ok + served + "C1\n"; out != want {
+		t.Fatalf("parts in reverse order: %q, want %q", out, want)
+	}
+	installed("parts in reverse order")
+
+	// Parts stored by other connections' script (one part each, written first), the rest over
+	// the main session; gzip.
+	helper := func(c part, data []byte) string {
+		t.Helper()
+		return remoteSh(t, home, all, partScript(dir, id.Hash[:16], upID, c), data[c.off:c.off+c.n])
+	}
+	gzParts := []part{{0, 100}, {100, 200}, {300, len(gz) - 300}}
+	for _, c := range gzParts[1:] {
+		if out := helper(c, gz); out != "FARWING-STORED "+c.String()+"\n" {
+			t.Fatalf("part script: %q", out)
+		}
+		p := dir + "/.farwing-" + id.Hash[:16] + "." + upID + "." + c.String() + ".tmp"
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("stored part %s: %v %v", p, st, err)
+		}
+	}
+	out = remoteSh(t, home, all, script, cat(upHeader("gzip", len(gz)), sendParts(gz, gzParts[0]), joinLine(gzParts...), []byte("C2\n")))
+	if want := need + acks(gzParts[0]) + ok + served + "C2\n"; out != want {
+		t.Fatalf("parts from other connections: %q, want %q", out, want)
+	}
+	installed("parts from other connections")
+
+	// The part script stores nothing and says nothing when its input is short.
+	cmd := exec.Command("/bin/sh", "-c", partScript(dir, id.Hash[:16], upID, part{0, 5000}))
+	cmd.Env = []string{"HOME=" + home, "PATH=" + all}
+	cmd.Stdin = bytes.NewReader(raw[:4999])
+	if out, err := cmd.Output(); err == nil || len(out) > 0 {
+		t.Fatalf("part script with a short input: %v, %q", err, out)
+	}
+	noTemp(t, dir, "a short part")
+
+	// A part stored short, or corrupt, by another connection: the hash check fails, nothing is
+	// run, the parts are removed.
+	name := func(c part) string { return dir + "/.farwing-" + id.Hash[:16] + "." + upID + "." + c.String() + ".tmp" }
+	for _, c := range []struct {
+		what string
+		data []byte
+	}{{"short", raw[ps[2].off : ps[2].off+ps[2].n-1]}, {"corrupt", append([]byte{raw[ps[2].off] ^ 1}, raw[ps[2].off+1:ps[2].off+ps[2].n]...)}} {
+		os.WriteFile(name(ps[2]), c.data, 0o600)
+		others := append(slices.Clone(ps[:2]), ps[3:]...)
+		out := remoteSh(t, home, all, script, cat(upHeader("raw", len(raw)), sendParts(raw, others...), joinLine(ps...), []byte("C\n")))
+		if want := need + acks(others...) + "FARWING-PEER badhash\n"; out != want {
+			t.Errorf("a %s part: %q, want %q", c.what, out, want)
+		}
+		notRun("a " + c.what + " part")
+	}
+
+	// A join naming parts that are not there: named back, nothing run; sent then, and joined
+	// again: installed. The stream ending there instead: nothing left.
+	out = remoteSh(t, home, all, script, cat(upHeader("raw", len(raw)), sendParts(raw, ps[0], ps[3]), joinLine(ps...)))
+	if want := need + acks(ps[0], ps[3]) + "FARWING-MISSING " + ps[1].String() + " " + ps[2].String() + " " + strings.Join(func() []string {
+		var s []string
+		for _, c := range ps[4:] {
+			s = append(s, c.String())
+		}
+		return s
+	}(), " ") + "\n"; out != want {
+		t.Fatalf("join with missing parts: %q, want %q", out, want)
+	}
+	notRun("join with missing parts")
+	rest := append(slices.Clone(ps[1:3]), ps[4:]...)
+	out = remoteSh(t, home, all, script, cat(upHeader("raw", len(raw)), sendParts(raw, ps[0]), joinLine(ps...), sendParts(raw, rest...), sendParts(raw, ps[3]), joinLine(ps...), []byte("C3\n")))
+	if !strings.HasPrefix(out, need+acks(ps[0])+"FARWING-MISSING ") || !strings.HasSuffix(out, "\n"+acks(rest...)+acks(ps[3])+ok+served+"C3\n") {
+		t.Fatalf("join, missing parts sent, join: %q", out)
+	}
+	installed("missing parts sent")
+
+	// Numbers that are not plain decimals or lie outside the upload, and joins that do not tile
+	// it exactly: refused, nothing run, parts already stored removed.
+	n := len(raw)
+	hdr := upHeader("raw", n)
+	first := sendParts(raw, ps[0])
+	for _, c := range []struct {
+		what  string
+		stdin []byte
+	}{
+		{"offset past the end", cat(hdr, []byte(fmt.Sprintf("FARWING-PART %d 1\n", n)))},
+		{"part past the end", cat(hdr, []byte(fmt.Sprintf("FARWING-PART %d 2\n", n-1)))},
+		{"empty part", cat(hdr, []byte("FARWING-PART 0 0\n"))},
+		{"negative offset", cat(hdr, []byte("FARWING-PART -1 5\n"))},
+		{"leading zero", cat(hdr, []byte("FARWING-PART 010 5\n"))},
+		{"eleven digits", cat(hdr, []byte("FARWING-PART 10000000000 5\n"))},
+		{"not a number", cat(hdr, []byte("FARWING-PART 1x 5\n"))},
+		{"a glob", cat(hdr, []byte("FARWING-PART * 5\n"))},
+		{"one number", cat(hdr, []byte("FARWING-PART 5\n"))},
+		{"three numbers", cat(hdr, []byte("FARWING-PART 0 5 6\n"))},
+		{"unknown line", cat(hdr, first, []byte("FARWING-WHAT 0 5\n"))},
+		{"join with a gap", cat(hdr, first, joinLine(ps[0], ps[2]))},
+		{"join with an overlap", cat(hdr, first, joinLine(ps[0], part{ps[0].n - 1, n - ps[0].n + 1}))},
+		{"join short of the end", cat(hdr, first, joinLine(ps[:len(ps)-1]...))},
+		{"join past the end", cat(hdr, first, joinLine(ps[0], part{ps[0].n, n}))},
+		{"join of nothing", cat(hdr, first, []byte("FARWING-JOIN\n"))},
+		{"join with a path", cat(hdr, first, []byte("FARWING-JOIN 0-../../x\n"))},
+		{"empty upload", []byte("FARWING-UPLOAD raw 0 " + upID + "\n")},
+		{"upload of eleven digits", []byte("FARWING-UPLOAD raw 10000000000 " + upID + "\n")},
+	} {
+		want := need + "FARWING-PEER badupload\n"
+		if bytes.Contains(c.stdin, first) {
+			want = need + acks(ps[0]) + "FARWING-PEER badupload\n"
+		}
+		if out := remoteSh(t, home, all, script, c.stdin); out != want {
+			t.Errorf("%s: %q, want %q", c.what, out, want)
+		}
+		notRun(c.what)
 	}
 }
 
@@ -259,13 +472,56 @@ func TestInstallTidies(t *testing.T) {
 }
 
 // fakeSSH is an ssh that runs the remote command here, as the remote shell would (only HOME and
-// PATH from FAKE_HOME and FAKE_PATH), and counts the sessions it starts in FAKE_SSH_LOG; -G fails.
+// PATH from FAKE_HOME and FAKE_PATH), and counts the sessions it starts in FAKE_SSH_LOG ("session",
+// and "helper" for an extra upload connection, told by its BatchMode=yes); -G fails. With
+// FAKE_THROTTLE set, a main session's input goes through the test binary at that many bytes a
+// second (FAKE_TEST_BIN). Extra connections: the first to make the directory FAKE_HELPER_FAIL
+// fails as ssh would without a key, the first to make FAKE_HELPER_HANG hangs, the first to make
+// FAKE_HELPER_LOSE stores its part and confirms it, but the part is then removed (as if it had
+// gone to another machine).
 const fakeSSH = `#!/bin/sh
 for a; do last=$a; [ "$a" = -G ] && exit 1; done
 echo session >>"$FAKE_SSH_LOG"
 umask 027
+case " $* " in
+*" BatchMode=yes "*)
+  echo helper >>"$FAKE_SSH_LOG"
+  if [ -n "$FAKE_HELPER_FAIL" ] && mkdir "$FAKE_HELPER_FAIL" 2>/dev/null; then echo "Permission denied (publickey)." >&2; exit 255; fi
+  if [ -n "$FAKE_HELPER_HANG" ] && mkdir "$FAKE_HELPER_HANG" 2>/dev/null; then exec sleep 60; fi
+  if [ -n "$FAKE_HELPER_LOSE" ] && mkdir "$FAKE_HELPER_LOSE" 2>/dev/null; then
+    out=$(env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" /bin/sh -c "$last") || exit 1
+    rm -f "$FAKE_HOME"/.cache/farwing/.farwing-*."${out#FARWING-STORED }".tmp
+    echo "$out"; exit 0
+  fi;;
+*)
+  if [ -n "$FAKE_THROTTLE" ]; then
+    BOOTSTRAP_TEST_THROTTLE=$FAKE_THROTTLE "$FAKE_TEST_BIN" | env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" /bin/sh -c "$last"
+    exit
+  fi;;
+esac
 exec env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" /bin/sh -c "$last"
 `
+
+// TestMain: with BOOTSTRAP_TEST_THROTTLE set, the test binary copies its standard input to its
+// output at that many bytes a second (the fake ssh's slow main session).
+func TestMain(m *testing.M) {
+	if r, err := strconv.Atoi(os.Getenv("BOOTSTRAP_TEST_THROTTLE")); err == nil && r > 0 {
+		buf := make([]byte, max(1, r/20))
+		for {
+			n, err := os.Stdin.Read(buf)
+			if n > 0 {
+				if _, err := os.Stdout.Write(buf[:n]); err != nil {
+					os.Exit(1)
+				}
+				time.Sleep(time.Duration(n) * time.Second / time.Duration(r))
+			}
+			if err != nil {
+				os.Exit(0)
+			}
+		}
+	}
+	os.Exit(m.Run())
+}
 
 // TestStartOneSession: through Start, first contact installs the peer in one ssh session (gzip
 // where the remote has it, raw where not), the started peer's control channel begins with the
@@ -325,8 +581,8 @@ func TestStartOneSession(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(packed, "farwing-recent.gz")); err != nil {
 		t.Error("a compressed build made an hour ago is removed")
 	}
-	if !p.Uploaded || p.Format != "gzip" || p.SentBytes <= 0 || p.SentBytes >= int64(len(raw)) || sessions() != 1 {
-		t.Fatalf("first contact: uploaded %v, %s, %d bytes of %d, %d ssh sessions", p.Uploaded, p.Format, p.SentBytes, len(raw), sessions())
+	if !p.Uploaded || p.Format != "gzip" || p.SentBytes <= 0 || p.SentBytes >= int64(len(raw)) || sessions() != 1 || p.UploadSessions != 1 {
+		t.Fatalf("first contact: uploaded %v, %s, %d bytes of %d, %d ssh sessions (%d said)", p.Uploaded, p.Format, p.SentBytes, len(raw), sessions(), p.UploadSessions)
 	}
 	if last != [2]int64{p.SentBytes, p.SentBytes} {
 		t.Fatalf("upload progress ended at %v, want %d of %d", last, p.SentBytes, p.SentBytes)
@@ -370,6 +626,87 @@ func TestStartOneSession(t *testing.T) {
 	t.Setenv("FAKE_PATH", toolbox(t, append(baseTools, "gzip")...))
 	if _, err := Start(context.Background(), SSH{SSHPath: ssh}, "h", id, nil, pre); !errors.Is(err, ErrInstall) || !strings.Contains(err.Error(), "SHA-256") {
 		t.Fatalf("without a SHA-256 tool: %v", err)
+	}
+}
+
+// TestUploadParallel: through Start and the fake ssh, a main session whose input is throttled
+// makes the upload go over extra ssh connections too (each the user's ssh with BatchMode and
+// its own TCP connection), and the peer arrives byte-exact and runs; an extra connection that
+// fails, one that hangs and one whose part goes missing on the remote leave their ranges to the
+// main session, and the peer still arrives byte-exact. -v says what happened.
+func TestUploadParallel(t *testing.T) {
+	noGzip := toolbox(t, append(baseTools, "sha256sum")...) // raw: the upload is the peer's size
+	dir := t.TempDir()
+	ssh := filepath.Join(dir, "ssh")
+	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_TEST_BIN", bin)
+	t.Setenv("FAKE_PATH", noGzip)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
+	exe, id := fakePeer(t, dir, 256<<10)
+	raw, _ := os.ReadFile(exe)
+	pre := []byte("{\"type\":\"hello\"}\n")
+	// 64 KiB/s alone would take 4 s; after 0.3 s that is judged too slow.
+	tune := &uploadTuning{piece: 16 << 10, window0: 32 << 10, windowMax: 256 << 10, drain: time.Second,
+		rateSpan: 250 * time.Millisecond, decide: 300 * time.Millisecond, slow: time.Second, helpers: 3, minShare: 8 << 10}
+	for _, c := range []struct {
+		name string
+		env  string // FAKE_HELPER_... set for the run
+		log  string // what -v must say
+	}{
+		{"throttled", "", "more ssh connections"},
+		{"one fails, one hangs", "FAKE_HELPER_FAIL FAKE_HELPER_HANG", "failed (exit status 255: Permission denied (publickey).); the main session sends its part"},
+		{"a part goes missing", "FAKE_HELPER_LOSE", "are not where the main session's are; it sends them"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "sessions")
+			home := t.TempDir()
+			t.Setenv("FAKE_SSH_LOG", log)
+			t.Setenv("FAKE_HOME", home)
+			t.Setenv("FAKE_THROTTLE", "65536")
+			for _, v := range []string{"FAKE_HELPER_FAIL", "FAKE_HELPER_HANG", "FAKE_HELPER_LOSE"} {
+				t.Setenv(v, "")
+				if strings.Contains(c.env, v) {
+					t.Setenv(v, filepath.Join(t.TempDir(), "token"))
+				}
+			}
+			var logged []string
+			var last [2]int64
+			s := SSH{SSHPath: ssh, upload: tune, Log: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) },
+				Uploading: func(sent, total int64) { last = [2]int64{sent, total} }}
+			p, err := Start(context.Background(), s, "h", id, nil, pre)
+			if err != nil {
+				t.Fatalf("start: %v; log %q", err, logged)
+			}
+			defer p.Close(time.Second)
+			for _, want := range []string{"served serve umask=0027\n", string(pre)} {
+				if got := make([]byte, len(want)); func() bool { _, err := io.ReadFull(p.Stdout, got); return err != nil || string(got) != want }() {
+					t.Fatalf("control channel: got %q, want %q", got, want)
+				}
+			}
+			b, _ := os.ReadFile(log)
+			helpers := strings.Count(string(b), "helper\n")
+			if inst, err := os.ReadFile(p.Path); err != nil || !bytes.Equal(inst, raw) {
+				t.Fatalf("installed peer: %v, byte-exact %v", err, bytes.Equal(inst, raw))
+			}
+			if !p.Uploaded || p.Format != "raw" || p.SentBytes != int64(len(raw)) || helpers < 1 || p.UploadSessions != 1+helpers ||
+				strings.Count(string(b), "session\n") != 1+helpers {
+				t.Fatalf("uploaded %v as %s, %d bytes of %d; %d extra connections run, %d said; sessions log %q", p.Uploaded, p.Format,
+					p.SentBytes, len(raw), helpers, p.UploadSessions-1, b)
+			}
+			if last != [2]int64{int64(len(raw)), int64(len(raw))} {
+				t.Fatalf("upload progress ended at %v, want %d of %d", last, len(raw), len(raw))
+			}
+			all := strings.Join(logged, "\n")
+			t.Logf("-v:\n%s", all)
+			if !strings.Contains(all, "upload slow (") || !strings.Contains(all, c.log) || !strings.Contains(all, fmt.Sprintf("over %d ssh connections", 1+helpers)) {
+				t.Fatalf("-v said %q, want %q", all, c.log)
+			}
+			noTemp(t, home+"/.cache/farwing", c.name)
+		})
 	}
 }
 

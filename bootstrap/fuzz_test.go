@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -43,6 +44,56 @@ func FuzzStatus(f *testing.F) {
 			}
 		default:
 			t.Fatalf("%q: state %q accepted", line, st.State)
+		}
+	})
+}
+
+// FuzzUploadLine: the remote script's lines during the upload are parsed without panicking; an
+// acknowledgement or a list of missing parts holds only parts of plain decimal numbers (no sign,
+// no leading zero, at most 10 digits) with a length above 0, and re-forms the line it came from;
+// anything else must be a status line.
+func FuzzUploadLine(f *testing.F) {
+	for _, s := range []string{
+		"FARWING-GOT 0 65536\n", "FARWING-GOT 65536 1\n", "FARWING-MISSING 0-5 5-7\n", "FARWING-MISSING 131072-4000000\n",
+		"FARWING-GOT 01 5\n", "FARWING-GOT 0 0\n", "FARWING-MISSING \n", "FARWING-GOT -1 5", "FARWING-GOT 1-2 3\n",
+		"FARWING-GOT 99999999999 1\n", "FARWING-GOT 0 5 6\n", "FARWING-MISSING 0-5  5-7\n", "FARWING-PEER badhash\n",
+		"FARWING-PEER ok Linux x86_64 /p\n", "FARWING-GOT +1 5\n", "FARWING-GOT 1 \u0665\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		l, err := parseUploadLine(line)
+		if err != nil {
+			return
+		}
+		var re string
+		ok := func(c part) bool {
+			s := c.String()
+			return c.off >= 0 && c.n > 0 && c.off <= 9_999_999_999 && c.n <= 9_999_999_999 && !strings.ContainsAny(s, "+ ")
+		}
+		switch {
+		case l.st != nil:
+			if _, err := parseStatus(line); err != nil || l.missing != nil || l.got != (part{}) {
+				t.Fatalf("%q parsed as %+v", line, l)
+			}
+			return
+		case l.missing != nil:
+			var s []string
+			for _, c := range l.missing {
+				if !ok(c) {
+					t.Fatalf("%q: part %+v accepted", line, c)
+				}
+				s = append(s, c.String())
+			}
+			re = "FARWING-MISSING " + strings.Join(s, " ")
+		default:
+			if !ok(l.got) {
+				t.Fatalf("%q: part %+v accepted", line, l.got)
+			}
+			re = fmt.Sprintf("FARWING-GOT %d %d", l.got.off, l.got.n)
+		}
+		if re != strings.TrimRight(line, "\r\n") {
+			t.Fatalf("%q re-forms as %q", line, re)
 		}
 	})
 }

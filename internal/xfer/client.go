@@ -125,10 +125,12 @@ type PeerInfo struct {
 	Argv     []string // the command that started it, when there is one
 	// Took is how long starting it took (the ssh session to the peer's start, with the install
 	// when Uploaded); SentBytes how many bytes of peer were sent to install it, in Format
-	// ("gzip" or "raw").
-	Took      time.Duration
-	SentBytes int64
-	Format    string
+	// ("gzip" or "raw"), parts sent twice not counted; UploadSessions the ssh sessions the
+	// upload used (more than one where the first was slow).
+	Took           time.Duration
+	SentBytes      int64
+	Format         string
+	UploadSessions int
 }
 
 // SSHStart starts the peer over the system's ssh with the options in s (bootstrap.Start).
@@ -151,7 +153,7 @@ type sshRemote struct{ p *bootstrap.Peer }
 func (r sshRemote) Control() (io.Reader, io.WriteCloser) { return r.p.Stdout, r.p.Stdin }
 func (r sshRemote) Info() PeerInfo {
 	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName, Argv: r.p.Args(),
-		Took: r.p.Took, SentBytes: r.p.SentBytes, Format: r.p.Format}
+		Took: r.p.Took, SentBytes: r.p.SentBytes, Format: r.p.Format, UploadSessions: r.p.UploadSessions}
 }
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
@@ -369,8 +371,8 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	res.PeerUploaded, res.PeerPath = info.Uploaded, escape.Text(info.Path)
 	res.BootSeconds, res.BootBytes, res.BootFormat = info.Took.Seconds(), info.SentBytes, info.Format
 	if info.Uploaded {
-		o.logf("peer installed on %s (%s): %d bytes sent (%s) in one ssh session, %.2f s from ssh's start to the peer's", host,
-			escape.Text(info.RemoteOS), info.SentBytes, info.Format, info.Took.Seconds())
+		o.logf("peer installed on %s (%s): %d bytes sent (%s) over %d ssh session(s), %.2f s from ssh's start to the peer's", host,
+			escape.Text(info.RemoteOS), info.SentBytes, info.Format, max(1, info.UploadSessions), info.Took.Seconds())
 	} else {
 		o.logf("peer found on %s (%s), %.2f s from ssh's start", host, escape.Text(info.RemoteOS), info.Took.Seconds())
 	}

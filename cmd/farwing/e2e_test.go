@@ -330,8 +330,8 @@ func TestLabPushPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent, _ := push.res["bootstrap_bytes"].(float64)
-	if n := sessions(t, log); n != 1 || push.res["bootstrap_format"] != "gzip" || sent <= 0 || sent > 0.6*float64(exe.Size()) {
-		t.Fatalf("first contact: %d ssh sessions (want 1), %v bytes sent as %v for a %d-byte peer", n, sent, push.res["bootstrap_format"], exe.Size())
+	if n := sessions(t, log); n != 1 || push.res["bootstrap_format"] != "gzip" || sent <= 0 || sent > 0.6*float64(exe.Size()) || push.res["bootstrap_sessions"] != 1.0 {
+		t.Fatalf("first contact: %d ssh sessions (want 1; --json says %v), %v bytes sent as %v for a %d-byte peer", n, push.res["bootstrap_sessions"], sent, push.res["bootstrap_format"], exe.Size())
 	}
 	if s, _ := push.res["bootstrap_seconds"].(float64); s <= 0 || s > push.res["seconds"].(float64) {
 		t.Fatalf("first contact: bootstrap_seconds %v of %v", push.res["bootstrap_seconds"], push.res["seconds"])

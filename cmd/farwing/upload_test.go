@@ -50,9 +50,12 @@ func TestLabParallelUpload(t *testing.T) {
 		!strings.Contains(all, "upload slow (") || !strings.Contains(all, fmt.Sprintf("over %d ssh connections", n)) {
 		t.Fatalf("%d ssh sessions; -v said %q", n, all)
 	}
+	if got, _ := r.res["bootstrap_sessions"].(float64); int(got) != n {
+		t.Errorf("--json bootstrap_sessions %v, want the %d ssh sessions counted", r.res["bootstrap_sessions"], n)
+	}
 	// The peer the helpers helped install is the one later copies find.
 	again := e.copyIn(e.l.NSA, env, "--ssh-persist", "0", "-o", proxy, src, e.srv.Host+":again.bin")
-	if again.code != 0 || again.res["peer_uploaded"] != false || sessions(t, log) != n+1 {
+	if again.code != 0 || again.res["peer_uploaded"] != false || again.res["bootstrap_sessions"] != nil || sessions(t, log) != n+1 {
 		t.Fatalf("second copy: exit %d, uploaded %v, %d ssh sessions in all (want %d): %s", again.code, again.res["peer_uploaded"], sessions(t, log), n+1, again.stderr)
 	}
 }

@@ -125,12 +125,13 @@ type PeerInfo struct {
 	Argv     []string // the command that started it, when there is one
 	// Took is how long starting it took (the ssh session to the peer's start, with the install
 	// when Uploaded); SentBytes how many bytes of peer were sent to install it, in Format
-	// ("gzip" or "raw"), parts sent twice not counted; UploadSessions the ssh sessions the
-	// upload used (more than one where the first was slow).
+	// ("gzip" or "raw"), parts sent twice not counted (ResentBytes); UploadSessions the ssh
+	// sessions the upload used (more than one where the first was slow).
 	Took           time.Duration
 	SentBytes      int64
 	Format         string
 	UploadSessions int
+	ResentBytes    int64
 }
 
 // SSHStart starts the peer over the system's ssh with the options in s (bootstrap.Start).
@@ -153,7 +154,7 @@ type sshRemote struct{ p *bootstrap.Peer }
 func (r sshRemote) Control() (io.Reader, io.WriteCloser) { return r.p.Stdout, r.p.Stdin }
 func (r sshRemote) Info() PeerInfo {
 	return PeerInfo{Uploaded: r.p.Uploaded, Path: r.p.Path, RemoteOS: r.p.RemoteOS, HostName: r.p.HostName, Argv: r.p.Args(),
-		Took: r.p.Took, SentBytes: r.p.SentBytes, Format: r.p.Format, UploadSessions: r.p.UploadSessions}
+		Took: r.p.Took, SentBytes: r.p.SentBytes, Format: r.p.Format, UploadSessions: r.p.UploadSessions, ResentBytes: r.p.ResentBytes}
 }
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
@@ -211,10 +212,12 @@ type Result struct {
 	PeerCPU       float64            `json:"peer_cpu_seconds"`    // the remote peer's, as it reported it
 	PeerUploaded  bool               `json:"peer_uploaded"`
 	PeerPath      string             `json:"peer_path"`
-	BootSeconds   float64            `json:"bootstrap_seconds"`          // starting the peer: the ssh session to its start, the install included when peer_uploaded
-	BootBytes     int64              `json:"bootstrap_bytes"`            // bytes of peer sent to install it (0: none)
-	BootFormat    string             `json:"bootstrap_format,omitempty"` // how they travelled: gzip or raw
-	BLAKE3        string             `json:"blake3,omitempty"`           // the digest when one file was copied
+	BootSeconds   float64            `json:"bootstrap_seconds"`                // starting the peer: the ssh session to its start, the install included when peer_uploaded
+	BootBytes     int64              `json:"bootstrap_bytes"`                  // bytes of peer sent to install it (0: none)
+	BootFormat    string             `json:"bootstrap_format,omitempty"`       // how they travelled: gzip or raw
+	BootSessions  int                `json:"bootstrap_sessions,omitempty"`     // ssh sessions the upload used (more than 1 where the first was slow)
+	BootResent    int64              `json:"bootstrap_resent_bytes,omitempty"` // bytes of peer sent twice (a slow session's range sent again)
+	BLAKE3        string             `json:"blake3,omitempty"`                 // the digest when one file was copied
 	Sink          bool               `json:"sink,omitempty"`
 	Limiter       *Limiter           `json:"limiter,omitempty"` // what held the rate where it was
 	Local, Remote map[string]any     `json:"-"`
@@ -371,6 +374,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	res.PeerUploaded, res.PeerPath = info.Uploaded, escape.Text(info.Path)
 	res.BootSeconds, res.BootBytes, res.BootFormat = info.Took.Seconds(), info.SentBytes, info.Format
 	if info.Uploaded {
+		res.BootSessions, res.BootResent = max(1, info.UploadSessions), info.ResentBytes
 		o.logf("peer installed on %s (%s): %d bytes sent (%s) over %d ssh session(s), %.2f s from ssh's start to the peer's", host,
 			escape.Text(info.RemoteOS), info.SentBytes, info.Format, max(1, info.UploadSessions), info.Took.Seconds())
 	} else {

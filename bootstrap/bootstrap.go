@@ -261,9 +261,11 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // concatenated and unpacked into a temporary file (mode 0600; the peer itself runs with the
 // session's umask) of the cache directory, and the parts removed. Only a file whose SHA-256 is
 // this build's is made executable, renamed into place atomically and started, on the rest of the
-// same stdin: the control channel. The client sends nothing after the join until the remote's
-// "ok", so no reader can take bytes of the control channel, and a short or corrupt part fails the
-// hash check. Every number must be decimal without leading zeros, at most 10 digits, and every
+// same stdin: the control channel. Nothing of its input is read after the join but by the peer
+// (the shell's read stops at the join's newline; the parts are files by then), so the client may
+// send the control channel's preface right after the join (it does where the main session carried
+// every part; otherwise the remote may answer MISSING and read on, and the preface waits for ok).
+// A short or corrupt part fails the hash check. Every number must be decimal without leading zeros, at most 10 digits, and every
 // part inside N (else badupload: nothing run, this upload's parts removed). Installing a build is
 // also when the cache is tidied: other builds installed more than pruneDays ago, and uploads
 // abandoned for a day (parts included), are removed (a build still in use elsewhere is uploaded
@@ -450,16 +452,21 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	if s.Notice != nil {
 		s.Notice(fmt.Sprintf("installing farwing on %s (%.1f MB)", escape.Text(host), float64(len(data))/1e6))
 	}
-	up, err := s.install(ctx, host, p, setup, st.Path, id.Hash[:16], format, data)
+	up, err := s.install(ctx, host, p, setup, st.Path, id.Hash[:16], format, data, preface)
 	if err != nil {
 		return nil, err
 	}
 	if st = up.st; st.State != "ok" { // install has closed the session
 		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
 	}
-	// The control channel starts now, with the preface again: the first one went to the shell.
+	// The control channel starts now, with the preface again (the first one went to the shell):
+	// already written after the join where the main session carried the whole upload.
 	p.prefaced = make(chan struct{})
-	go p.writePreface(preface)
+	if up.prefaced {
+		close(p.prefaced)
+	} else {
+		go p.writePreface(preface)
+	}
 	p.Uploaded, p.SentBytes, p.Format = true, int64(len(data)), format
 	p.UploadSessions, p.ResentBytes = up.sessions, up.extra
 	p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)

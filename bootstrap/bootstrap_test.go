@@ -560,6 +560,13 @@ func TestStartOneSession(t *testing.T) {
 				t.Fatalf("control channel: got %q, want %q", got, want)
 			}
 		}
+		// The preface came once (after the join, or after ok): the peer, which echoes its input,
+		// says nothing more once its input ends.
+		<-p.Prefaced()
+		p.Stdin.Close()
+		if rest, _ := io.ReadAll(p.Stdout); len(rest) != 0 {
+			t.Fatalf("control channel: %q more after the preface", rest)
+		}
 		if p.Uploaded != (len(notices) == 1) || p.Uploaded && !strings.HasPrefix(notices[0], "installing farwing on h (") {
 			t.Fatalf("uploaded %v, notices %q", p.Uploaded, notices)
 		}

@@ -189,6 +189,7 @@ type uploadReport struct {
 	st       peerStatus // the remote's last word
 	sessions int        // ssh sessions that carried parts (the main one included)
 	extra    int64      // bytes handed to ssh beyond the upload's size: parts sent again
+	prefaced bool       // the preface followed the join: the peer has it
 }
 
 type helperDone struct {
@@ -234,7 +235,13 @@ type uploader struct {
 // need with dir, its cache directory, setup after ssh started; where the main session is slow,
 // over extra ssh connections too. It returns the remote's last status line. On an error, or a status other than ok, the
 // session is closed.
-func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Duration, dir, h16, format string, data []byte) (uploadReport, error) {
+//
+// Where the main session carried every part (no extra connection ran), preface follows the join
+// at once: the remote shell reads nothing of its input after the join (the parts are files by
+// then), so the bytes wait there for the peer it starts, and the control channel does not wait
+// a round trip for the remote's ok first (uploadReport.prefaced). Where extra connections ran,
+// the remote may answer the join with missing parts and read on, so the preface waits for ok.
+func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Duration, dir, h16, format string, data, preface []byte) (uploadReport, error) {
 	t := defaultUpload
 	if s.upload != nil {
 		t = *s.upload
@@ -312,7 +319,7 @@ func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Durat
 	defer tick.Stop()
 	u.t0 = time.Now()
 	var broken error // a write to the main session failed
-	joined, joins := false, 0
+	joined, joins, early := false, 0, false
 	var helperBytes int64 // what the extra connections' ssh read of their ranges
 	for {
 		var out chan wmsg
@@ -324,12 +331,15 @@ func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Durat
 				out, m = msgs, wmsg{hdr: fmt.Sprintf("FARWING-PART %d %d\n", c.off, c.n), body: data[c.off : c.off+c.n]}
 			} else if u.complete() {
 				out, m = msgs, wmsg{hdr: "FARWING-JOIN " + u.join() + "\n"}
+				if u.extras == 0 {
+					m.body = preface
+				}
 			}
 		}
 		select {
 		case out <- m:
 			if g == nil {
-				joined, joins = true, joins+1
+				joined, joins, early = true, joins+1, early || len(m.body) > 0
 				hcancel() // the rest of what extra connections carry is not needed
 				continue
 			}
@@ -352,11 +362,16 @@ func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Durat
 				for len(hdone) > 0 {
 					helperBytes += (<-hdone).copied
 				}
-				rep := uploadReport{st: *l.st, sessions: 1 + u.extras, extra: max(0, u.handed+helperBytes-int64(len(data)))}
+				rep := uploadReport{st: *l.st, sessions: 1 + u.extras, extra: max(0, u.handed+helperBytes-int64(len(data))), prefaced: early}
 				u.summary(rep)
 				return rep, nil
 			case l.missing != nil && !joined:
 				return fail(fmt.Errorf("%w: %s named missing parts of the upload before it was asked to join them", ErrSSH, host))
+			case l.missing != nil && early:
+				// The main session carried every part, so the remote cannot lack one unless its
+				// files went in between; the preface after the join is already its input.
+				return fail(fmt.Errorf("%w on %s: parts of the upload (%s) are gone from its cache directory; nothing was run, try again",
+					ErrInstall, host, partList(l.missing)))
 			case l.missing != nil:
 				if joins > 1 {
 					return fail(fmt.Errorf("%w on %s: parts of the upload written by other ssh connections (%s) are not there; does %s name more than one machine? Nothing was run; try again",

@@ -69,6 +69,7 @@ type SSH struct {
 	proxy   string        // the ProxyCommand Start chose ("" none)
 	SSHPath string        // default "ssh"
 	upload  *uploadTuning // nil: defaultUpload
+	noAhead bool          // write no upload ahead of the remote's answer (ahead.go)
 }
 
 // Flags are the ssh flags as `farwing copy` and scp take them (-F -i -P -o -J), without the
@@ -196,6 +197,8 @@ type Peer struct {
 	Format         string
 	UploadSessions int
 	ResentBytes    int64
+	// Ahead: the upload's start went with the ssh session, before the remote said need (ahead.go).
+	Ahead bool
 	// HostName is the address ssh connects to for the host (`ssh -G`), so that UDP goes to the
 	// same place even when the host is an alias from ssh_config; "" if ssh did not say.
 	HostName string
@@ -249,8 +252,10 @@ const hashCmd = `(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
-// intact. Otherwise it reads and drops the preface (prefaceLen bytes the client sent before the
-// answer), reports what is needed with the formats it can unpack, and reads the peer from its
+// intact (told, with --skip, to drop the aheadLen bytes of an upload's start that follow the
+// preface, where the client wrote them: ahead.go). Otherwise it reads and drops the preface
+// (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes
+// (with gzip they are the upload's start, read as below), reports what is needed with the formats it can unpack, and reads the peer from its
 // standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
 // digits the client chose at random), then any number of "FARWING-PART OFFSET LEN" lines, each
 // followed by exactly LEN bytes, which it stores as DIR/.farwing-HASH16.ID.OFFSET-LEN.tmp (mode
@@ -273,10 +278,14 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 //
 // Only POSIX shell and tools: head -c (dd bs=1 where head has no -c), gzip where present, and a
 // SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
-func startScript(id Identity, serveArgs string, prefaceLen int) string {
-	drop := ""
+func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string {
+	drop, skip, dropAhead := "", "", ""
 	if prefaceLen > 0 {
 		drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
+	}
+	if aheadLen > 0 {
+		skip = " --skip " + strconv.Itoa(prefaceLen) + ":" + strconv.Itoa(aheadLen)
+		dropAhead = `[ "$z" = raw ] && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
 	}
 	h16 := id.Hash[:16]
 	return `h() { ` + hashCmd + `; }
@@ -285,13 +294,13 @@ p="$d/farwing-` + h16 + `"
 s=$(uname -s); m=$(uname -m)
 if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
   echo "FARWING-PEER ok $s $m $p"
-  exec "$p" serve ` + serveArgs + `
+  exec "$p" serve ` + serveArgs + skip + `
 fi
 mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
 [ "$(h /dev/null)" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
 if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi
 ` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
-echo "FARWING-PEER need $s $m $z $d"
+` + dropAhead + `echo "FARWING-PEER need $s $m $z $d"
 q=
 b() { [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
 k() { case "$1" in ''|0?*|*[!0-9]*|???????????*) return 1;; esac; }
@@ -372,14 +381,16 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 			s.Log("ssh to %s connects itself: no bbr asked for (%s)", escape.Text(host), why)
 		}
 	}
-	p, err := s.start(ctx, host, id, serveArgs, preface)
+	p, err := s.start(ctx, host, id, serveArgs, preface, installedRecord(id, cfg, host))
 	if p != nil {
 		p.HostName = cfg["hostname"]
 	}
 	return p, err
 }
 
-func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+// start is Start once ssh's configuration is known; rec is the record that this build was
+// installed on the host's account (installedRecord).
+func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []string, preface []byte, rec string) (*Peer, error) {
 	t0 := time.Now()
 	var qa []string
 	for _, a := range serveArgs {
@@ -387,9 +398,14 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	}
 	args := strings.Join(qa, " ")
 	// A build whose compressed form is not in this user's cache has most likely never been
-	// installed anywhere: compress it while ssh connects.
+	// installed anywhere: compress it while ssh connects. One that is there but was never
+	// installed on this host's account starts its upload at once (ahead.go).
 	var packed chan packedPeer
-	if c := packedCache(id); c != "" {
+	var up *ahead
+	if _, err := os.Stat(rec); rec != "" && err != nil && !s.noAhead {
+		up = newAhead(id)
+	}
+	if c := packedCache(id); c != "" && up == nil {
 		if _, err := os.Stat(c); err != nil {
 			packed = make(chan packedPeer, 1)
 			go func() {
@@ -398,23 +414,30 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 			}()
 		}
 	}
+	n := 0
+	if up != nil {
+		n = aheadLen
+		s.logf("no record of farwing %s on %s: its upload starts with the ssh session (%d bytes ahead of the answer)", id.Hash[:16], escape.Text(host), n)
+	}
 	within := time.Duration(0)
 	if s.muxLive {
 		within = muxAnswer
 	}
-	p, st, err := s.run(ctx, host, startScript(id, args, len(preface)), preface, within)
+	script := startScript(id, args, len(preface), n)
+	p, st, err := s.run(ctx, host, script, preface, up, within)
 	if errors.Is(err, errMuxSilent) {
 		// The shared connection's master is there, but its connection carries nothing (a
 		// network change left it dead): drop it, and start again over a new one.
 		s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; closing it and connecting again", escape.Text(host), muxAnswer))
 		s.dropMux(ctx, host)
-		p, st, err = s.run(ctx, host, startScript(id, args, len(preface)), preface, 0)
+		p, st, err = s.run(ctx, host, script, preface, up, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
 	setup := time.Since(p.began) // ssh's start to the remote's first line: what another connection costs
 	if st.State == "ok" {
+		noteInstalled(rec)
 		p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 		return p, nil
 	}
@@ -440,10 +463,22 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		format = "gzip"
 	}
 	var data []byte
-	if format == "gzip" && packed != nil {
+	switch {
+	case format == "gzip" && up != nil:
+		if <-up.done; !up.valid {
+			// The cached gzip form does not unpack to this build, and its start is the
+			// remote's input already: start again without it (payload makes it anew).
+			p.Close(3 * time.Second)
+			s.logf("the cached gzip form of this build is damaged; connecting again to upload a new one")
+			s.noAhead = true
+			return s.start(ctx, host, id, serveArgs, preface, rec)
+		}
+		data = up.data
+	case format == "gzip" && packed != nil:
 		r := <-packed
 		data, err = r.data, r.err
-	} else {
+	default:
+		up = nil // without gzip the shell dropped what was written ahead
 		data, err = payload(id, format)
 	}
 	if err != nil {
@@ -452,23 +487,24 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	if s.Notice != nil {
 		s.Notice(fmt.Sprintf("installing farwing on %s (%.1f MB)", escape.Text(host), float64(len(data))/1e6))
 	}
-	up, err := s.install(ctx, host, p, setup, st.Path, id.Hash[:16], format, data, preface)
+	rep, err := s.install(ctx, host, p, setup, st.Path, id.Hash[:16], format, data, preface, up)
 	if err != nil {
 		return nil, err
 	}
-	if st = up.st; st.State != "ok" { // install has closed the session
+	if st = rep.st; st.State != "ok" { // install has closed the session
 		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
 	}
+	noteInstalled(rec)
 	// The control channel starts now, with the preface again (the first one went to the shell):
 	// already written after the join where the main session carried the whole upload.
 	p.prefaced = make(chan struct{})
-	if up.prefaced {
+	if rep.prefaced {
 		close(p.prefaced)
 	} else {
-		go p.writePreface(preface)
+		go p.writePreface(preface, nil)
 	}
 	p.Uploaded, p.SentBytes, p.Format = true, int64(len(data)), format
-	p.UploadSessions, p.ResentBytes = up.sessions, up.extra
+	p.UploadSessions, p.ResentBytes, p.Ahead = rep.sessions, rep.extra, up != nil
 	p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 	return p, nil
 }
@@ -601,7 +637,7 @@ func parseStatus(line string) (peerStatus, error) {
 // run starts `sh -c script` on host, writes preface to its stdin and returns the peer with the
 // first status line. With within above 0 it gives up when the line has not come by then, killing
 // ssh, with errMuxSilent.
-func (s SSH) run(ctx context.Context, host, script string, preface []byte, within time.Duration) (*Peer, peerStatus, error) {
+func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
 	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -624,7 +660,7 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 	if err := cmd.Start(); err != nil {
 		return nil, peerStatus{}, fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
 	}
-	go p.writePreface(preface)
+	go p.writePreface(preface, ahead)
 	type read struct {
 		st  peerStatus
 		err error
@@ -658,11 +694,16 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, withi
 // there after it cannot come before it.
 func (p *Peer) Prefaced() <-chan struct{} { return p.prefaced }
 
-// writePreface writes the caller's first control messages at once, before the remote answers (a
-// failed write shows up as a missing status line or a closed control channel).
-func (p *Peer) writePreface(preface []byte) {
+// writePreface writes the caller's first control messages at once, before the remote answers,
+// and after them the start of an upload where one goes ahead (a failed write shows up as a
+// missing status line or a closed control channel).
+func (p *Peer) writePreface(preface []byte, ahead *ahead) {
 	if len(preface) > 0 {
 		p.Stdin.Write(preface)
+	}
+	if ahead != nil {
+		<-ahead.wrote
+		p.Stdin.Write(ahead.wire)
 	}
 	close(p.prefaced)
 }

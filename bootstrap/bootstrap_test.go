@@ -176,7 +176,7 @@ func TestStartScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	pre := []byte(`{"type":"hello","files":[1,2,3]}` + "\n")
-	script := startScript(id, "--pub 'k'", len(pre))
+	script := startScript(id, "--pub 'k'", len(pre), 0)
 	home := t.TempDir()
 	dir := home + "/.cache/farwing"
 	final := dir + "/farwing-" + id.Hash[:16]
@@ -297,7 +297,7 @@ func TestStartScriptParts(t *testing.T) {
 	exe, id := fakePeer(t, t.TempDir(), 100<<10)
 	raw, _ := os.ReadFile(exe)
 	gz := gzipped(t, raw)
-	script := startScript(id, "", 0)
+	script := startScript(id, "", 0, 0)
 	home := filepath.Join(t.TempDir(), "my home") // a space in the paths of the parts
 	os.Mkdir(home, 0o755)
 	dir := home + "/.cache/farwing"
@@ -459,7 +459,7 @@ func TestInstallTidies(t *testing.T) {
 		at := time.Now().Add(-age)
 		os.Chtimes(p, at, at)
 	}
-	out := remoteSh(t, home, all, startScript(id, "", 0), upload("raw", raw))
+	out := remoteSh(t, home, all, startScript(id, "", 0, 0), upload("raw", raw))
 	if !strings.Contains(out, "FARWING-PEER ok ") || !strings.Contains(out, "served serve") {
 		t.Fatalf("install: %q", out)
 	}

@@ -241,7 +241,10 @@ type uploader struct {
 // then), so the bytes wait there for the peer it starts, and the control channel does not wait
 // a round trip for the remote's ok first (uploadReport.prefaced). Where extra connections ran,
 // the remote may answer the join with missing parts and read on, so the preface waits for ok.
-func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Duration, dir, h16, format string, data, preface []byte) (uploadReport, error) {
+//
+// With ahead (nil where none), the upload line and the first part went with the preface: the
+// upload goes on from there.
+func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Duration, dir, h16, format string, data, preface []byte, ahead *ahead) (uploadReport, error) {
 	t := defaultUpload
 	if s.upload != nil {
 		t = *s.upload
@@ -250,6 +253,12 @@ func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Durat
 	rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
 	u := &uploader{s: s, t: t, host: host, data: data, setup: setup, segs: []*seg{{end: len(data), own: true}}}
+	if ahead != nil {
+		id = ahead.id
+		g, c := u.segs[0], part{0, aheadPart}
+		g.next, g.sent = c.n, []part{c}
+		u.fifo, u.flight, u.handed = []sentPart{{g, c}}, c.n, int64(c.n)
+	}
 
 	// The writer: the header, then what the loop hands it. After a failed write it discards the
 	// rest; the reader tells why the session ended.
@@ -259,9 +268,11 @@ func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Durat
 	go func() {
 		defer close(wdone)
 		<-p.prefaced // the remote has read the preface (it said need after dropping it)
-		_, err := fmt.Fprintf(p.Stdin, "FARWING-UPLOAD %s %d %s\n", format, len(data), id)
-		if err != nil {
-			werr <- err
+		var err error
+		if ahead == nil {
+			if _, err = fmt.Fprintf(p.Stdin, "FARWING-UPLOAD %s %d %s\n", format, len(data), id); err != nil {
+				werr <- err
+			}
 		}
 		for m := range msgs {
 			if err != nil {

@@ -6,6 +6,8 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -378,6 +380,40 @@ func TestLabPushPull(t *testing.T) {
 	}
 	checkLanes(t, "pull", pull.res)
 	t.Logf("pull: %.2f s, goodput %.1f Mbit/s, %v re-sent", pull.res["seconds"], pull.res["goodput_bps"].(float64)/1e6, pull.res["retransmitted"])
+
+	// Without this user's record of the install (another client machine, a cleared cache), the
+	// upload's start goes ahead of the remote's answer: where the peer is there, `serve --skip`
+	// drops it and the copy is right; where it is not, the upload goes on from it.
+	forget := func() {
+		t.Helper()
+		b, err := os.ReadFile(e.bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(b)
+		cache, _ := os.UserCacheDir()
+		recs, _ := filepath.Glob(filepath.Join(cache, "farwing", "peer", "installed", "farwing-"+hex.EncodeToString(h[:8])+"-*"))
+		if len(recs) == 0 {
+			t.Fatal("no record of the install in this user's cache")
+		}
+		for _, r := range recs {
+			os.Remove(r)
+		}
+	}
+	small, smallSum := randomFile(t, dir, "small.bin", 1<<20)
+	forget()
+	again := e.copyIn(e.l.NSA, env, "-v", "--rate", "90M", small, e.srv.Host+":small.bin")
+	if again.code != 0 || again.res["peer_uploaded"] != false || fileSum(t, filepath.Join(e.srv.Home, "small.bin")) != smallSum ||
+		!strings.Contains(again.stderr, "bytes ahead of the answer") {
+		t.Fatalf("peer there, no record: exit %d, uploaded %v: %s", again.code, again.res["peer_uploaded"], again.stderr)
+	}
+	forget()
+	os.Remove(peerPath)
+	again = e.copyIn(e.l.NSA, env, "-v", "--rate", "90M", e.srv.Host+":small.bin", filepath.Join(dir, "small-back.bin"))
+	if again.code != 0 || again.res["peer_uploaded"] != true || fileSum(t, filepath.Join(dir, "small-back.bin")) != smallSum ||
+		!strings.Contains(again.stderr, "bytes ahead of the answer") {
+		t.Fatalf("no peer, no record: exit %d, uploaded %v: %s", again.code, again.res["peer_uploaded"], again.stderr)
+	}
 }
 
 // checkLanes checks the lane counters of a copy's --json: four lanes at each end, this end's

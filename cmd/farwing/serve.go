@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -20,6 +24,7 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	fs.SetOutput(stderr)
 	pub := fs.String("pub", "", "the client's ephemeral X25519 public key (set by farwing copy)")
 	portRange := fs.String("port", "", "bind the four UDP lanes in this port range, LO-HI (farwing copy --port)")
+	skip := fs.String("skip", "", "drop A bytes of the control channel after its first L, L:A (an upload's start the client wrote ahead; set by first contact)")
 	if err := fs.Parse(args); err != nil {
 		return badFlags("serve", err)
 	}
@@ -27,16 +32,62 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	if err != nil {
 		return badFlags("serve", err)
 	}
+	var in io.Reader = os.Stdin
+	if *skip != "" {
+		keep, drop, err := parseSkip(*skip)
+		if err != nil {
+			return badFlags("serve", err)
+		}
+		in = &skipReader{r: os.Stdin, keep: keep, drop: drop}
+	}
 	// The peer outlives its client only long enough to clean up: a write to the control channel
 	// after the client left must be an error it handles (removing partial files, the bench's
 	// directory), not a SIGPIPE that kills it first; sshd's SIGHUP ends it the same way.
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
-	if err := xfer.Serve(ctx, os.Stdin, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
+	if err := xfer.Serve(ctx, in, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
 		Tuning: tun, DebugLog: debugLog}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return xfer.ExitCode(err)
 	}
 	return 0
+}
+
+// maxSkip bounds both numbers of --skip: the preface is a few control messages, the upload's
+// start one part (bootstrap's aheadPart and its two lines).
+const maxSkip = 1 << 20
+
+// parseSkip reads --skip's L:A: decimal, each at most maxSkip.
+func parseSkip(v string) (keep, drop int64, err error) {
+	l, a, ok := strings.Cut(v, ":")
+	k, err1 := strconv.ParseInt(l, 10, 64)
+	d, err2 := strconv.ParseInt(a, 10, 64)
+	if !ok || err1 != nil || err2 != nil || k < 0 || d < 0 || k > maxSkip || d > maxSkip {
+		return 0, 0, errors.New("--skip wants L:A, two byte counts of at most 1 MiB")
+	}
+	return k, d, nil
+}
+
+// skipReader passes the first keep bytes of r, then reads and drops the next drop bytes, then
+// passes the rest: the control channel with an upload's start that the remote shell did not need
+// taken out of it.
+type skipReader struct {
+	r          io.Reader
+	keep, drop int64
+}
+
+func (s *skipReader) Read(b []byte) (int, error) {
+	if s.keep > 0 {
+		n, err := s.r.Read(b[:min(int64(len(b)), s.keep)])
+		s.keep -= int64(n)
+		return n, err
+	}
+	if s.drop > 0 {
+		if _, err := io.CopyN(io.Discard, s.r, s.drop); err != nil {
+			return 0, err
+		}
+		s.drop = 0
+	}
+	return s.r.Read(b)
 }

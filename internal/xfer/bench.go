@@ -17,6 +17,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"github.com/farwing/farwing/bootstrap"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
@@ -37,6 +38,8 @@ type BenchPeer struct {
 	// Argv is the command that started the peer (ssh, with the remote command in its last
 	// argument).
 	Argv []string
+	ssh  *bootstrap.SSH // how it was reached, where over the system's ssh
+	host string
 }
 
 // OpenBench starts the bench's remote peer on host.
@@ -46,7 +49,10 @@ func OpenBench(ctx context.Context, o Options, host string) (*BenchPeer, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &BenchPeer{c: c, Uploaded: res.PeerUploaded, Argv: c.info.Argv}
+	b := &BenchPeer{c: c, Uploaded: res.PeerUploaded, Argv: c.info.Argv, host: host}
+	if o.Start == nil {
+		b.ssh = &o.SSH
+	}
 	if b.Addr, err = serverAddr(ctx, host, c.info.HostName, ready.Addr); err != nil {
 		b.Close()
 		return nil, err
@@ -281,13 +287,24 @@ func (b *BenchPeer) Source(ctx context.Context, size int64, sparse bool) (name, 
 	return m.Name, m.Sum, nil
 }
 
-// Uncache removes the peer's build from the remote cache, so that the next copy installs it.
+// Uncache removes the peer's build from the remote cache, so that the next copy installs it,
+// and this user's record of having installed it there, so that the next copy treats the host as
+// one it has not met (bootstrap's upload ahead).
 func (b *BenchPeer) Uncache(ctx context.Context) error {
 	if err := b.c.ctl.Send(Msg{T: "uncache"}); err != nil {
 		return err
 	}
-	_, err := b.c.ctl.Expect(ctx, "uncached", PeerIdle)
-	return err
+	if _, err := b.c.ctl.Expect(ctx, "uncached", PeerIdle); err != nil {
+		return err
+	}
+	if b.ssh == nil {
+		return nil
+	}
+	id, err := bootstrap.Self()
+	if err != nil {
+		return err
+	}
+	return bootstrap.Forget(ctx, *b.ssh, b.host, id)
 }
 
 // Close says bye and stops the peer.

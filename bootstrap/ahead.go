@@ -1,0 +1,153 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Upload ahead: on what is most likely first contact, the client does not wait a round trip for
+// the remote's "need" before the upload starts. Right after the preface it writes the start of
+// the upload as the remote script would read it after need: the FARWING-UPLOAD line and a first
+// part (aheadPart bytes of the build's gzip form), while the remote shell checks its cache. The
+// script is told how many bytes that is (aheadLen):
+//   - need, with gzip there: the bytes are the upload's beginning, read as usual; the client goes
+//     on from the first part's end (one round trip of TCP's slow start earlier than otherwise);
+//   - need without gzip: the shell reads and drops them before it says need (the client then
+//     sends the build as it is, from the start);
+//   - ok (the peer was there after all): `farwing serve --skip L:A` drops them after the L bytes
+//     of the preface, so its control channel is unchanged; they cost only their bytes on the wire,
+//     since the peer answers the preface that comes before them;
+//   - nodir, nohash: the shell exits without reading them.
+//
+// "Most likely first contact" is no record that this build was installed on the account ssh
+// reaches (installedRecord). The bytes come from this user's cache of the build's gzip form, or,
+// where there is none (the build's first install anywhere), from compressing it while ssh
+// connects (about 0.4 s for 10 MB, within the handshake): the upload line is padded with spaces to
+// a fixed width (the shell's read drops them), so the script knows their length before the size
+// is known. A record is a hint only: a wrong one costs a round trip (a record but no peer) or
+// aheadPart bytes on the wire (no record but a peer).
+
+// aheadPart is the size of the first part written ahead: about what TCP sends in the first round
+// trip of a new connection's slow start (initial window of 10 segments, grown by the handshake),
+// so that ok costs little, yet need finds the upload already under way.
+const aheadPart = 64 << 10
+
+// aheadMin is the smallest executable whose upload starts ahead when it has to be compressed
+// first: its gzip form must be longer than aheadPart (a Go build is several MB).
+const aheadMin = 1 << 20
+
+// aheadHeader is the width of the upload line written ahead, without its newline: the longest
+// "FARWING-UPLOAD gzip N ID" (N of 10 digits, ID of 16).
+const aheadHeader = len("FARWING-UPLOAD gzip 1234567890 0123456789abcdef")
+
+// aheadLen is how many bytes go ahead: the padded upload line, the first part's line and bytes.
+var aheadLen = aheadHeader + 1 + len("FARWING-PART 0 "+strconv.Itoa(aheadPart)+"\n") + aheadPart
+
+// ahead is the start of an upload written before the remote answered.
+type ahead struct {
+	id   string        // the upload's ID
+	done chan struct{} // closed once data, valid and wire are set
+	data []byte        // the build's gzip form
+	// valid: data unpacks to this build and is longer than aheadPart. Where it is not, wire is
+	// aheadLen bytes that no upload starts with (need: the client starts over without them).
+	valid bool
+	wire  []byte        // exactly aheadLen bytes
+	wrote chan struct{} // closed once wire is known (the writer's wait: at once from the cache)
+}
+
+// newAhead starts the upload's start of build id: from the cache of its gzip form where that is
+// there (checked meanwhile), else compressed now where the build is large enough; nil where
+// neither applies.
+func newAhead(id Identity) *ahead {
+	var idb [8]byte
+	rand.Read(idb[:])
+	a := &ahead{id: hex.EncodeToString(idb[:]), done: make(chan struct{}), wrote: make(chan struct{})}
+	if c := packedCache(id); c != "" {
+		if b, err := os.ReadFile(c); err == nil && len(b) > aheadPart {
+			a.data, a.wire = b, a.start(b)
+			close(a.wrote)
+			go func() {
+				a.valid = gzipOf(b, id.Hash)
+				close(a.done)
+			}()
+			return a
+		}
+	}
+	if st, err := os.Stat(id.Exe); err != nil || st.Size() < aheadMin {
+		return nil
+	}
+	go func() {
+		b, err := payload(id, "gzip")
+		a.data, a.valid = b, err == nil && len(b) > aheadPart
+		if a.valid {
+			a.wire = a.start(b)
+		} else {
+			a.wire = bytes.Repeat([]byte{'-'}, aheadLen)
+		}
+		close(a.wrote)
+		close(a.done)
+	}()
+	return a
+}
+
+// start is what goes ahead of b, the upload: its line padded to aheadHeader, the first part.
+func (a *ahead) start(b []byte) []byte {
+	w := fmt.Appendf(nil, "%-*s\nFARWING-PART 0 %d\n", aheadHeader, fmt.Sprintf("FARWING-UPLOAD gzip %d %s", len(b), a.id), aheadPart)
+	return append(w, b[:aheadPart]...)
+}
+
+// installedRecord is the file whose presence says that this user installed build id (or found it
+// installed) on the account ssh reaches for host: ssh's user, host name and port where `ssh -G`
+// told them (cfg), else host as given. "" where there is no cache directory.
+func installedRecord(id Identity, cfg map[string]string, host string) string {
+	base, err := os.UserCacheDir()
+	if err != nil || len(id.Hash) < 16 {
+		return ""
+	}
+	key := "host\x00" + host
+	if cfg["hostname"] != "" {
+		key = strings.Join([]string{"ssh", cfg["user"], cfg["hostname"], cfg["port"]}, "\x00")
+	}
+	h := sha256.Sum256([]byte(key))
+	return filepath.Join(base, "farwing", "peer", "installed", "farwing-"+id.Hash[:16]+"-"+hex.EncodeToString(h[:8]))
+}
+
+// noteInstalled records that a build runs on an account (a failure to record only costs the next
+// contact its guess); records made more than pruneDays ago go, as the remote's builds do.
+func noteInstalled(rec string) {
+	if rec == "" {
+		return
+	}
+	if _, err := os.Stat(rec); err == nil {
+		return
+	}
+	if os.MkdirAll(filepath.Dir(rec), 0o700) == nil {
+		if f, err := os.OpenFile(rec, os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+		}
+	}
+	tidyPacked(filepath.Dir(rec), rec)
+}
+
+// Forget removes the record that this build was installed on host's account, so that the next
+// contact is treated as a first one (farwing bench's first-copy row, which removes the build from
+// the remote's cache too).
+func Forget(ctx context.Context, s SSH, host string, id Identity) error {
+	cfg, _ := s.config(ctx, host) // as Start: without ssh's word the record is keyed by host
+	rec := installedRecord(id, cfg, host)
+	if rec == "" {
+		return nil
+	}
+	if err := os.Remove(rec); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}

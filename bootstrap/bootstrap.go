@@ -405,7 +405,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	// installed on this host's account starts its upload at once (ahead.go).
 	var packed chan packedPeer
 	var up *ahead
-	if _, err := os.Stat(rec); rec != "" && err != nil && !s.noAhead {
+	if _, err := os.Stat(rec); rec != "" && err != nil && !s.noAhead && len(preface) <= aheadMaxPreface {
 		up = newAhead(id)
 	}
 	if c := packedCache(id); c != "" && up == nil {

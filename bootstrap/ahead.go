@@ -44,6 +44,11 @@ const aheadPart = 64 << 10
 // first: its gzip form must be longer than aheadPart (a Go build is several MB).
 const aheadMin = 1 << 20
 
+// aheadMaxPreface is the longest preface an upload's start goes after: serve takes --skip L:A
+// with each number at most 1 MiB (cmd/farwing's maxSkip), and refuses to start otherwise (a pull's
+// hello names every source path given, so it may be longer).
+const aheadMaxPreface = 1 << 20
+
 // aheadHeader is the width of the upload line written ahead, without its newline: the longest
 // "FARWING-UPLOAD gzip N ID" (N of 10 digits, ID of 16).
 const aheadHeader = len("FARWING-UPLOAD gzip 1234567890 0123456789abcdef")

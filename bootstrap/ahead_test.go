@@ -219,3 +219,95 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestStartAheadOkControlAfterWire: where the peer is there though no record says so, Start
+// returns on its ok while the upload's start may still be being compressed; the peer answers once
+// it has read the preface. What the caller writes after that answer (a pull's accept, the bench's
+// and the doctor's requests, which do not wait for Prefaced) must come after the bytes serve was
+// told to --skip, or serve drops the caller's message and reads the upload's start as control.
+func TestStartAheadOkControlAfterWire(t *testing.T) {
+	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
+	dir := t.TempDir()
+	ssh := filepath.Join(dir, "ssh")
+	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
+	t.Setenv("FAKE_SSH_LOG", filepath.Join(dir, "sessions"))
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache")) // no gzip form cached: compressed meanwhile
+	t.Setenv("FAKE_PATH", all)
+	// A build large enough that compressing it takes longer than the remote's ok and answer.
+	exe, id := randomPeer(t, dir, 24<<20)
+	home := t.TempDir()
+	t.Setenv("FAKE_HOME", home)
+	// The peer is there (installed from elsewhere): the remote says ok.
+	os.MkdirAll(home+"/.cache/farwing", 0o755)
+	if err := os.WriteFile(home+"/.cache/farwing/farwing-"+id.Hash[:16], must(os.ReadFile(exe)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pre := []byte("{\"type\":\"hello\"}\n")
+	p, err := Start(context.Background(), SSH{SSHPath: ssh}, "h", id, []string{"--pub", "k"}, pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	// The peer's answer (the fake peer's line; a real one says ready after reading the preface).
+	line, err := p.Stdout.ReadString('\n')
+	if err != nil || !strings.Contains(line, " --skip ") {
+		t.Fatalf("peer there: %q (%v)", line, err)
+	}
+	// The caller answers at once, as a pull's accept would.
+	if _, err := io.WriteString(p.Stdin, "CONTROL\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Prefaced()
+	p.Stdin.Close()
+	in, _ := io.ReadAll(p.Stdout) // what serve would read: the preface, the bytes it skips, the rest
+	if len(in) != len(pre)+aheadLen+len("CONTROL\n") {
+		t.Fatalf("peer's input: %d bytes, want %d", len(in), len(pre)+aheadLen+len("CONTROL\n"))
+	}
+	if skipped := in[len(pre) : len(pre)+aheadLen]; strings.Contains(string(skipped), "CONTROL\n") || string(in[len(pre)+aheadLen:]) != "CONTROL\n" {
+		i := strings.Index(string(in), "CONTROL\n")
+		t.Fatalf("the caller's message is at byte %d of the peer's input, inside the %d bytes serve drops after the %d of the preface", i, aheadLen, len(pre))
+	}
+}
+
+// TestStartAheadLongPreface: serve refuses --skip with a preface longer than 1 MiB (its maxSkip:
+// a pull's hello names every source path given, JSON-escaped), so such a preface must not go with
+// an upload's start ahead: the peer that is there would not start at all.
+func TestStartAheadLongPreface(t *testing.T) {
+	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
+	dir := t.TempDir()
+	ssh := filepath.Join(dir, "ssh")
+	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
+	t.Setenv("FAKE_SSH_LOG", filepath.Join(dir, "sessions"))
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
+	t.Setenv("FAKE_PATH", all)
+	// A peer that reads its input as serve does (not echoing it: 1 MiB would fill the pipes).
+	r := make([]byte, (aheadMin+(100<<10))/2)
+	rand.Read(r)
+	b := []byte("#!/bin/sh\necho \"served $*\"\nexec cat >/dev/null\n#" + hex.EncodeToString(r) + "\n")
+	sum := sha256.Sum256(b)
+	id := Identity{Exe: filepath.Join(dir, "peer"), Hash: hex.EncodeToString(sum[:])}
+	os.WriteFile(id.Exe, b, 0o755)
+	home := t.TempDir()
+	t.Setenv("FAKE_HOME", home)
+	os.MkdirAll(home+"/.cache/farwing", 0o755)
+	if err := os.WriteFile(home+"/.cache/farwing/farwing-"+id.Hash[:16], b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pre := []byte("{\"type\":\"hello\",\"paths\":[\"" + strings.Repeat("a", 1<<20) + "\"]}\n")
+	p, err := Start(context.Background(), SSH{SSHPath: ssh}, "h", id, []string{"--pub", "k"}, pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(time.Second)
+	line, err := p.Stdout.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l, a int64
+	if _, after, ok := strings.Cut(line, " --skip "); ok {
+		fmt.Sscanf(after, "%d:%d", &l, &a)
+		if l > 1<<20 || a > 1<<20 {
+			t.Fatalf("serve started with --skip %d:%d, which it refuses (at most %d each)", l, a, 1<<20)
+		}
+	}
+}

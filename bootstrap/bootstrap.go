@@ -203,7 +203,10 @@ type Peer struct {
 	// same place even when the host is an alias from ssh_config; "" if ssh did not say.
 	HostName string
 	prefaced chan struct{} // closed when the preface has been written
-	began    time.Time     // when ssh was started
+	// skipped is closed when the remote said ok with an upload's start going ahead: serve drops
+	// those bytes whatever they are, so they need not wait for the build to be compressed.
+	skipped  chan struct{}
+	began    time.Time // when ssh was started
 	waitOnce sync.Once
 	waitErr  error
 }
@@ -402,7 +405,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	// installed on this host's account starts its upload at once (ahead.go).
 	var packed chan packedPeer
 	var up *ahead
-	if _, err := os.Stat(rec); rec != "" && err != nil && !s.noAhead {
+	if _, err := os.Stat(rec); rec != "" && err != nil && !s.noAhead && len(preface) <= aheadMaxPreface {
 		up = newAhead(id)
 	}
 	if c := packedCache(id); c != "" && up == nil {
@@ -437,6 +440,18 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	}
 	setup := time.Since(p.began) // ssh's start to the remote's first line: what another connection costs
 	if st.State == "ok" {
+		if up != nil {
+			// The peer answers once it has read the preface, and the caller may write to it
+			// then (a pull's accept): only after the bytes serve skips, or it drops the caller's
+			// instead and reads the upload's start as control messages.
+			close(p.skipped)
+			select {
+			case <-p.prefaced:
+			case <-ctx.Done():
+				p.Close(time.Second)
+				return nil, ctx.Err()
+			}
+		}
 		noteInstalled(rec)
 		p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 		return p, nil
@@ -649,7 +664,8 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead
 	}
 	// A shared connection's master holds on to ssh's stderr; never let Wait hang on it.
 	cmd.WaitDelay = 2 * time.Second
-	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}, prefaced: make(chan struct{})}
+	p := &Peer{cmd: cmd, Stdin: stdin, Stdout: bufio.NewReaderSize(stdout, 64<<10), stderr: &tail{}, prefaced: make(chan struct{}),
+		skipped: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if s.Verbose {
 		// ssh's own messages and the remote's standard error, escaped: the remote's text never
@@ -695,15 +711,27 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead
 func (p *Peer) Prefaced() <-chan struct{} { return p.prefaced }
 
 // writePreface writes the caller's first control messages at once, before the remote answers,
-// and after them the start of an upload where one goes ahead (a failed write shows up as a
-// missing status line or a closed control channel).
+// and after them the start of an upload where one goes ahead, or as many bytes of filler where the
+// remote said ok before it was compressed (a failed write shows up as a missing status line or a
+// closed control channel).
 func (p *Peer) writePreface(preface []byte, ahead *ahead) {
 	if len(preface) > 0 {
 		p.Stdin.Write(preface)
 	}
 	if ahead != nil {
-		<-ahead.wrote
-		p.Stdin.Write(ahead.wire)
+		var wire []byte
+		select {
+		case <-ahead.wrote:
+			wire = ahead.wire
+		default:
+			select {
+			case <-ahead.wrote:
+				wire = ahead.wire
+			case <-p.skipped: // the remote said ok first: serve drops these bytes unread
+				wire = make([]byte, aheadLen)
+			}
+		}
+		p.Stdin.Write(wire)
 	}
 	close(p.prefaced)
 }

@@ -433,7 +433,11 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		// network change left it dead): drop it, and start again over a new one.
 		s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; closing it and connecting again", escape.Text(host), muxAnswer))
 		s.dropMux(ctx, host)
-		p, st, err = s.run(ctx, host, script, preface, up, 0)
+		// Nothing goes ahead on the new session: what the dead one carried may still reach the
+		// remote's shell, and its upload of the same ID would remove or overwrite the new one's
+		// parts (the hash check would refuse the result; the copy would fail for nothing).
+		up = nil
+		p, st, err = s.run(ctx, host, startScript(id, args, len(preface), 0), preface, nil, 0)
 	}
 	if err != nil {
 		return nil, err

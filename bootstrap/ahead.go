@@ -95,13 +95,18 @@ func newAhead(id Identity) *ahead {
 		if a.valid {
 			a.wire = a.start(b)
 		} else {
-			a.wire = bytes.Repeat([]byte{'-'}, aheadLen)
+			a.wire = aheadFiller()
 		}
 		close(a.wrote)
 		close(a.done)
 	}()
 	return a
 }
+
+// aheadFiller is aheadLen bytes that no upload starts with and no line ends in: what goes ahead
+// where the upload's start cannot (its build did not compress as expected, or the remote said ok
+// before it was ready: serve drops them unread).
+func aheadFiller() []byte { return bytes.Repeat([]byte{'-'}, aheadLen) }
 
 // start is what goes ahead of b, the upload: its line padded to aheadHeader, the first part.
 func (a *ahead) start(b []byte) []byte {
@@ -113,8 +118,8 @@ func (a *ahead) start(b []byte) []byte {
 // installed) on the account ssh reaches for host: ssh's user, host name and port where `ssh -G`
 // told them (cfg), else host as given. "" where there is no cache directory.
 func installedRecord(id Identity, cfg map[string]string, host string) string {
-	base, err := os.UserCacheDir()
-	if err != nil || len(id.Hash) < 16 {
+	dir := localPeerDir()
+	if dir == "" || len(id.Hash) < 16 {
 		return ""
 	}
 	key := "host\x00" + host
@@ -122,7 +127,7 @@ func installedRecord(id Identity, cfg map[string]string, host string) string {
 		key = strings.Join([]string{"ssh", cfg["user"], cfg["hostname"], cfg["port"]}, "\x00")
 	}
 	h := sha256.Sum256([]byte(key))
-	return filepath.Join(base, "farwing", "peer", "installed", "farwing-"+id.Hash[:16]+"-"+hex.EncodeToString(h[:8]))
+	return filepath.Join(dir, "installed", "farwing-"+id.Hash[:16]+"-"+hex.EncodeToString(h[:8]))
 }
 
 // noteInstalled records that a build runs on an account (a failure to record only costs the next

@@ -88,12 +88,7 @@ func randomPeer(t *testing.T, dir string, n int) (string, Identity) {
 // has to be compressed first writes nothing ahead.
 func TestStartAhead(t *testing.T) {
 	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
-	dir := t.TempDir()
-	ssh := filepath.Join(dir, "ssh")
-	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
-	log := filepath.Join(dir, "sessions")
-	t.Setenv("FAKE_SSH_LOG", log)
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
+	dir, ssh, log := fakeRemote(t)
 	t.Setenv("FAKE_PATH", all)
 	exe, id := randomPeer(t, dir, aheadMin+(100<<10))
 	raw, _ := os.ReadFile(exe)
@@ -227,11 +222,7 @@ func must[T any](v T, err error) T {
 // told to --skip, or serve drops the caller's message and reads the upload's start as control.
 func TestStartAheadOkControlAfterWire(t *testing.T) {
 	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
-	dir := t.TempDir()
-	ssh := filepath.Join(dir, "ssh")
-	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
-	t.Setenv("FAKE_SSH_LOG", filepath.Join(dir, "sessions"))
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache")) // no gzip form cached: compressed meanwhile
+	dir, ssh, _ := fakeRemote(t) // no gzip form cached: compressed meanwhile
 	t.Setenv("FAKE_PATH", all)
 	// A build large enough that compressing it takes longer than the remote's ok and answer.
 	exe, id := randomPeer(t, dir, 24<<20)
@@ -274,11 +265,7 @@ func TestStartAheadOkControlAfterWire(t *testing.T) {
 // an upload's start ahead: the peer that is there would not start at all.
 func TestStartAheadLongPreface(t *testing.T) {
 	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
-	dir := t.TempDir()
-	ssh := filepath.Join(dir, "ssh")
-	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
-	t.Setenv("FAKE_SSH_LOG", filepath.Join(dir, "sessions"))
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
+	dir, ssh, _ := fakeRemote(t)
 	t.Setenv("FAKE_PATH", all)
 	// A peer that reads its input as serve does (not echoing it: 1 MiB would fill the pipes).
 	r := make([]byte, (aheadMin+(100<<10))/2)

@@ -128,14 +128,18 @@ func (s SSH) useMux(cfg map[string]string) bool {
 	return (cm == "" || cm == "false") && cfg["controlpath"] == ""
 }
 
+// program is the ssh program: SSHPath, or ssh from PATH.
+func (s SSH) program() string {
+	if s.SSHPath == "" {
+		return "ssh"
+	}
+	return s.SSHPath
+}
+
 // config is ssh's view of its configuration for host (`ssh -G`), keys in lower case.
 func (s SSH) config(ctx context.Context, host string) (map[string]string, error) {
-	p := s.SSHPath
-	if p == "" {
-		p = "ssh"
-	}
 	args := append(s.common("-p"), "-G", "--", host)
-	out, err := exec.CommandContext(ctx, p, args...).Output()
+	out, err := exec.CommandContext(ctx, s.program(), args...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("%w: ssh -G %s: %v", ErrSSH, host, err)
 	}
@@ -164,17 +168,15 @@ func controlDir() (string, error) {
 	return dir, nil
 }
 
-func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string) *exec.Cmd {
-	p := s.SSHPath
-	if p == "" {
-		p = "ssh"
-	}
-	args := append(s.common("-p"), "-T", "-o", "ServerAliveInterval=15")
+// sshCmd runs remoteCmd on host with the user's ssh options, after first (options that must win:
+// ssh keeps the first value it is given).
+func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string, first ...string) *exec.Cmd {
+	args := append(append(first, s.common("-p")...), "-T", "-o", "ServerAliveInterval=15")
 	if s.proxy != "" {
 		args = append(args, "-o", "ProxyCommand="+s.proxy)
 	}
 	args = append(args, "--", host, remoteCmd)
-	return exec.CommandContext(ctx, p, args...)
+	return exec.CommandContext(ctx, s.program(), args...)
 }
 
 // Peer is a running `farwing serve` on the remote host.
@@ -251,6 +253,10 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // every start).
 const hashCmd = `(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || sha256 -q "$1" 2>/dev/null) | cut -c1-64`
 
+// readFunc defines the remote shell's r N, which copies exactly N bytes of its input to its output:
+// head -c, or dd bs=1 where head has no -c.
+const readFunc = `if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi`
+
 // emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -301,7 +307,7 @@ if [ -x "$p" ] && [ "$(h "$p")" = "` + id.Hash + `" ]; then
 fi
 mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
 [ "$(h /dev/null)" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
-if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi
+` + readFunc + `
 ` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
 ` + dropAhead + `echo "FARWING-PEER need $s $m $z $d"
 q=
@@ -580,11 +586,21 @@ type packedPeer struct {
 
 // packedCache is where this user's cache keeps the build's gzip form ("" when there is no cache).
 func packedCache(id Identity) string {
-	base, err := os.UserCacheDir()
-	if err != nil || len(id.Hash) < 16 {
+	dir := localPeerDir()
+	if dir == "" || len(id.Hash) < 16 {
 		return ""
 	}
-	return filepath.Join(base, "farwing", "peer", "farwing-"+id.Hash[:16]+".gz")
+	return filepath.Join(dir, "farwing-"+id.Hash[:16]+".gz")
+}
+
+// localPeerDir is where this user's cache keeps what it knows of the peer: builds' gzip forms,
+// and (installed/) the records of installs ("" when there is no cache).
+func localPeerDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "farwing", "peer")
 }
 
 // readIdentity reads the executable id names, checking that it is still that build.
@@ -732,7 +748,7 @@ func (p *Peer) writePreface(preface []byte, ahead *ahead) {
 			case <-ahead.wrote:
 				wire = ahead.wire
 			case <-p.skipped: // the remote said ok first: serve drops these bytes unread
-				wire = make([]byte, aheadLen)
+				wire = aheadFiller()
 			}
 		}
 		p.Stdin.Write(wire)
@@ -962,13 +978,9 @@ func (s SSH) dropMux(ctx context.Context, host string) {
 // control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
 // it ran out of time, and how it ended.
 func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error) {
-	p := s.SSHPath
-	if p == "" {
-		p = "ssh"
-	}
 	cctx, cancel := context.WithTimeout(ctx, muxCheck)
 	defer cancel()
-	c := exec.CommandContext(cctx, p, append(s.common("-p"), "-O", cmd, "--", host)...)
+	c := exec.CommandContext(cctx, s.program(), append(s.common("-p"), "-O", cmd, "--", host)...)
 	c.WaitDelay = time.Second
 	out, err := c.CombinedOutput()
 	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err

@@ -502,6 +502,22 @@ esac
 exec env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" /bin/sh -c "$last"
 `
 
+// fakeRemote sets up Start's test double of ssh: fakeSSH in a temporary directory (returned with
+// it), logging each session it runs to the file log, and a local cache of this user's own there
+// (XDG_CACHE_HOME) holding no gzip form and no record yet. FAKE_HOME and FAKE_PATH (the remote's
+// home and tools) are the test's to set.
+func fakeRemote(t *testing.T) (dir, ssh, log string) {
+	t.Helper()
+	dir = t.TempDir()
+	ssh, log = filepath.Join(dir, "ssh"), filepath.Join(dir, "sessions")
+	if err := os.WriteFile(ssh, []byte(fakeSSH), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_SSH_LOG", log)
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
+	return dir, ssh, log
+}
+
 // TestMain: with BOOTSTRAP_TEST_THROTTLE set, the test binary copies its standard input to its
 // output at that many bytes a second (the fake ssh's slow main session).
 func TestMain(m *testing.M) {
@@ -529,12 +545,7 @@ func TestMain(m *testing.M) {
 func TestStartOneSession(t *testing.T) {
 	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
 	noGzip := toolbox(t, append(baseTools, "sha256sum")...)
-	dir := t.TempDir()
-	ssh := filepath.Join(dir, "ssh")
-	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
-	log := filepath.Join(dir, "sessions")
-	t.Setenv("FAKE_SSH_LOG", log)
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
+	dir, ssh, log := fakeRemote(t)
 	exe, id := fakePeer(t, dir, 700<<10)
 	raw, _ := os.ReadFile(exe)
 	pre := []byte("{\"type\":\"hello\"}\n")
@@ -643,16 +654,13 @@ func TestStartOneSession(t *testing.T) {
 // main session, and the peer still arrives byte-exact. -v says what happened.
 func TestUploadParallel(t *testing.T) {
 	noGzip := toolbox(t, append(baseTools, "sha256sum")...) // raw: the upload is the peer's size
-	dir := t.TempDir()
-	ssh := filepath.Join(dir, "ssh")
-	os.WriteFile(ssh, []byte(fakeSSH), 0o755)
+	dir, ssh, _ := fakeRemote(t)                            // each case logs its sessions apart
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("FAKE_TEST_BIN", bin)
 	t.Setenv("FAKE_PATH", noGzip)
-	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "local-cache"))
 	exe, id := fakePeer(t, dir, 256<<10)
 	raw, _ := os.ReadFile(exe)
 	pre := []byte("{\"type\":\"hello\"}\n")

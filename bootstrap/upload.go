@@ -141,7 +141,8 @@ func partScript(dir, h16, id string, c part) string {
 	return `umask 077
 q=` + shellQuote(dir) + `/.farwing-` + h16 + `.` + id + `
 t="$q.` + c.String() + `.$$.tmp"
-if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then head -c ` + n + `; else dd bs=1 count=` + n + ` 2>/dev/null; fi >"$t" &&
+` + readFunc + `
+r ` + n + ` >"$t" &&
 [ $(($(wc -c <"$t"))) -eq ` + n + ` ] && mv -f "$t" "$q.` + c.String() + `.tmp" && echo "FARWING-STORED ` + c.String() + `" || { rm -f "$t"; exit 1; }`
 }
 
@@ -151,18 +152,8 @@ if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then head -c ` + n + `; else 
 // (BatchMode: one that cannot authenticate without fails, and its range goes back to the main
 // session). These come first: ssh keeps the first value it is given.
 func (s SSH) helperCmd(ctx context.Context, host, script string) *exec.Cmd {
-	p := s.SSHPath
-	if p == "" {
-		p = "ssh"
-	}
 	s.mux = false
-	args := append([]string{"-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes"}, s.common("-p")...)
-	args = append(args, "-T", "-o", "ServerAliveInterval=15")
-	if s.proxy != "" {
-		args = append(args, "-o", "ProxyCommand="+s.proxy)
-	}
-	args = append(args, "--", host, "sh -c "+shellQuote(script))
-	return exec.CommandContext(ctx, p, args...)
+	return s.sshCmd(ctx, host, "sh -c "+shellQuote(script), "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
 }
 
 // seg is a range of the upload and who carries it: the main session (its own share, or the range

@@ -84,10 +84,10 @@ func (s *skipReader) Read(b []byte) (int, error) {
 		return n, err
 	}
 	if s.drop > 0 {
-		if _, err := io.CopyN(io.Discard, s.r, s.drop); err != nil {
+		n, err := io.CopyN(io.Discard, s.r, s.drop)
+		if s.drop -= n; err != nil {
 			return 0, err
 		}
-		s.drop = 0
 	}
 	return s.r.Read(b)
 }

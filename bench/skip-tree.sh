@@ -5,15 +5,7 @@ set -u
 FW=${FW:-$(cd "$(dirname "$0")/.." && pwd)/bin/farwing}
 CFG=$FARWING_LAB_SSH_CONFIG; H=$FARWING_LAB_HOST; RH=$FARWING_LAB_HOME
 W=$(mktemp -d /tmp/skip.XXXXXX); trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/tree"
-python3 - "$W/tree" <<'PY'
-import os,sys
-r=sys.argv[1]
-for d in range(100):
-    p=os.path.join(r,"d%02d"%d); os.makedirs(p)
-    for f in range(100):
-        with open(os.path.join(p,"f%03d.bin"%f),"wb") as o: o.write(os.urandom(4096))
-PY
+"$(dirname "$0")/small-tree.sh" "$W"
 CM="-o ControlMaster=auto -o ControlPath=$W/cm-%C -o ControlPersist=120"
 SSH="ssh -F $CFG $CM"; $SSH $H true
 t() { local s=$(date +%s.%N); "$@" >"$W/out" 2>"$W/err"; local rc=$?; local e=$(date +%s.%N); printf "%.2f s rc=%d" "$(echo "$e - $s" | bc)" $rc; }

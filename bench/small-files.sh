@@ -7,15 +7,7 @@ FW=${FW:-$(cd "$(dirname "$0")/.." && pwd)/bin/farwing}
 CFG=$FARWING_LAB_SSH_CONFIG; H=$FARWING_LAB_HOST; RH=$FARWING_LAB_HOME
 W=$(mktemp -d /tmp/small.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/tree"
-python3 - "$W/tree" <<'PY'
-import os,sys
-r=sys.argv[1]
-for d in range(100):
-    p=os.path.join(r,"d%02d"%d); os.makedirs(p)
-    for f in range(100):
-        with open(os.path.join(p,"f%03d.bin"%f),"wb") as o: o.write(os.urandom(4096))
-PY
+"$(dirname "$0")/small-tree.sh" "$W"
 CM="-o ControlMaster=auto -o ControlPath=$W/cm-%C -o ControlPersist=120"
 SSH="ssh -F $CFG $CM"
 $SSH $H true

@@ -142,7 +142,7 @@ func wideCodec(k int) (reedsolomon.Encoder, error) {
 	if rs := wide.m[k]; rs != nil {
 		return rs, nil
 	}
-	rs, err := reedsolomon.New(k, MaxParity, reedsolomon.WithLeopardGF(true))
+	rs, err := reedsolomon.New(k, MaxParity, reedsolomon.WithLeopardGF(true), reedsolomon.WithWorkAllocator(&work))
 	if err != nil {
 		return nil, err
 	}

@@ -335,7 +335,7 @@ func (r *runner) sink(ctx context.Context, s *Sample, size int64) (map[string]an
 		return res, err
 	}
 	src := filepath.Join(r.dir, "stream")
-	if err := sparse(src, size); err != nil {
+	if err := xfer.MakeStream(ctx, src, size); err != nil {
 		return nil, err
 	}
 	defer os.Remove(src)

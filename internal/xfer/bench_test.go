@@ -1,8 +1,10 @@
 package xfer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -90,4 +92,29 @@ func TestBenchRefusals(t *testing.T) {
 func IsRemote(err error) bool {
 	var re *RemoteError
 	return errors.As(err, &re)
+}
+
+// TestMakeStream: a throughput row's source is size bytes of zeros, made anew over an older file
+// of another size, and a cancelled bench stops making it.
+func TestMakeStream(t *testing.T) {
+	p := t.TempDir() + "/stream"
+	if err := os.WriteFile(p, []byte("an older, longer stream file's bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const size = 3<<20 + 5
+	if err := MakeStream(context.Background(), p, size); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != size || !bytes.Equal(b, make([]byte, size)) {
+		t.Fatalf("%d bytes, zeros %v; want %d zeros", len(b), bytes.Equal(b, make([]byte, len(b))), size)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := MakeStream(ctx, p, size); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v, want context.Canceled", err)
+	}
 }

@@ -600,18 +600,6 @@ func (r *runner) source(ctx context.Context) error {
 	return nil
 }
 
-func sparse(p string, size int64) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // pathFacts keeps what a Farwing run measured of the path (the first run of a level).
 func (r *runner) pathFacts(level string, res map[string]any) {
 	lf := &r.l.Levels[len(r.l.Levels)-1]

@@ -370,18 +370,17 @@ func benchSource(ctx context.Context, dir string, size int64, sparse bool) (name
 // before, and read BtlBw 428-436 Mbit/s with 9-13 congestion verdicts at 362-366 Mbit/s, against
 // 415-430 with 4 at 374.
 func MakeStream(ctx context.Context, p string, size int64) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err := SparseFile(p, size); err != nil {
+		return err
+	}
+	f, err := os.Open(p)
 	if err != nil {
 		return err
 	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return err
-	}
+	defer f.Close()
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < size; {
 		if err := ctx.Err(); err != nil {
-			f.Close()
 			return err
 		}
 		n, err := f.ReadAt(buf, off)
@@ -390,9 +389,21 @@ func MakeStream(ctx context.Context, p string, size int64) error {
 			break
 		}
 		if err != nil {
-			f.Close()
 			return err
 		}
+	}
+	return nil
+}
+
+// SparseFile makes p a sparse file of size bytes (zeros), replacing what was there.
+func SparseFile(p string, size int64) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
 	}
 	return f.Close()
 }

@@ -171,7 +171,7 @@ func controlDir() (string, error) {
 // sshCmd runs remoteCmd on host with the user's ssh options, after first (options that must win:
 // ssh keeps the first value it is given).
 func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string, first ...string) *exec.Cmd {
-	args := append(append(first, s.common("-p")...), "-T", "-o", "ServerAliveInterval=15")
+	args := append(slices.Concat(first, s.common("-p")), "-T", "-o", "ServerAliveInterval=15")
 	if s.proxy != "" {
 		args = append(args, "-o", "ProxyCommand="+s.proxy)
 	}
@@ -739,17 +739,14 @@ func (p *Peer) writePreface(preface []byte, ahead *ahead) {
 		p.Stdin.Write(preface)
 	}
 	if ahead != nil {
+		// Where the remote said ok, serve drops these bytes unread: the upload's start or filler
+		// of the same length will do, whichever is ready.
 		var wire []byte
 		select {
 		case <-ahead.wrote:
 			wire = ahead.wire
-		default:
-			select {
-			case <-ahead.wrote:
-				wire = ahead.wire
-			case <-p.skipped: // the remote said ok first: serve drops these bytes unread
-				wire = aheadFiller()
-			}
+		case <-p.skipped:
+			wire = aheadFiller()
 		}
 		p.Stdin.Write(wire)
 	}

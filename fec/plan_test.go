@@ -75,6 +75,51 @@ func TestPlanShape(t *testing.T) {
 }
 
 // TestBinomTail compares the log-space sum against a direct product for small n.
+// BodyMix mixes Plan's body count with one less so that groups fail BodyTarget of the time on
+// average: exactly the target where it mixes, Plan's count where it cannot.
+func TestBodyMix(t *testing.T) {
+	for _, c := range []struct {
+		loss      float64
+		k         int
+		m         int
+		fewerNear float64 // -1: not checked
+	}{
+		{0.01, 187, 4, 0.70},
+		{0.03, 187, 9, 0.44},
+		{0.001, 187, 1, 0.54},
+		{0.01, 32, 1, -1},
+		{0.05, 64, 6, -1},
+		{0.2, 187, -1, -1},
+	} {
+		m, fewer := BodyMix(c.loss, c.k)
+		body, _ := Plan(c.loss, c.k)
+		if m != body || c.m >= 0 && m != c.m {
+			t.Errorf("BodyMix(%v, %d) m = %d; Plan's body %d, want %d", c.loss, c.k, m, body, c.m)
+		}
+		if fewer < 0 || fewer >= 1 {
+			t.Fatalf("BodyMix(%v, %d) fewer = %v, outside [0, 1)", c.loss, c.k, fewer)
+		}
+		if c.fewerNear >= 0 && math.Abs(fewer-c.fewerNear) > 0.01 {
+			t.Errorf("BodyMix(%v, %d) fewer = %.3f, want about %.2f", c.loss, c.k, fewer, c.fewerNear)
+		}
+		if m == 0 || m >= MaxBodyParity {
+			if fewer != 0 {
+				t.Errorf("BodyMix(%v, %d) = %d, %v: nothing to mix", c.loss, c.k, m, fewer)
+			}
+			continue
+		}
+		mean := fewer*binomTail(c.k+m-1, c.loss, m-1) + (1-fewer)*binomTail(c.k+m, c.loss, m)
+		if math.Abs(mean-BodyTarget) > 1e-9 {
+			t.Errorf("BodyMix(%v, %d) = %d, %.4f: groups fail %.5f on average, want %v", c.loss, c.k, m, fewer, mean, BodyTarget)
+		}
+	}
+	for _, loss := range []float64{0, -1, math.NaN(), 1} {
+		if _, fewer := BodyMix(loss, 187); fewer != 0 {
+			t.Errorf("BodyMix(%v, 187) fewer = %v, want 0", loss, fewer)
+		}
+	}
+}
+
 func TestBinomTail(t *testing.T) {
 	for _, n := range []int{1, 5, 12, 40} {
 		for _, p := range []float64{1e-4, 0.01, 0.3, 0.9} {

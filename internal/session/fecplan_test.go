@@ -1,6 +1,7 @@
 package session
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -41,6 +42,49 @@ func TestTailParityShare(t *testing.T) {
 		}
 		if c.k <= 10 && body == tail {
 			t.Errorf("k %d: fec.Plan gives body %d = tail %d; the case no longer tests anything", c.k, body, tail)
+		}
+	}
+}
+
+// Body groups get Plan's body count or one less, in the share fec.BodyMix gives, spread evenly:
+// their expected failure is the body target, not the smaller one the whole count would give.
+func TestBodyParityMix(t *testing.T) {
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 64 << 30, Mode: 0o644}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, loss := range []float64{0.001, 0.01, 0.03} {
+		s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}})
+		s.loss = fixedLoss(loss)
+		s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
+		k := fec.GroupSize(746) // a 1 MiB block's groups on a 1500-byte path: 187 shards
+		body, _ := fec.Plan(loss, k)
+		_, fewer := fec.BodyMix(loss, k)
+		if fewer == 0 {
+			t.Fatalf("loss %v: fec.BodyMix mixes nothing; the case no longer tests anything", loss)
+		}
+		const groups = 1000
+		less, run := 0, 0
+		for i := range groups {
+			m, tail := s.planParity(k)
+			if tail {
+				t.Fatalf("loss %v group %d: a 64 GiB transfer at its start is in the tail", loss, i)
+			}
+			switch int(m) {
+			case body:
+				run = 0
+			case body - 1:
+				less++
+				run++
+				if fewer < 0.5 && run > 1 {
+					t.Fatalf("loss %v: two groups in a row with %d shards, where %.2f of them should", loss, m, fewer)
+				}
+			default:
+				t.Fatalf("loss %v group %d: %d parity shards; want %d or %d", loss, i, m, body, body-1)
+			}
+		}
+		if want := fewer * groups; math.Abs(float64(less)-want) > 1 {
+			t.Errorf("loss %v: %d of %d groups got %d shards; want %.1f", loss, less, groups, body-1, want)
 		}
 	}
 }

@@ -235,7 +235,9 @@ type Sender struct {
 	planTab   [fec.MaxK + 1]struct {
 		ok         bool
 		body, tail uint8
+		fewer      float64 // the share of body groups that get body−1 (fec.BodyMix)
 	}
+	planMix float64 // the fewer shares summed over the body groups planned, less the groups given body−1
 
 	cursor, window uint32
 	end            uint32   // the receiver's window's end: plan.WindowEnd(cursor, window)

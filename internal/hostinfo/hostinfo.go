@@ -195,9 +195,16 @@ func cpuModel(cpuinfo string) string {
 	return ""
 }
 
-func memTotal(meminfo string) int64 {
+func memTotal(meminfo string) int64 { return memField(meminfo, "MemTotal:") }
+
+// MemAvailable is the memory the kernel reckons is available to programs now, page cache that it
+// can drop included (bytes; 0 where /proc/meminfo does not say).
+func MemAvailable() int64 { return memField(read("/proc/meminfo"), "MemAvailable:") }
+
+// memField returns a /proc/meminfo field in bytes (0 when absent).
+func memField(meminfo, name string) int64 {
 	for _, l := range strings.Split(meminfo, "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == name {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}

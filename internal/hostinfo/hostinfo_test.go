@@ -18,6 +18,9 @@ func TestGather(t *testing.T) {
 		if f.Kernel == "" || f.MemBytes <= 0 || f.TCP.Rmem[2] <= 0 || f.TCP.Wmem[2] <= 0 || f.TCP.Default == "" {
 			t.Errorf("linux facts missing: %+v", f)
 		}
+		if a := MemAvailable(); a <= 0 || a > f.MemBytes {
+			t.Errorf("memory available %d bytes, of %d", a, f.MemBytes)
+		}
 		if f.MTU <= 0 || f.Interface == "" {
 			t.Errorf("route to loopback: interface %q, MTU %d", f.Interface, f.MTU)
 		}

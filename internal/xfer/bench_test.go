@@ -117,4 +117,16 @@ func TestMakeStream(t *testing.T) {
 	if err := MakeStream(ctx, p, size); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v, want context.Canceled", err)
 	}
+	// What is read through: all of it, unless that is more than half the memory available.
+	for _, c := range []struct{ size, avail, want int64 }{
+		{256 << 20, 0, 256 << 20},
+		{256 << 20, 16 << 30, 256 << 20},
+		{25 << 30, 16 << 30, 8 << 30},
+		{3 << 30, 6 << 30, 3 << 30},
+		{3<<30 + 1, 6 << 30, 3 << 30},
+	} {
+		if got := streamWarm(c.size, c.avail); got != c.want {
+			t.Errorf("streamWarm(%d, %d) = %d, want %d", c.size, c.avail, got, c.want)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
@@ -137,11 +138,12 @@ type PeerInfo struct {
 // SSHStart starts the peer over the system's ssh with the options in s (bootstrap.Start).
 func SSHStart(s bootstrap.SSH) Starter {
 	return func(ctx context.Context, host string, serveArgs []string, preface []byte) (Remote, error) {
-		id, err := bootstrap.Self()
+		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("cannot read this program's own executable: %w", err)
+			return nil, fmt.Errorf("cannot find this program's own executable: %w", err)
 		}
-		p, err := bootstrap.Start(ctx, s, host, id, serveArgs, preface)
+		// Start hashes it while it reads ssh's configuration.
+		p, err := bootstrap.Start(ctx, s, host, bootstrap.Identity{Exe: exe}, serveArgs, preface)
 		if err != nil {
 			return nil, err
 		}

@@ -254,12 +254,12 @@ const pruneDays = 30
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// hashFunc defines the remote shell's h FILE, which sets x to the file's SHA-256 (hex) with
+// hashFunc defines the remote shell's h FILE, which sets hv to the file's SHA-256 (hex) with
 // whichever tool the remote has, OpenSSL first: it uses the CPU's SHA instructions where
 // coreutils' sha256sum may not (a 10 MB peer: 20 against 30 ms on AMD EPYC Zen 5, on every
 // start). Every tool prints the digest first, up to a space; taking it with the shell's own
 // expansion instead of cut spares a process (each costs the remote some milliseconds).
-const hashFunc = `h() { x=$(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || sha256 -q "$1" 2>/dev/null); x=${x%% *}; }`
+const hashFunc = `h() { hv=$(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || sha256 -q "$1" 2>/dev/null); hv=${hv%% *}; }`
 
 // readFunc defines the remote shell's r N, which copies exactly N bytes of its input to its output:
 // head -c, or dd bs=1 where head has no -c.
@@ -309,12 +309,12 @@ func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 p="$d/farwing-` + h16 + `"
 s=$(uname -s -m); m=${s##* }; s=${s%% *}
-if [ -x "$p" ] && h "$p" && [ "$x" = "` + id.Hash + `" ]; then
+if [ -x "$p" ] && h "$p" && [ "$hv" = "` + id.Hash + `" ]; then
   echo "FARWING-PEER ok $s $m $p"
   exec "$p" serve ` + serveArgs + skip + `
 fi
 mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
-h /dev/null; [ "$x" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
+h /dev/null; [ "$hv" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
 ` + readFunc + `
 ` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
 ` + dropAhead + `echo "FARWING-PEER need $s $m $z $d"
@@ -357,7 +357,7 @@ for x; do set -- "$@" "$q.$x.tmp"; shift; done
 if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
 rm -f "$q".*.tmp
 umask "$u"
-h "$t"; if [ "$x" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
+h "$t"; if [ "$hv" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
 chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
 find "$d" -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "${p##*/}" -exec rm -f {} + 2>/dev/null
 echo "FARWING-PEER ok $s $m $p"

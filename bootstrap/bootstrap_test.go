@@ -554,6 +554,7 @@ func TestStartOneSession(t *testing.T) {
 		return strings.Count(string(b), "session\n")
 	}
 	var last [2]int64
+	self := id
 	start := func(home, path string) *Peer {
 		t.Helper()
 		t.Setenv("FAKE_HOME", home)
@@ -561,7 +562,7 @@ func TestStartOneSession(t *testing.T) {
 		var notices []string
 		s := SSH{SSHPath: ssh, Notice: func(l string) { notices = append(notices, l) },
 			Uploading: func(sent, total int64) { last = [2]int64{sent, total} }}
-		p, err := Start(context.Background(), s, "h", id, []string{"--pub", "k"}, pre)
+		p, err := Start(context.Background(), s, "h", self, []string{"--pub", "k"}, pre)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,9 +609,13 @@ func TestStartOneSession(t *testing.T) {
 	if m, _ := filepath.Glob(filepath.Join(dir, "local-cache", "farwing", "peer", "farwing-"+id.Hash[:16]+".gz")); len(m) != 1 {
 		t.Fatal("the compressed peer is not kept in the local cache")
 	}
+	// The client passes its executable without the hash, which Start makes while ssh's
+	// configuration is read: the same build, found.
+	self = Identity{Exe: exe}
 	if p = start(home, all); p.Uploaded || p.SentBytes != 0 || sessions() != 2 {
 		t.Fatalf("second contact: uploaded %v, %d bytes, %d ssh sessions in all", p.Uploaded, p.SentBytes, sessions())
 	}
+	self = id
 	// A tampered cache on the remote: replaced, in one session.
 	os.WriteFile(home+"/.cache/farwing/farwing-"+id.Hash[:16], []byte("#!/bin/sh\nexit 7\n"), 0o755)
 	if p = start(home, all); !p.Uploaded || sessions() != 3 {
@@ -638,6 +643,10 @@ func TestStartOneSession(t *testing.T) {
 	}
 	if _, err := os.Stat(badHome + "/.cache/farwing/farwing-" + id.Hash[:16]); err == nil {
 		t.Fatal("a peer that did not check out was installed")
+	}
+	// An executable that cannot be read: a clear error before anything runs remotely.
+	if _, err := Start(context.Background(), SSH{SSHPath: ssh}, "h", Identity{Exe: filepath.Join(dir, "gone")}, nil, pre); err == nil || !strings.Contains(err.Error(), "own executable") {
+		t.Fatalf("an executable that is gone: %v", err)
 	}
 	// No SHA-256 tool there: a clear error, no upload.
 	t.Setenv("FAKE_HOME", t.TempDir())

@@ -336,22 +336,31 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		return nil, Msg{}, err
 	}
 	clientPub := kex.PublicKey()
-	// A push's file list follows the hello in chunks once the peer is up (list.go): encoded
-	// while ssh starts, sent from when the peer is ready, checked by the peer as it arrives.
+	// A push's file list follows the hello in chunks (list.go), checked by the peer as it
+	// arrives. A short list goes in the preface, right after the hello: the peer then looks at
+	// its destination and answers "have" as it starts, a round trip before the lanes are open,
+	// instead of as they open (where a lost TCP segment of that lone answer held the first data
+	// 0.3 s at 3 % loss). A longer one is encoded while ssh starts and sent once the peer is ready.
 	var chunks <-chan []byte
 	var listErr <-chan error
+	var listLines []byte
 	if len(hello.Files) > 0 {
 		hello.Entries = len(hello.Files)
 		if err := checkListSize(hello.Files); err != nil {
 			return nil, Msg{}, err
 		}
-		chunks, listErr = encodeList(hello.Files)
+		if len(hello.Files) <= prefaceEntries {
+			listLines = prefaceList(hello.Files)
+		}
+		if listLines == nil {
+			chunks, listErr = encodeList(hello.Files)
+			defer func() {
+				if chunks != nil { // not sent: let the encoder end
+					go sendList(nil, chunks, listErr)
+				}
+			}()
+		}
 		hello.Files = nil
-		defer func() {
-			if chunks != nil { // not sent: let the encoder end
-				go sendList(nil, chunks, listErr)
-			}
-		}()
 	}
 	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
 	hello.Debug = o.Tuning.Debug
@@ -360,6 +369,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if err != nil {
 		return nil, Msg{}, err
 	}
+	preface = append(append(preface, '\n'), listLines...)
 	startPeer := o.Start
 	if startPeer == nil {
 		startPeer = SSHStart(o.SSH)
@@ -368,7 +378,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	if !o.Ports.IsZero() {
 		args = append(args, "--port", o.Ports.String())
 	}
-	peer, err := startPeer(ctx, host, args, append(preface, '\n'))
+	peer, err := startPeer(ctx, host, args, preface)
 	if err != nil {
 		return nil, Msg{}, err
 	}
@@ -434,6 +444,34 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		chunks = nil
 	}
 	return c, ready, nil
+}
+
+// A push's list of at most prefaceEntries entries, whose "list" messages take at most
+// prefaceListBytes, travels in the preface (start).
+const (
+	prefaceEntries   = 256
+	prefaceListBytes = 64 << 10
+)
+
+// prefaceList returns files' "list" messages, one JSON line each, or nil where they would take
+// more than prefaceListBytes.
+func prefaceList(files []fcopy.File) []byte {
+	var c chunker
+	var b []byte
+	err := cutChunks(&c, files, func(z []byte) error {
+		line, err := json.Marshal(Msg{T: "list", Z: z})
+		if err != nil {
+			return err
+		}
+		if b = append(append(b, line...), '\n'); len(b) > prefaceListBytes {
+			return ErrListLimit
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // checkReady checks the server's first message: four UDP ports (within the range asked for with

@@ -45,8 +45,8 @@ func Plan(loss float64, k int) (body, tail int) {
 }
 
 // BodyMix says how to mix two parity counts so that body groups of k data shards fail
-// BodyTarget of the time on average, rather than at most: the m of Plan's body, and the share of
-// groups (0 ≤ fewer < 1) that may get m−1 instead. Counts are whole, so the smallest m that meets
+// BodyTarget of the time on average, rather than at most: given m, Plan's body count for loss and
+// k, the share of groups (0 ≤ fewer < 1) that may get m−1 instead. Counts are whole, so the smallest m that meets
 // the target usually beats it by far and spends the difference on parity that is never used: at
 // 1 % loss and 187 data shards, 4 shards leave 4.4 % of groups short and 3 leave 12.4 %; at 3 %,
 // 9 leave 7.3 % and 8 leave 13.4 %. Giving m−1 to the share fewer = (target − f(m)) / (f(m−1) −
@@ -54,18 +54,17 @@ func Plan(loss float64, k int) (body, tail int) {
 // 44 % of the groups in those two cases), with less parity on average: 3.3 and 8.6 shards. A
 // failed body group costs a repair round trip while later groups keep flowing. fewer is 0 where
 // m is 0, at the cap, or for a loss outside (0, 1).
-func BodyMix(loss float64, k int) (m int, fewer float64) {
+func BodyMix(loss float64, k, m int) (fewer float64) {
 	k = max(k, 1)
-	m, _ = Plan(loss, k)
-	if !(loss > 0 && loss < 1) || m == 0 || m >= MaxBodyParity {
-		return m, 0
+	if !(loss > 0 && loss < 1) || m <= 0 || m >= MaxBodyParity {
+		return 0
 	}
 	hi := binomTail(k+m-1, loss, m-1) // m−1 shards: above the target
 	lo := binomTail(k+m, loss, m)     // m shards: at or below it
 	if !(hi > lo) {
-		return m, 0
+		return 0
 	}
-	return m, min(max((BodyTarget-lo)/(hi-lo), 0), 0.999)
+	return min(max((BodyTarget-lo)/(hi-lo), 0), 0.999)
 }
 
 // minParity returns the smallest m in [lo, hi] with binomTail(k+m, p, m) <= target, or hi.

@@ -91,10 +91,10 @@ func TestBodyMix(t *testing.T) {
 		{0.05, 64, 6, -1},
 		{0.2, 187, -1, -1},
 	} {
-		m, fewer := BodyMix(c.loss, c.k)
-		body, _ := Plan(c.loss, c.k)
-		if m != body || c.m >= 0 && m != c.m {
-			t.Errorf("BodyMix(%v, %d) m = %d; Plan's body %d, want %d", c.loss, c.k, m, body, c.m)
+		m, _ := Plan(c.loss, c.k)
+		fewer := BodyMix(c.loss, c.k, m)
+		if c.m >= 0 && m != c.m {
+			t.Errorf("Plan(%v, %d)'s body = %d, want %d", c.loss, c.k, m, c.m)
 		}
 		if fewer < 0 || fewer >= 1 {
 			t.Fatalf("BodyMix(%v, %d) fewer = %v, outside [0, 1)", c.loss, c.k, fewer)
@@ -114,7 +114,8 @@ func TestBodyMix(t *testing.T) {
 		}
 	}
 	for _, loss := range []float64{0, -1, math.NaN(), 1} {
-		if _, fewer := BodyMix(loss, 187); fewer != 0 {
+		m, _ := Plan(loss, 187)
+		if fewer := BodyMix(loss, 187, m); fewer != 0 {
 			t.Errorf("BodyMix(%v, 187) fewer = %v, want 0", loss, fewer)
 		}
 	}

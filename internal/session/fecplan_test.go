@@ -59,7 +59,7 @@ func TestBodyParityMix(t *testing.T) {
 		s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
 		k := fec.GroupSize(746) // a 1 MiB block's groups on a 1500-byte path: 187 shards
 		body, _ := fec.Plan(loss, k)
-		_, fewer := fec.BodyMix(loss, k)
+		fewer := fec.BodyMix(loss, k, body)
 		if fewer == 0 {
 			t.Fatalf("loss %v: fec.BodyMix mixes nothing; the case no longer tests anything", loss)
 		}

@@ -127,8 +127,7 @@ func (s *Sender) planParity(k int) (m uint8, tail bool) {
 	e := &s.planTab[k]
 	if !e.ok {
 		body, tail := fec.Plan(loss, k)
-		_, fewer := fec.BodyMix(loss, k)
-		e.ok, e.body, e.tail, e.fewer = true, uint8(body), uint8(tail), fewer
+		e.ok, e.body, e.tail, e.fewer = true, uint8(body), uint8(tail), fec.BodyMix(loss, k, body)
 	}
 	if tail && float64(e.tail-e.body) <= maxTailShare*float64(k) {
 		return e.tail, true

@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -453,25 +454,15 @@ const (
 	prefaceListBytes = 64 << 10
 )
 
-// prefaceList returns files' "list" messages, one JSON line each, or nil where they would take
-// more than prefaceListBytes.
+// prefaceList returns files' "list" messages as sendList writes them, or nil where they would
+// take more than prefaceListBytes.
 func prefaceList(files []fcopy.File) []byte {
-	var c chunker
-	var b []byte
-	err := cutChunks(&c, files, func(z []byte) error {
-		line, err := json.Marshal(Msg{T: "list", Z: z})
-		if err != nil {
-			return err
-		}
-		if b = append(append(b, line...), '\n'); len(b) > prefaceListBytes {
-			return ErrListLimit
-		}
-		return nil
-	})
-	if err != nil {
+	var b bytes.Buffer
+	chunks, errc := encodeList(files)
+	if sendList(NewControl(nil, &b, nil), chunks, errc) != nil || b.Len() > prefaceListBytes {
 		return nil
 	}
-	return b
+	return b.Bytes()
 }
 
 // checkReady checks the server's first message: four UDP ports (within the range asked for with

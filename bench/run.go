@@ -397,7 +397,7 @@ func (r *runner) farwing(ctx context.Context, s *Sample, args ...string) (map[st
 
 // summaryKeys are the fields of a copy's --json summary that a Farwing sample keeps as evidence.
 var summaryKeys = []string{"bytes", "seconds", "data_seconds", "goodput_bps", "wire_bytes", "wire_ratio", "retransmitted", "fec",
-	"parity_sent", "repair_parity", "fec_groups", "repair_groups", "fec_rebuilt", "tail_seconds", "datagrams_sent", "rx_dropped",
+	"parity_sent", "repair_parity", "fec_groups", "repair_groups", "fec_rebuilt", "tail_seconds", "control_copied", "datagrams_sent", "rx_dropped",
 	"cc", "probe_bps", "rtt_ms", "peer_uploaded", "max_rss_bytes", "peer_max_rss_bytes", "cpu_seconds", "peer_cpu_seconds",
 	"drops", "peer_drops", "blake3", "limiter"}
 

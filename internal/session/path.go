@@ -86,6 +86,11 @@ type Path struct {
 	Replays      atomic.Uint64 // datagrams whose sequence number was already seen
 	EarlyHeld    atomic.Uint64 // data/feedback datagrams held until the engine was attached
 	EarlyDropped atomic.Uint64 // ... and dropped because too many were waiting
+	// ControlInvalid counts authentic control datagrams that were malformed (control.go).
+	ControlInvalid atomic.Uint64
+
+	controlTo atomic.Pointer[func(seq uint32, msg []byte)]
+	control   controlRx
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -412,8 +417,12 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				return
 			}
 			authentic = true
-			if h.Type == wire.TypePing {
+			switch h.Type {
+			case wire.TypePing:
 				return // a keepalive: its arrival is all it says
+			case wire.TypeControl:
+				p.onControl(pt)
+				return
 			}
 			if h.Flags&trainFlag != 0 {
 				switch h.Type {

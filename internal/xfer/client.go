@@ -81,6 +81,9 @@ type Options struct {
 	// of its resume record (fcopy.WriterOptions.CheckpointEvery; 0: the writer's default). Tests
 	// that interrupt copies of small files set it.
 	CheckpointEvery int64
+	// ChannelOnly keeps this end's control messages on the control channel, without their
+	// copies on the lanes (Control.Mirror): tests that change them on their way there set it.
+	ChannelOnly bool
 }
 
 // Starter starts the remote peer for a copy to or from host: `farwing serve` with serveArgs, the
@@ -197,6 +200,7 @@ type Result struct {
 	FECRepaired   uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
 	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
 	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
+	ControlCopied uint64             `json:"control_copied"`       // (push) the receiver's control messages taken from their copies on the lanes, which came before ssh brought them
 	AuthFailures  uint64             `json:"auth_failures"`        // datagrams that failed authentication, at both ends
 	Drops         Drops              `json:"drops"`                // datagrams this end refused, by reason
 	PeerDrops     *Drops             `json:"peer_drops"`           // the same at the remote end (as it reported them)
@@ -395,6 +399,10 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	}
 	r, w := peer.Control()
 	c := &conn{peer: peer, info: info, ctl: NewControl(r, w, peer.Ended), res: res}
+	c.ctl.channelOnly = o.ChannelOnly
+	// The preface's messages (the hello, a short list) are the first the peer reads: this end's
+	// own count of the messages it sent starts after them (Control.Mirror numbers its copies).
+	c.ctl.sent = uint32(bytes.Count(preface, []byte{'\n'}))
 	// The session ends with its control channel: ssh gone, the peer gone.
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.ctl.Start(c.cancel)
@@ -621,6 +629,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	res.ParitySent, res.RepairParity, res.RepairGroups = side.sender.Parity, side.sender.RepairParity, side.sender.RepairGroups
 	res.FECGroups = side.sender.Groups
 	res.TailSeconds = side.tailSeconds()
+	res.ControlCopied = c.ctl.Copied.Load()
 	if ps := side.peerStats; ps != nil {
 		res.FECRebuilt, res.FECRepaired, res.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
 		res.Duplicates, res.FeedbackHeld = ps.Duplicates, ps.Held

@@ -4,6 +4,7 @@ package xfer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -222,17 +223,40 @@ func checkVerdicts(vs []Verdict) []Verdict {
 // Control is one end of the control channel. Messages are JSON objects, one per line (Send never
 // writes a newline inside one); a line longer than maxMessage ends the channel, so that a peer
 // cannot make this end hold an unbounded message in memory.
+//
+// Messages are numbered from 0 in the order each end sends them. Once the lanes are up, the end
+// that receives data copies what it sends onto them as well (Mirror, session.Path.SendControl),
+// and the other end takes each message from whichever copy comes first (Offer): the copies skip a
+// TCP retransmission of ssh's connection, the control channel keeps the order and stays the
+// authority (a copy it contradicts ends the session).
 type Control struct {
-	mu  sync.Mutex
-	enc *json.Encoder
-	w   io.Writer
-	r   *bufio.Reader
+	mu     sync.Mutex
+	w      io.Writer
+	r      *bufio.Reader
+	sent   uint32                              // messages sent
+	mirror func(seq uint32, line []byte) error // copies what Send sends (nil: nothing)
+	// channelOnly: Mirror does nothing (Options.ChannelOnly)
+	channelOnly bool
 
 	in     chan inMsg
+	copies chan ctlCopy // messages copied on the lanes (Offer), for the reading goroutine
 	queued atomic.Int64 // bytes of the messages read but not yet taken
 	err    error        // why the channel ended; read after in is closed
 	gone   func(error) error
+	// Copied counts the messages taken from a copy on the lanes before the control channel
+	// brought them.
+	Copied atomic.Uint64
 }
+
+// ctlCopy is a control message copied on the lanes: its number and its line.
+type ctlCopy struct {
+	seq  uint32
+	line []byte
+}
+
+// maxAhead bounds the copies taken or held ahead of the control channel (each is at most
+// session.MaxControlMessage).
+const maxAhead = 64
 
 // chunkWhat names what the chunks of a message type are.
 var chunkWhat = map[string]string{"list": "file list", "results": "verdict"}
@@ -256,58 +280,170 @@ type inMsg struct {
 // nil, turns the error that ended the channel into the one reported (the client asks ssh how it
 // ended).
 func NewControl(r io.Reader, w io.Writer, gone func(error) error) *Control {
-	return &Control{enc: json.NewEncoder(w), w: w, r: bufio.NewReaderSize(r, 64<<10), in: make(chan inMsg, 1024), gone: gone}
+	return &Control{w: w, r: bufio.NewReaderSize(r, 64<<10), in: make(chan inMsg, 1024), copies: make(chan ctlCopy, maxAhead), gone: gone}
 }
 
 // Start reads messages in the background until the channel ends, and then calls ended at once
 // with the reason (the session ends with its control channel, even while no one waits on a
 // message). Call it once, before Next.
 func (c *Control) Start(ended func(error)) {
+	lines := make(chan lineRead)
+	merged := make(chan struct{}) // merge has ended
 	go func() {
 		for {
-			m, n, err := c.read()
-			if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
-				err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
-			}
-			if err == nil && c.queued.Add(n) > maxQueued {
+			line, err := c.read()
+			// A message counts as queued from when it is read (maxQueued).
+			if err == nil && c.queued.Add(int64(len(line))) > maxQueued {
 				err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
 			}
-			if err != nil {
-				if c.gone != nil {
-					err = c.gone(err)
-				}
-				c.err = err
-				close(c.in)
-				if ended != nil {
-					ended(err)
-				}
+			select {
+			case lines <- lineRead{line, err}:
+			case <-merged:
 				return
 			}
-			c.in <- inMsg{m, n}
+			if err != nil {
+				return
+			}
 		}
+	}()
+	go func() {
+		c.merge(lines, ended)
+		close(merged)
 	}()
 }
 
-// read reads one message and returns its length.
-func (c *Control) read() (Msg, int64, error) {
+// lineRead is a line the control channel brought, or why it ended.
+type lineRead struct {
+	line []byte
+	err  error
+}
+
+// merge delivers the messages in order, each from the control channel or from a copy on the
+// lanes, whichever comes first, until the channel ends.
+func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
+	var next, got uint32          // the next message to deliver; the messages the channel brought
+	held := map[uint32][]byte{}   // copies that came ahead of a message not yet delivered
+	copied := map[uint32][]byte{} // copies delivered, until the channel brings the message too
+	// The channel's latest lines short enough to have copies, by number: a copy that comes after
+	// its message must be that message too (so both ends count alike, whichever comes first).
+	var recent [maxAhead]struct {
+		seq  uint32
+		line []byte
+	}
+	// deliver parses line and queues it for Next; counted: its bytes are in queued already.
+	deliver := func(line []byte, counted bool) error {
+		m, n, err := parse(line)
+		if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
+			err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
+		}
+		if err == nil && !counted && c.queued.Add(n) > maxQueued {
+			err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
+		}
+		if err == nil {
+			next++
+			c.in <- inMsg{m, n}
+		}
+		return err
+	}
+	var err error
+	for err == nil {
+		select {
+		case l := <-lines:
+			if err = l.err; err != nil {
+				break
+			}
+			seq := got
+			got++
+			if seq < next {
+				// Its copy came first: the two must be the same message.
+				c.queued.Add(-int64(len(l.line)))
+				if cp, ok := copied[seq]; ok && !bytes.Equal(cp, l.line) {
+					err = fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, seq)
+				}
+				delete(copied, seq)
+				continue
+			}
+			delete(held, seq)
+			if len(l.line) <= session.MaxControlMessage {
+				r := &recent[seq%maxAhead]
+				r.seq, r.line = seq, l.line
+			}
+			err = deliver(l.line, true)
+		case cp := <-c.copies:
+			if r := &recent[cp.seq%maxAhead]; cp.seq < next && r.line != nil && r.seq == cp.seq && !bytes.Equal(r.line, cp.line) {
+				err = fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, cp.seq)
+			}
+			if cp.seq >= next && cp.seq-next < maxAhead && len(held)+len(copied) < maxAhead && len(cp.line) > 0 && cp.line[len(cp.line)-1] == '\n' {
+				held[cp.seq] = cp.line
+			}
+		}
+		for err == nil {
+			line, ok := held[next]
+			if !ok {
+				break
+			}
+			delete(held, next)
+			copied[next] = line
+			c.Copied.Add(1)
+			err = deliver(line, false)
+		}
+	}
+	if c.gone != nil {
+		err = c.gone(err)
+	}
+	c.err = err
+	close(c.in)
+	if ended != nil {
+		ended(err)
+	}
+}
+
+// Offer hands this end a copy of message seq that came on the lanes (line: the message and its
+// newline, as Send wrote it); a copy of a message delivered already, or too far ahead, is
+// dropped. It never blocks (session.Path.OnControl): where copies pile up, the control channel
+// brings the messages.
+func (c *Control) Offer(seq uint32, line []byte) {
+	select {
+	case c.copies <- ctlCopy{seq, line}:
+	default:
+	}
+}
+
+// Mirror makes Send copy every message it sends from now on with f as well, under its number (nil:
+// no more copies). f's errors are not Send's: the control channel carries the message anyway.
+func (c *Control) Mirror(f func(seq uint32, line []byte) error) {
+	if c.channelOnly {
+		return
+	}
+	c.mu.Lock()
+	c.mirror = f
+	c.mu.Unlock()
+}
+
+// read reads one line, with its newline.
+func (c *Control) read() ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := c.r.ReadSlice('\n')
 		if len(line)+len(frag) > maxMessage {
-			return Msg{}, 0, fmt.Errorf("%w: control channel: a message of more than %d MiB", ErrProtocol, maxMessage>>20)
+			return nil, fmt.Errorf("%w: control channel: a message of more than %d MiB", ErrProtocol, maxMessage>>20)
 		}
 		line = append(line, frag...)
 		if err == nil {
-			break
+			return line, nil
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) {
-			return Msg{}, 0, ErrPeerGone
+			return nil, ErrPeerGone
 		}
-		return Msg{}, 0, fmt.Errorf("control channel: %w", err)
+		return nil, fmt.Errorf("control channel: %w", err)
 	}
+}
+
+// parse decodes one line and returns its length.
+func parse(line []byte) (Msg, int64, error) {
 	var m Msg
 	if err := json.Unmarshal(line, &m); err != nil {
 		return Msg{}, 0, fmt.Errorf("%w: control channel: malformed message: %v", ErrProtocol, err)
@@ -317,9 +453,19 @@ func (c *Control) read() (Msg, int64, error) {
 
 // Send writes one message; safe for concurrent use.
 func (c *Control) Send(m Msg) error {
+	line, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("control channel: %w", err)
+	}
+	line = append(line, '\n')
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enc.Encode(m); err != nil {
+	seq := c.sent
+	c.sent++
+	if c.mirror != nil {
+		c.mirror(seq, line) // first: the copy does not wait for ssh's pipe
+	}
+	if _, err := c.w.Write(line); err != nil {
 		return fmt.Errorf("control channel: %w", err)
 	}
 	if f, ok := c.w.(interface{ Flush() error }); ok {

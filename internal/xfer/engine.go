@@ -190,6 +190,9 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
+	// The receiver's messages come on the lanes too, whichever copy is first (Control.Offer).
+	path.OnControl(ctl.Offer)
+	defer path.OnControl(nil)
 
 	pool := fcopy.NewPool(cfg.Window + 4)
 	blocks := make(chan *fcopy.Block, 4)
@@ -461,6 +464,10 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
+	// What this end says from now on (the confirmations, done, an error) travels on the lanes as
+	// well as on the control channel: the sender waits for it at the end of the copy.
+	ctl.Mirror(func(seq uint32, line []byte) error { return path.SendControl(seq, line) })
+	defer ctl.Mirror(nil)
 	dg := newDigests()
 	bye := make(chan Msg, 1)
 	var doneSent atomic.Bool // the sender's bye answers this end's done, and comes only after it

@@ -20,7 +20,12 @@ func FuzzControl(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := NewControl(bytes.NewReader(in), &bytes.Buffer{}, nil)
 		for range 64 {
-			m, n, err := c.read()
+			line, err := c.read()
+			var m Msg
+			var n int64
+			if err == nil {
+				m, n, err = parse(line)
+			}
 			if err == nil && (n <= 0 || n > maxMessage) {
 				t.Fatalf("a message of %d bytes read", n)
 			}

@@ -600,6 +600,7 @@ func (e *env) filterClient(line func([]byte) []byte) Starter {
 // filterServer makes e's remote peer the real Serve, whose messages reach the client through line.
 func (e *env) filterServer(line func([]byte) []byte) {
 	e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
+		so.ChannelOnly = true // the messages changed here are the only ones
 		return Serve(ctx, r, &lineFilter{w: w, line: line}, pub, so)
 	}
 }

@@ -35,6 +35,8 @@ type ServeOptions struct {
 	DebugLog func(format string, args ...any)
 	// CheckpointEvery is Options.CheckpointEvery for this end's writer (a push's receiver).
 	CheckpointEvery int64
+	// ChannelOnly is Options.ChannelOnly for this end.
+	ChannelOnly bool
 }
 
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
@@ -44,6 +46,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ctl := NewControl(r, w, nil)
+	ctl.channelOnly = so.ChannelOnly
 	ctl.Start(cancel)
 	fail := func(err error) error {
 		ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})

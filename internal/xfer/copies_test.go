@@ -1,0 +1,258 @@
+package xfer
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+
+	"errors"
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/lane/lanetest"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pipeControl is a started Control reading what the test writes to w.
+func pipeControl(t *testing.T) (*Control, *io.PipeWriter, context.Context) {
+	t.Helper()
+	r, w := io.Pipe()
+	c := NewControl(r, io.Discard, nil)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.Start(cancel)
+	t.Cleanup(func() { w.Close() })
+	return c, w, ctx
+}
+
+func line(t string) []byte { return []byte(`{"t":"` + t + `"}` + "\n") }
+
+// next takes one message within a second.
+func next(t *testing.T, c *Control, ctx context.Context) (Msg, error) {
+	t.Helper()
+	return c.Next(ctx, time.Second)
+}
+
+// TestControlCopiesFirst: copies on the lanes are delivered in order, ahead of the control
+// channel, and the channel's own lines of them are dropped; the channel's later lines follow.
+func TestControlCopiesFirst(t *testing.T) {
+	c, w, ctx := pipeControl(t)
+	c.Offer(1, line("results"))
+	c.Offer(0, line("have"))
+	c.Offer(1, line("results")) // a copy of a copy
+	for _, want := range []string{"have", "results"} {
+		m, err := next(t, c, ctx)
+		if err != nil || m.T != want {
+			t.Fatalf("got %q, %v; want %q from the copies alone", m.T, err, want)
+		}
+	}
+	go w.Write(append(append(line("have"), line("results")...), line("done")...))
+	m, err := next(t, c, ctx)
+	if err != nil || m.T != "done" {
+		t.Fatalf("got %q, %v; want done (the channel's have and results were delivered already)", m.T, err)
+	}
+	if n := c.Copied.Load(); n != 2 {
+		t.Errorf("Copied = %d, want 2", n)
+	}
+	// A copy of a message the channel brought first is dropped.
+	c.Offer(2, line("done"))
+	go w.Write(line("bye"))
+	if m, err := next(t, c, ctx); err != nil || m.T != "bye" {
+		t.Fatalf("got %q, %v; want bye", m.T, err)
+	}
+}
+
+// TestControlCopiesBounded: copies too far ahead, without their newline, or of messages delivered
+// already are dropped, and the control channel's messages come as they would without them.
+func TestControlCopiesBounded(t *testing.T) {
+	c, w, ctx := pipeControl(t)
+	c.Offer(maxAhead, line("done"))          // too far ahead
+	c.Offer(0, []byte(`{"t":"done"}`))       // no newline
+	for seq := uint32(1); seq < 300; seq++ { // more than the channel holds: some are dropped unread
+		c.Offer(seq, line("results"))
+	}
+	settle := func() { // the merge has taken every copy offered, and delivered what it could
+		for end := time.Now().Add(2 * time.Second); len(c.copies) > 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	settle()
+	go w.Write(line("have"))
+	m, err := next(t, c, ctx)
+	if err != nil || m.T != "have" {
+		t.Fatalf("got %q, %v; want have from the channel", m.T, err)
+	}
+	settle()
+	// Messages 1.. came as copies as far as they were held: the channel's lines of them are
+	// dropped, and they must be the same.
+	n := c.Copied.Load()
+	if n == 0 || n >= maxAhead {
+		t.Fatalf("Copied = %d, want some and fewer than %d", n, maxAhead)
+	}
+	for i := uint64(0); i < n; i++ {
+		if m, err := next(t, c, ctx); err != nil || m.T != "results" {
+			t.Fatalf("copy %d: %q, %v", i, m.T, err)
+		}
+	}
+	var b []byte
+	for i := uint64(0); i < n; i++ {
+		b = append(b, line("results")...)
+	}
+	go w.Write(append(b, line("done")...))
+	if m, err := next(t, c, ctx); err != nil || m.T != "done" {
+		t.Fatalf("got %q, %v; want done", m.T, err)
+	}
+}
+
+// TestControlCopyContradicted: a peer whose control channel says otherwise than the copy it sent
+// on the lanes breaks the protocol: the channel ends with the reason.
+func TestControlCopyContradicted(t *testing.T) {
+	c, w, ctx := pipeControl(t)
+	c.Offer(0, []byte(`{"t":"done","entries":1}`+"\n"))
+	if m, err := next(t, c, ctx); err != nil || m.T != "done" {
+		t.Fatalf("got %q, %v; want the copy", m.T, err)
+	}
+	go w.Write([]byte(`{"t":"done","entries":2}` + "\n"))
+	_, err := c.Next(ctx, 5*time.Second)
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "differs from its copy") {
+		t.Fatalf("got %v, want a protocol violation naming the copy", err)
+	}
+	if err := context.Cause(ctx); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("the session's context ended with %v, want the protocol violation", err)
+	}
+}
+
+// TestControlCopyMalformed: a copy is held to the rules of the channel: a malformed message or an
+// oversized chunk ends it as it would on the channel.
+func TestControlCopyMalformed(t *testing.T) {
+	c, _, ctx := pipeControl(t)
+	c.Offer(0, []byte("{not json\n"))
+	if _, err := c.Next(ctx, 5*time.Second); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("got %v, want a malformed message", err)
+	}
+}
+
+// holdFrom returns a line filter that lets lines through until the first of type first, and from
+// it on keeps them, in order, until release writes them to w: the writer does not block, as it does
+// not when ssh's TCP connection loses a segment. holding reports whether the filter holds a
+// message of type t still. release is also called after 30 s (bounded: a copy that waits for the
+// channel still ends, and its test fails).
+func holdFrom(first string) (filter func(w io.Writer) func([]byte) []byte, holding func(t string) bool, release func()) {
+	var mu sync.Mutex
+	var held []byte
+	on, released := false, false
+	var out io.Writer
+	filter = func(w io.Writer) func([]byte) []byte {
+		return func(l []byte) []byte {
+			mu.Lock()
+			defer mu.Unlock()
+			var m Msg
+			if !released && (on || json.Unmarshal(l, &m) == nil && m.T == first) {
+				on, out = true, w
+				held = append(held, l...)
+				return nil
+			}
+			return l
+		}
+	}
+	holding = func(t string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return on && !released && bytes.Contains(held, []byte(`{"t":"`+t+`"`))
+	}
+	release = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !released && out != nil {
+			out.Write(held)
+		}
+		released, held = true, nil
+	}
+	time.AfterFunc(30*time.Second, release)
+	return filter, holding, release
+}
+
+// TestPushDoneOnTheLanes: a push ends on the copies of the receiver's confirmations and done that
+// came on the lanes, while the control channel still holds them (as a lost TCP segment of ssh's
+// would); the files and the verdict are what the receiver placed, checked as ever.
+func TestPushDoneOnTheLanes(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 5)
+	filter, holding, release := holdFrom("results")
+	e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
+		return Serve(ctx, r, &lineFilter{w: w, line: filter(w)}, pub, so)
+	}
+	src, remote := t.TempDir(), t.TempDir()
+	sums := tree(t, src, map[string]int{"t/a.bin": 2<<20 + 5, "t/b.bin": 4321})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive = true
+	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+	wasHeld := holding("done")
+	release()
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if !wasHeld {
+		t.Fatalf("the push ended after the control channel let the verdict through: it did not take it from the lanes")
+	}
+	if len(res.Files) != len(sums) || res.ControlCopied == 0 {
+		t.Fatalf("push result: %d files, want %d; %d control messages copied", len(res.Files), len(sums), res.ControlCopied)
+	}
+	for _, f := range res.Files {
+		if want, ok := sums[f.Name]; !ok || f.Sum != hex.EncodeToString(want[:]) {
+			t.Errorf("%s: the verdict says %s, the source is %x", f.Name, f.Sum, want)
+		}
+	}
+	sameTree(t, filepath.Join(remote, "t"), stripTop(sums), "")
+}
+
+// TestPullDoneOnTheLanes: on a pull the client receives, and its confirmations and done reach the
+// sending server as copies on the lanes while the control channel holds them (after the preface,
+// whose hello the server read first: both ends number the messages alike); the server's bye, with
+// its counters, comes back.
+func TestPullDoneOnTheLanes(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 6)
+	filter, holding, release := holdFrom("results")
+	src, back := t.TempDir(), t.TempDir()
+	sums := tree(t, src, map[string]int{"t/a.bin": 2<<20 + 5, "t/b.bin": 4321})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive = true
+	o.Start = func(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
+		r, err := e.start(ctx, host, args, preface)
+		if err != nil {
+			return nil, err
+		}
+		p := r.(*pipeRemote)
+		return &filteredRemote{pipeRemote: p, in: &lineFilter{w: p.in, line: filter(p.in)}}, nil
+	}
+	var wasHeld bool
+	o.File = func(fcopy.FileResult) {}
+	res, err := Pull(ctx, o, "host", []string{filepath.Join(src, "t")}, back)
+	wasHeld = holding("done")
+	release()
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if !wasHeld {
+		t.Fatalf("the pull ended after the control channel let the verdict through to the server")
+	}
+	e.mu.Lock()
+	for _, r := range e.serves {
+		<-r.done
+		if r.err != nil {
+			t.Fatalf("the server: %v", r.err)
+		}
+	}
+	e.mu.Unlock()
+	if res.CC == nil || res.DatagramsSent == 0 && res.WireBytes == 0 {
+		t.Fatalf("the server's bye did not come (no sender counters): %+v", res)
+	}
+	sameTree(t, filepath.Join(back, "t"), stripTop(sums), "")
+}

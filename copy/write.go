@@ -837,8 +837,10 @@ func (wf *wfile) write(data []byte, off int64) error {
 }
 
 // dataSyncEvery is how much a direct-I/O file grows between background data syncs, unless
-// WriterOptions.DataSyncEvery says otherwise.
-const dataSyncEvery = 128 << 20
+// WriterOptions.DataSyncEvery says otherwise. The fsync before the rename costs about as much
+// as what was written since the last one (this project's VM: 64 MiB 70 ms, 16 MiB 20 ms, 1 MiB
+// 2 ms), and it is the only one the copy waits for: 16 MiB leaves it ~20 ms at most.
+const dataSyncEvery = 16 << 20
 
 // syncBehind starts a background fdatasync of a direct-I/O file once its writer's syncEvery
 // more of it is written (one at a time). Direct writes leave no dirty pages, but the extents they

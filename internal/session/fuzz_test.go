@@ -155,3 +155,51 @@ func closedBlocks() <-chan *fcopy.Block {
 	close(c)
 	return c
 }
+
+// FuzzControl: authentic control datagrams with any payload, on any lane, never panic; what is
+// delivered is whole (every part but the last full, the parts' count as announced), once per
+// message number, and the messages waiting in parts stay within maxControlPartial.
+func FuzzControl(f *testing.F) {
+	_, client := fuzzPath(f)
+	part := func(seq uint32, k, n byte, body []byte) []byte {
+		pt := make([]byte, controlHead, controlHead+len(body))
+		binary.BigEndian.PutUint32(pt, seq)
+		pt[4], pt[5] = k, n
+		return append(pt, body...)
+	}
+	f.Add(part(1, 0, 1, []byte("{}\n")), part(2, 1, 2, []byte("tail")), uint8(3))
+	f.Add(part(5, 0, 2, make([]byte, ControlPart)), part(5, 1, 2, []byte("x")), uint8(0))
+	f.Add([]byte{1, 2}, part(9, 0, 0, nil), uint8(17))
+	f.Fuzz(func(t *testing.T, a, b []byte, k uint8) {
+		seen := map[uint32]bool{}
+		client.OnControl(func(seq uint32, msg []byte) {
+			if seen[seq] {
+				t.Fatalf("message %d delivered twice", seq)
+			}
+			seen[seq] = true
+			if len(msg) == 0 || len(msg) > MaxControlMessage {
+				t.Fatalf("message %d of %d bytes delivered", seq, len(msg))
+			}
+		})
+		defer client.OnControl(nil)
+		client.control.mu.Lock()
+		client.control.partial, client.control.done = nil, nil
+		client.control.mu.Unlock()
+		for i := range int(k%8) + 1 {
+			client.onControl(a)
+			client.onControl(b)
+			// and the same parts under the numbers next to theirs
+			if len(a) >= controlHead {
+				c := append([]byte(nil), a...)
+				binary.BigEndian.PutUint32(c, binary.BigEndian.Uint32(a)+uint32(i))
+				client.onControl(c)
+			}
+		}
+		client.control.mu.Lock()
+		n := len(client.control.partial)
+		client.control.mu.Unlock()
+		if n > maxControlPartial {
+			t.Fatalf("%d messages held in parts", n)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 13
+const Proto = 14
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -155,7 +156,7 @@ type Drops struct {
 }
 
 func pathDrops(p *session.Path, invalid uint64) Drops {
-	return Drops{Foreign: p.Foreign.Load(), AuthFailures: p.AuthFailures.Load(), Replays: p.Replays.Load(), Invalid: invalid, Early: p.EarlyDropped.Load()}
+	return Drops{Foreign: p.Foreign.Load(), AuthFailures: p.AuthFailures.Load(), Replays: p.Replays.Load(), Invalid: invalid + p.ControlInvalid.Load(), Early: p.EarlyDropped.Load()}
 }
 
 // LaneReport is one lane's socket counters at one end, as printed in --json.
@@ -321,13 +322,15 @@ type lineRead struct {
 // merge delivers the messages in order, each from the control channel or from a copy on the
 // lanes, whichever comes first, until the channel ends.
 func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
-	var next, got uint32          // the next message to deliver; the messages the channel brought
-	held := map[uint32][]byte{}   // copies that came ahead of a message not yet delivered
-	copied := map[uint32][]byte{} // copies delivered, until the channel brings the message too
+	// The next message to deliver and the messages the channel brought, counted in 64 bits (a
+	// copy's number is their low 32: it is placed next to next, see at).
+	var next, got uint64
+	held := map[uint64][]byte{}   // copies that came ahead of a message not yet delivered
+	copied := map[uint64][]byte{} // copies delivered, until the channel brings the message too
 	// The channel's latest lines short enough to have copies, by number: a copy that comes after
 	// its message must be that message too (so both ends count alike, whichever comes first).
 	var recent [maxAhead]struct {
-		seq  uint32
+		seq  uint64
 		line []byte
 	}
 	// deliver parses line and queues it for Next; counted: its bytes are in queued already.
@@ -363,18 +366,18 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 				delete(copied, seq)
 				continue
 			}
-			delete(held, seq)
 			if len(l.line) <= session.MaxControlMessage {
 				r := &recent[seq%maxAhead]
 				r.seq, r.line = seq, l.line
 			}
 			err = deliver(l.line, true)
 		case cp := <-c.copies:
-			if r := &recent[cp.seq%maxAhead]; cp.seq < next && r.line != nil && r.seq == cp.seq && !bytes.Equal(r.line, cp.line) {
-				err = fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, cp.seq)
+			seq := copyNumber(next, cp.seq)
+			if r := &recent[seq%maxAhead]; seq < next && r.line != nil && r.seq == seq && !bytes.Equal(r.line, cp.line) {
+				err = fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, seq)
 			}
-			if cp.seq >= next && cp.seq-next < maxAhead && len(held)+len(copied) < maxAhead && len(cp.line) > 0 && cp.line[len(cp.line)-1] == '\n' {
-				held[cp.seq] = cp.line
+			if seq >= next && seq-next < maxAhead && len(held)+len(copied) < maxAhead && len(cp.line) > 0 && cp.line[len(cp.line)-1] == '\n' {
+				held[seq] = cp.line
 			}
 		}
 		for err == nil {
@@ -396,6 +399,16 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 	if ended != nil {
 		ended(err)
 	}
+}
+
+// copyNumber is the message number whose low 32 bits are seq (Send numbers its copies modulo
+// 2^32) nearest to next; one that would come before the first message is beyond any window.
+func copyNumber(next uint64, seq uint32) uint64 {
+	n := int64(next) + int64(int32(seq-uint32(next)))
+	if n < 0 {
+		return math.MaxUint64
+	}
+	return uint64(n)
 }
 
 // Offer hands this end a copy of message seq that came on the lanes (line: the message and its

@@ -12,6 +12,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/lane/lanetest"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -255,4 +256,22 @@ func TestPullDoneOnTheLanes(t *testing.T) {
 		t.Fatalf("the server's bye did not come (no sender counters): %+v", res)
 	}
 	sameTree(t, filepath.Join(back, "t"), stripTop(sums), "")
+}
+
+// TestCopyNumber: a copy's 32-bit number is placed next to the message this end delivers next,
+// across the wrap of 2^32 messages; one that would come before the first is beyond any window.
+func TestCopyNumber(t *testing.T) {
+	for _, c := range []struct {
+		next uint64
+		seq  uint32
+		want uint64
+	}{
+		{0, 0, 0}, {0, 5, 5}, {10, 3, 3}, {0, 1<<32 - 1, math.MaxUint64},
+		{1<<32 - 2, 1<<32 - 1, 1<<32 - 1}, {1<<32 - 2, 3, 1<<32 + 3}, {1<<32 + 2, 1<<32 - 5, 1<<32 - 5},
+		{5<<32 + 7, 70, 5<<32 + 70},
+	} {
+		if got := copyNumber(c.next, c.seq); got != c.want {
+			t.Errorf("copyNumber(%d, %d) = %d, want %d", c.next, c.seq, got, c.want)
+		}
+	}
 }

@@ -91,7 +91,7 @@ func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderCo
 // at the start.
 type xferOpts struct {
 	recvWindow int           // 0: cfg.Window
-	muteFor    time.Duration // the receiver's datagrams are dropped for this long after the start
+	muteFor    time.Duration // the receiver's datagrams are dropped until this long after the sender's first
 	dropFirst  bool          // the sender's first datagram (block 0, chunk 0) is lost
 	admitAll   bool          // the receiver acknowledges chunks beyond its window, then drops them (admitAll)
 	fecLoss    float64       // FEC plans for this random-loss rate, not the controller's (0: the controller's)
@@ -141,13 +141,22 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	if o.jumbo && (client.ChunkSize() != wire.JumboChunkSize || server.ChunkSize() != wire.JumboChunkSize) {
 		t.Fatalf("loopback handshake agreed on chunks of %d (client) and %d (server) bytes, want %d", client.ChunkSize(), server.ChunkSize(), wire.JumboChunkSize)
 	}
-	if o.muteFor > 0 {
-		muteUntil := time.Now().Add(o.muteFor)
-		n.SetLink(sa, ca, lanetest.Link{Loss: loss, Drop: func(_, _ netip.AddrPort, _ []byte) bool { return time.Now().Before(muteUntil) }})
-	}
-	if o.dropFirst {
+	if o.muteFor > 0 || o.dropFirst {
+		// The mute counts from the sender's first datagram, not from here: on a loaded machine
+		// the sender may start later than muteFor from now, and would then hear the window in
+		// time (TestStallDetected saw the copy succeed).
+		var first atomic.Int64 // when the sender's first datagram crossed (UnixNano; 0: not yet)
 		var dropped atomic.Bool
-		n.SetLink(ca, sa, lanetest.Link{Loss: loss, Drop: func(_, _ netip.AddrPort, _ []byte) bool { return dropped.CompareAndSwap(false, true) }})
+		n.SetLink(ca, sa, lanetest.Link{Loss: loss, Drop: func(_, _ netip.AddrPort, _ []byte) bool {
+			first.CompareAndSwap(0, time.Now().UnixNano())
+			return o.dropFirst && dropped.CompareAndSwap(false, true)
+		}})
+		if o.muteFor > 0 {
+			n.SetLink(sa, ca, lanetest.Link{Loss: loss, Drop: func(_, _ netip.AddrPort, _ []byte) bool {
+				f := first.Load()
+				return f == 0 || time.Now().UnixNano() < f+int64(o.muteFor)
+			}})
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -60,9 +60,7 @@ func (p *Path) SendControl(seq uint32, msg []byte) error {
 		pkts := make([][]byte, 0, n)
 		for k := 0; k < n; k++ {
 			part := msg[k*ControlPart : min(len(msg), (k+1)*ControlPart)]
-			binary.BigEndian.PutUint32(pt[0:4], seq)
-			pt[4], pt[5] = byte(k), byte(n)
-			b := append(pt[:controlHead], part...)
+			b := controlPayload(pt[:0], seq, k, n, part)
 			pkts = append(pkts, p.Seal(make([]byte, 0, wire.Overhead+len(b)), wire.TypeControl, i, p.NextSeq(i), b))
 		}
 		if err := p.Send(i, pkts); err == nil {
@@ -73,6 +71,12 @@ func (p *Path) SendControl(seq uint32, msg []byte) error {
 		return ErrControlCopy
 	}
 	return nil
+}
+
+// controlPayload appends a control datagram's payload to dst: part k of the n of message seq.
+func controlPayload(dst []byte, seq uint32, k, n int, body []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, seq)
+	return append(append(dst, byte(k), byte(n)), body...)
 }
 
 // OnControl installs the receiver of the control messages copied on the lanes: f gets each

@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"encoding/binary"
 	"net/netip"
 	"sync"
 	"testing"
@@ -122,12 +121,7 @@ func TestControlHostileParts(t *testing.T) {
 	client, server, _ := memPair(t, lanetest.Link{}, 3, false)
 	var got controlGot
 	client.OnControl(got.take)
-	part := func(seq uint32, k, n byte, body []byte) []byte {
-		pt := make([]byte, controlHead, controlHead+len(body))
-		binary.BigEndian.PutUint32(pt, seq)
-		pt[4], pt[5] = k, n
-		return append(pt, body...)
-	}
+	part := func(seq uint32, k, n int, body []byte) []byte { return controlPayload(nil, seq, k, n, body) }
 	full := bytes.Repeat([]byte("p"), ControlPart)
 	bad := [][]byte{
 		part(1, 0, 0, []byte("x")),          // no parts

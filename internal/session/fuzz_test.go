@@ -161,12 +161,7 @@ func closedBlocks() <-chan *fcopy.Block {
 // message number, and the messages waiting in parts stay within maxControlPartial.
 func FuzzControl(f *testing.F) {
 	_, client := fuzzPath(f)
-	part := func(seq uint32, k, n byte, body []byte) []byte {
-		pt := make([]byte, controlHead, controlHead+len(body))
-		binary.BigEndian.PutUint32(pt, seq)
-		pt[4], pt[5] = k, n
-		return append(pt, body...)
-	}
+	part := func(seq uint32, k, n int, body []byte) []byte { return controlPayload(nil, seq, k, n, body) }
 	f.Add(part(1, 0, 1, []byte("{}\n")), part(2, 1, 2, []byte("tail")), uint8(3))
 	f.Add(part(5, 0, 2, make([]byte, ControlPart)), part(5, 1, 2, []byte("x")), uint8(0))
 	f.Add([]byte{1, 2}, part(9, 0, 0, nil), uint8(17))

@@ -293,9 +293,8 @@ func (c *Control) Start(ended func(error)) {
 	go func() {
 		for {
 			line, err := c.read()
-			// A message counts as queued from when it is read (maxQueued).
-			if err == nil && c.queued.Add(int64(len(line))) > maxQueued {
-				err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
+			if err == nil { // a message counts as queued from when it is read
+				err = c.queue(int64(len(line)))
 			}
 			select {
 			case lines <- lineRead{line, err}:
@@ -333,14 +332,17 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 		seq  uint64
 		line []byte
 	}
+	differs := func(seq uint64) error {
+		return fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, seq)
+	}
 	// deliver parses line and queues it for Next; counted: its bytes are in queued already.
 	deliver := func(line []byte, counted bool) error {
 		m, n, err := parse(line)
 		if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
 			err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
 		}
-		if err == nil && !counted && c.queued.Add(n) > maxQueued {
-			err = fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
+		if err == nil && !counted {
+			err = c.queue(n)
 		}
 		if err == nil {
 			next++
@@ -361,7 +363,7 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 				// Its copy came first: the two must be the same message.
 				c.queued.Add(-int64(len(l.line)))
 				if cp, ok := copied[seq]; ok && !bytes.Equal(cp, l.line) {
-					err = fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, seq)
+					err = differs(seq)
 				}
 				delete(copied, seq)
 				continue
@@ -374,7 +376,7 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 		case cp := <-c.copies:
 			seq := copyNumber(next, cp.seq)
 			if r := &recent[seq%maxAhead]; seq < next && r.line != nil && r.seq == seq && !bytes.Equal(r.line, cp.line) {
-				err = fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, seq)
+				err = differs(seq)
 			}
 			if seq >= next && seq-next < maxAhead && len(held)+len(copied) < maxAhead && len(cp.line) > 0 && cp.line[len(cp.line)-1] == '\n' {
 				held[seq] = cp.line
@@ -399,6 +401,15 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 	if ended != nil {
 		ended(err)
 	}
+}
+
+// queue counts n more bytes of messages read and not yet taken, and refuses them beyond
+// maxQueued: a peer that sends while this end is busy cannot make it hold more.
+func (c *Control) queue(n int64) error {
+	if c.queued.Add(n) > maxQueued {
+		return fmt.Errorf("%w: control channel: more than %d MiB of messages sent unasked", ErrProtocol, maxQueued>>20)
+	}
+	return nil
 }
 
 // copyNumber is the message number whose low 32 bits are seq (Send numbers its copies modulo

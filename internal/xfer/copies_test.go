@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"errors"
-	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/lane/lanetest"
 	"io"
 	"math"
@@ -225,18 +224,9 @@ func TestPullDoneOnTheLanes(t *testing.T) {
 	defer cancel()
 	o := e.options()
 	o.Recursive = true
-	o.Start = func(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
-		r, err := e.start(ctx, host, args, preface)
-		if err != nil {
-			return nil, err
-		}
-		p := r.(*pipeRemote)
-		return &filteredRemote{pipeRemote: p, in: &lineFilter{w: p.in, line: filter(p.in)}}, nil
-	}
-	var wasHeld bool
-	o.File = func(fcopy.FileResult) {}
+	o.Start = e.filterClientTo(filter)
 	res, err := Pull(ctx, o, "host", []string{filepath.Join(src, "t")}, back)
-	wasHeld = holding("done")
+	wasHeld := holding("done")
 	release()
 	if err != nil {
 		t.Fatalf("pull: %v", err)

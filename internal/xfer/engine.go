@@ -466,7 +466,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	res := &sideResult{start: time.Now()}
 	// What this end says from now on (the confirmations, done, an error) travels on the lanes as
 	// well as on the control channel: the sender waits for it at the end of the copy.
-	ctl.Mirror(func(seq uint32, line []byte) error { return path.SendControl(seq, line) })
+	ctl.Mirror(path.SendControl)
 	defer ctl.Mirror(nil)
 	dg := newDigests()
 	bye := make(chan Msg, 1)

@@ -587,13 +587,19 @@ func (r *filteredRemote) Control() (io.Reader, io.WriteCloser) { return r.out, r
 
 // filterClient is a Starter for e whose remote peer reads the client's messages through line.
 func (e *env) filterClient(line func([]byte) []byte) Starter {
+	return e.filterClientTo(func(io.Writer) func([]byte) []byte { return line })
+}
+
+// filterClientTo is filterClient with a filter made for the writer behind it (which it may write
+// to itself, later: holdFrom).
+func (e *env) filterClientTo(filter func(w io.Writer) func([]byte) []byte) Starter {
 	return func(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
 		r, err := e.start(ctx, host, args, preface)
 		if err != nil {
 			return nil, err
 		}
 		p := r.(*pipeRemote)
-		return &filteredRemote{pipeRemote: p, in: &lineFilter{w: p.in, line: line}}, nil
+		return &filteredRemote{pipeRemote: p, in: &lineFilter{w: p.in, line: filter(p.in)}}, nil
 	}
 }
 

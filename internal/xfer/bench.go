@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strconv"
@@ -207,52 +206,42 @@ func (b *BenchPeer) HTTP(ctx context.Context, size int64, dst string, limit time
 		b.c.ctl.Send(Msg{T: "http-stop"}) // the peer's server goes, whatever it sent
 		return 0, nil, fmt.Errorf("%w: the peer's HTTP server is port %d, path of %d bytes, digest of %d", ErrProtocol, m.Port, len(m.Token), len(m.Sum))
 	}
-	url := "http://" + net.JoinHostPort(b.Addr.String(), strconv.Itoa(m.Port)) + "/" + m.Token
-	el, err := getChecked(ctx, url, dst, size, m.Sum, limit)
+	addr := net.JoinHostPort(b.Addr.String(), strconv.Itoa(m.Port))
+	el, err := getChecked(ctx, addr, "/"+m.Token, dst, size, m.Sum, limit)
 	if serr := b.c.ctl.Send(Msg{T: "http-stop"}); serr == nil {
 		_, serr = b.c.ctl.Expect(ctx, "http-stopped", PeerIdle)
 		if err == nil {
 			err = serr
 		}
 	}
-	return el, []string{"GET", url}, err
+	return el, []string{"GET", "http://" + addr + "/" + m.Token}, err
 }
 
 // ErrOverLimit: a bench copy that did not produce a checked file within its limit (the table's
 // "stalled"; not session.ErrOverLimit, a transfer whose receiver stopped acknowledging).
 var ErrOverLimit = errors.New("no checked file within the time limit")
 
-func getChecked(ctx context.Context, url, dst string, size int64, sum string, limit time.Duration) (time.Duration, error) {
+func getChecked(ctx context.Context, addr, target, dst string, size int64, sum string, limit time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	// No proxy: the bench measures the path to the host, nothing in between.
-	// No redirect either: the file comes from the peer's server or not at all.
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// No proxy: the bench measures the path to the host, nothing in between. No redirect either
+	// (httpGet takes only a 200): the file comes from the peer's server or not at all.
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		err = fmt.Errorf("HTTP GET: %s", resp.Status)
-	}
+	body, err := httpGet(ctx, addr, target, size)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return 0, ErrOverLimit
 		}
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer body.Close()
 	f, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer os.Remove(dst)
 	h := blake3.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, size+1))
+	n, err := io.Copy(io.MultiWriter(f, h), body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

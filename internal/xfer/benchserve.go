@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -323,21 +321,7 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 		return err
 	}
 	token := hex.EncodeToString(tcpbench.NewToken())
-	var served atomic.Bool // one GET: the row is one stream
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/"+token || r.Method != http.MethodGet || served.Swap(true) {
-			http.NotFound(w, r)
-			return
-		}
-		f, err := os.Open(name)
-		if err != nil {
-			http.Error(w, "gone", http.StatusInternalServerError)
-			return
-		}
-		defer f.Close()
-		http.ServeContent(w, r, "", time.Time{}, f)
-	})}
-	go srv.Serve(ln)
+	srv := serveGET(ln, name, size, token)
 	defer srv.Close()
 	if err := ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
 		return err

@@ -321,7 +321,11 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 		return err
 	}
 	token := hex.EncodeToString(tcpbench.NewToken())
-	srv := serveGET(ln, name, size, token)
+	srv, err := serveGET(ln, name, size, token)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	defer srv.Close()
 	if err := ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/textproto"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,45 +33,72 @@ const maxHead = 16 << 10
 // httpHeadTimeout is how long the server waits for a request's head after the connection opens.
 const httpHeadTimeout = 10 * time.Second
 
-// getServer serves the file name (size bytes) to one GET of "/"+token on ln; every other
-// request gets 404. Close stops it: the listener and every connection it holds.
+// maxHeadReaders bounds the server's connections still sending their request's head (anyone who
+// can reach the port can open connections, each held up to httpHeadTimeout: some 16 KiB each): a
+// new one beyond it closes the oldest, so that a flood must outrun the bench's own GET, whose
+// head follows its connection at once, rather than only fill the slots first.
+const maxHeadReaders = 64
+
+// getServer serves one open file (size bytes) to one GET of "/"+token on ln; every other request
+// gets 404. Close stops it: the listener and every connection it holds.
 type getServer struct {
 	ln    net.Listener
-	name  string
+	f     *os.File
 	size  int64
 	token string
+	done  chan struct{} // closed by Close
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	served bool // the one GET is taken: the row is a single stream
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	reading []net.Conn // those reading their head, oldest first (at most maxHeadReaders)
+	served  bool       // the one GET is taken: the row is a single stream
+	closed  bool
+	wg      sync.WaitGroup
 }
 
-func serveGET(ln net.Listener, name string, size int64, token string) *getServer {
-	s := &getServer{ln: ln, name: name, size: size, token: token, conns: map[net.Conn]struct{}{}}
+// serveGET serves the file name (opened now, so that its one GET cannot fail on it later) on ln.
+func serveGET(ln net.Listener, name string, size int64, token string) (*getServer, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	s := &getServer{ln: ln, f: f, size: size, token: token, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
-	return s
+	return s, nil
 }
 
 func (s *getServer) accept() {
 	defer s.wg.Done()
+	var wait time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			// A passing shortage (descriptors, memory: a flood of connections goes within
+			// httpHeadTimeout): wait and accept again, 5 ms doubling to 1 s, as net/http does.
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(wait):
+				continue
+			case <-s.done:
+				return
+			}
 		}
+		wait = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return
 		}
+		if len(s.reading) == maxHeadReaders {
+			s.reading[0].Close() // its handler ends on the read error
+			s.reading = s.reading[1:]
+		}
+		s.reading = append(s.reading, c)
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -87,55 +115,68 @@ func (s *getServer) accept() {
 
 // handle answers one request on c, then the connection closes.
 func (s *getServer) handle(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(httpHeadTimeout))
-	tp := textproto.NewReader(bufio.NewReader(io.LimitReader(c, maxHead)))
-	line, err := tp.ReadLine()
-	if err != nil {
-		return
-	}
-	if _, err := tp.ReadMIMEHeader(); err != nil {
-		writeStatus(c, "400 Bad Request")
-		return
-	}
-	c.SetReadDeadline(time.Time{})
-	method, rest, _ := strings.Cut(line, " ")
-	target, proto, _ := strings.Cut(rest, " ")
+	ok := s.readRequest(c)
 	s.mu.Lock()
-	ok := method == "GET" && target == "/"+s.token && strings.HasPrefix(proto, "HTTP/1.") && !s.served
-	s.served = s.served || ok
+	if i := slices.Index(s.reading, c); i >= 0 {
+		s.reading = slices.Delete(s.reading, i, i+1)
+	}
 	s.mu.Unlock()
 	if !ok {
 		writeStatus(c, "404 Not Found")
 		return
 	}
-	f, err := os.Open(s.name)
-	if err != nil {
-		writeStatus(c, "500 Internal Server Error")
-		return
-	}
-	defer f.Close()
 	head := "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
 		strconv.FormatInt(s.size, 10) + "\r\nConnection: close\r\n\r\n"
 	if _, err := io.WriteString(c, head); err != nil {
 		return
 	}
-	io.Copy(c, io.LimitReader(f, s.size)) // *net.TCPConn: sendfile
+	io.Copy(c, io.NewSectionReader(s.f, 0, s.size)) // *net.TCPConn: sendfile
+}
+
+// readRequest reads c's request head (within httpHeadTimeout and maxHead bytes) and reports
+// whether it is the one GET of the token's path, which it then takes.
+func (s *getServer) readRequest(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(httpHeadTimeout))
+	defer c.SetReadDeadline(time.Time{})
+	tp := textproto.NewReader(bufio.NewReader(io.LimitReader(c, maxHead)))
+	line, err := tp.ReadLine()
+	if err != nil {
+		return false
+	}
+	if _, err := tp.ReadMIMEHeader(); err != nil {
+		return false
+	}
+	method, rest, _ := strings.Cut(line, " ")
+	target, proto, _ := strings.Cut(rest, " ")
+	if method != "GET" || target != "/"+s.token || !strings.HasPrefix(proto, "HTTP/1.") {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := !s.served
+	s.served = true
+	return ok
 }
 
 func writeStatus(c net.Conn, status string) {
 	io.WriteString(c, "HTTP/1.1 "+status+"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 }
 
-// Close stops the server: no more connections, and those open are closed.
+// Close stops the server: no more connections, those open are closed, and the file too. It may
+// be called more than once.
 func (s *getServer) Close() {
 	s.mu.Lock()
-	s.closed = true
-	for c := range s.conns {
-		c.Close()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+		for c := range s.conns {
+			c.Close()
+		}
 	}
 	s.mu.Unlock()
 	s.ln.Close()
 	s.wg.Wait()
+	s.f.Close()
 }
 
 // httpGet sends GET target to addr (host:port) and returns the body of a 200 answer whose
@@ -183,14 +224,14 @@ func readAnswer(c net.Conn, addr, target string, size int64) (io.Reader, error) 
 	length := int64(-1)
 	for _, h := range hdr {
 		k, v, ok := strings.Cut(h, ":")
-		if !ok {
-			return nil, fmt.Errorf("HTTP GET: a header line without a colon: %s", escape.Quote(trimTo(h, 80)))
+		if !ok || h[0] == ' ' || h[0] == '\t' || strings.TrimRight(k, " \t") != k {
+			return nil, fmt.Errorf("HTTP GET: a malformed header line: %s", escape.Quote(trimTo(h, 80)))
 		}
 		v = strings.TrimSpace(v)
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case "content-length":
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || length >= 0 && n != length {
+			if err != nil || v == "" || strings.TrimLeft(v, "0123456789") != "" || length >= 0 && n != length {
 				return nil, fmt.Errorf("HTTP GET: Content-Length %s", escape.Quote(trimTo(v, 80)))
 			}
 			length = n

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,7 +79,20 @@ func TestHTTPGetAnswers(t *testing.T) {
 		{"redirect", func(c net.Conn) { io.WriteString(c, "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\n\r\n") }, "302 Found"},
 		{"status with escapes", func(c net.Conn) { io.WriteString(c, "HTTP/1.1 418 \x1b]0;owned\x07\r\n\r\n") }, "418"},
 		{"not HTTP", func(c net.Conn) { io.WriteString(c, "SSH-2.0-OpenSSH\r\n\r\n") }, "begins"},
-		{"header without colon", ok("nonsense\r\n"), "colon"},
+		{"header without colon", ok("nonsense\r\n"), "malformed"},
+		{"folded header line", func(c net.Conn) {
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-A: b\r\n Content-Length: %d\r\n\r\n", size)
+			c.Write(data)
+		}, "malformed"},
+		{"space before the colon", func(c net.Conn) {
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length : %d\r\n\r\n", size)
+			c.Write(data)
+		}, "malformed"},
+		{"signed length", func(c net.Conn) {
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: +%d\r\n\r\n", size)
+			c.Write(data)
+		}, "Content-Length"},
+		{"empty length", ok("Content-Length: \r\n"), "Content-Length"},
 		{"endless head", func(c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
 			for i := 0; i < 2000; i++ {
@@ -131,7 +146,10 @@ func TestServeGET(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveGET(ln, name, int64(len(data)), "tok")
+	srv, err := serveGET(ln, name, int64(len(data)), "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer srv.Close()
 	addr := ln.Addr().String()
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
@@ -206,4 +224,94 @@ func TestHTTPGetCancel(t *testing.T) {
 func digestOf(b []byte) string {
 	s := blake3.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// failingListener is a listener whose first fails Accepts fail as accept(2) does when the process
+// is out of descriptors, as it is while a flood of connections holds them.
+type failingListener struct {
+	net.Listener
+	fails atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeGETAfterShortage: failed accepts (EMFILE: a passing shortage anyone can cause) do not
+// stop the server; its GET is served after them (found by a hostile review: it had stopped for
+// good at the first, and the row then read "stalled").
+func TestServeGETAfterShortage(t *testing.T) {
+	dir := t.TempDir()
+	data, sum := randomBytes(10_000)
+	name := filepath.Join(dir, "source")
+	if err := os.WriteFile(name, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.fails.Store(3)
+	srv, err := serveGET(fl, name, int64(len(data)), "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := getChecked(context.Background(), ln.Addr().String(), "/tok", filepath.Join(dir, "got"), int64(len(data)), sum, 5*time.Second); err != nil {
+		t.Fatalf("after failed accepts: %v", err)
+	}
+}
+
+// TestServeGETFlood: connections that never send a head are bounded (the oldest beyond
+// maxHeadReaders is closed), and the GET that comes after them is still served.
+func TestServeGETFlood(t *testing.T) {
+	dir := t.TempDir()
+	data, sum := randomBytes(10_000)
+	name := filepath.Join(dir, "source")
+	if err := os.WriteFile(name, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serveGET(ln, name, int64(len(data)), "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 2 * maxHeadReaders {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	// The first half were closed by the server as the second came.
+	closed := 0
+	for _, c := range idle[:maxHeadReaders] {
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	srv.mu.Lock()
+	reading := len(srv.reading)
+	srv.mu.Unlock()
+	if closed != maxHeadReaders || reading > maxHeadReaders {
+		t.Errorf("%d of the first %d idle connections closed; %d reading heads", closed, maxHeadReaders, reading)
+	}
+	if _, err := getChecked(context.Background(), ln.Addr().String(), "/tok", filepath.Join(dir, "got"), int64(len(data)), sum, 5*time.Second); err != nil {
+		t.Fatalf("the GET after a flood of idle connections: %v", err)
+	}
 }

@@ -52,6 +52,8 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		return
 	}
 	p.helloHeard[i].Store(true)
+	p.helloFrom[i].CompareAndSwap(nil, &from)
+	train := false // the probe goes to from once this hello is answered
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {
 			return // the lane's address is fixed once proven
@@ -60,11 +62,11 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		if len(pt) >= helloLen && binary.BigEndian.Uint64(pt[10:18]) == p.cookieFor(i, from) {
 			p.SetPeer(i, from)
 			p.proven[i].Store(true)
-			if p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true) {
-				go p.sendTrain(i, from)
-			}
+			train = true
 		}
+		train = train || p.trainFrom(from)
 	}
+	train = train && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true)
 	chunk := acceptChunk(pt, from)
 	if p.proven[i].Load() {
 		p.chunk.Store(int32(chunk)) // only the proven client's hellos decide the session's chunks
@@ -80,6 +82,9 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	buf := make([]byte, 0, wire.HeaderLen+helloLen+wire.TagLen)
 	pkt := p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Lane: uint8(i), Flags: flags, Seq: p.NextSeq(i)}, ack[:])
 	p.sendTo(i, from, [][]byte{pkt})
+	if train {
+		go p.sendTrain(i, from) // after the answer, which it would otherwise delay
+	}
 }
 
 // onHelloAck (client) takes the server's answer on lane i.

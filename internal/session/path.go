@@ -102,7 +102,9 @@ type Path struct {
 	trainGot     atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
 	trainOnHello atomic.Bool
 	trainSent    atomic.Bool
-	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off
+	trainIP      atomic.Pointer[netip.Addr]            // SendTrainOnHello's client address: its hellos need no cookie for the train
+	helloFrom    [Lanes]atomic.Pointer[netip.AddrPort] // each lane's first authentic hello's source, proven or not
+	stampsOff    sync.Once                             // kernel receive timestamps (for the train) switched off
 }
 
 type handlerBox struct {

@@ -249,14 +249,39 @@ func (p *Path) ReceivedTrain() (float64, bool) {
 	return float64(v - 1), true
 }
 
-// SendTrainOnHello makes a server send the probe to the client as soon as a lane's client address
-// is proven (the server sends the data in a pull), or now if one already is.
-func (p *Path) SendTrainOnHello() {
+// SendTrainOnHello makes a server send the probe to the client (the server sends the data in a
+// pull): now, if a lane has heard the client, else on the first hello that qualifies. A hello
+// qualifies once it proves its address (the cookie round trip, hello.go), or at once when it
+// comes from client, the address ssh's connection came from (SSH_CONNECTION; any port, as a NAT
+// maps the lanes' own), which saves that round trip before the sender's STARTUP is seeded. Either
+// way the hello is authentic (sealed under the session's key, not a replay), so only the peer
+// holding the key can ask for the probe, and it goes once per session; an invalid client (a jump
+// host or proxy in between, or none known) leaves only proven addresses.
+func (p *Path) SendTrainOnHello(client netip.Addr) {
+	if client.IsValid() {
+		c := client.Unmap()
+		p.trainIP.Store(&c)
+	}
 	p.trainOnHello.Store(true)
 	for i := range p.conns {
-		if dst, ok := p.Peer(i); ok && p.proven[i].Load() && p.trainSent.CompareAndSwap(false, true) {
-			go p.sendTrain(i, dst)
-			return
+		dst, ok := p.Peer(i)
+		if !ok || !p.proven[i].Load() {
+			if h := p.helloFrom[i].Load(); h != nil && p.trainFrom(*h) {
+				dst, ok = *h, true
+			} else {
+				continue
+			}
 		}
+		if p.trainSent.CompareAndSwap(false, true) {
+			go p.sendTrain(i, dst)
+		}
+		return
 	}
+}
+
+// trainFrom reports whether a hello from a may have the probe before its address is proven: it
+// comes from SendTrainOnHello's client address.
+func (p *Path) trainFrom(a netip.AddrPort) bool {
+	ip := p.trainIP.Load()
+	return ip != nil && a.Addr().Unmap() == *ip
 }

@@ -51,7 +51,7 @@ func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn 
 			client = a.Unmap()
 		}
 	}
-	path.SendTrainOnHello()
+	path.SendTrainOnHello(netip.Addr{}) // once a lane is proven, as the doctor reports
 	lanes := func() *DoctorLanes {
 		r, s := path.Buffers()
 		return &DoctorLanes{RecvBuf: r, SendBuf: s, Heard: path.LanesHeard()}

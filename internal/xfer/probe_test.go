@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,7 +67,7 @@ func hostileSender(files []fcopy.File, data map[string][]byte, before func(ctl *
 		if err != nil {
 			return fmt.Errorf("the hostile list does not even pass the plan check: %w", err)
 		}
-		path.SendTrainOnHello()
+		path.SendTrainOnHello(netip.Addr{})
 		sendFiles(ctl, Msg{T: "files"}, files)
 		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)
 		if err != nil {

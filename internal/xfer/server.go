@@ -70,9 +70,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	// Bind the address family the client reached us with, and report the address it used.
 	bind, addr := "0.0.0.0:0", ""
+	var sshClient netip.Addr // where ssh's connection came from: the pull's probe need not wait for a proven lane there
 	if f := strings.Fields(so.SSHConnection); len(f) == 4 {
-		if a, err := netip.ParseAddr(f[0]); err == nil && !a.Unmap().Is4() {
-			bind = "[::]:0"
+		if a, err := netip.ParseAddr(f[0]); err == nil {
+			sshClient = a
+			if !a.Unmap().Is4() {
+				bind = "[::]:0"
+			}
 		}
 		addr = f[2]
 	}
@@ -199,7 +203,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err := checkListSize(sources.Files); err != nil {
 			return fail(err)
 		}
-		path.SendTrainOnHello()
+		path.SendTrainOnHello(sshClient)
 		files := Msg{T: "files"}
 		if sources.Skipped != (fcopy.Skipped{}) {
 			files.Skipped = &sources.Skipped

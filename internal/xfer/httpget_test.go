@@ -132,12 +132,13 @@ func TestHTTPGetAnswers(t *testing.T) {
 	}
 }
 
-// TestServeGET: the peer's server gives its file to one GET of its path (read back by
-// net/http's client, the byte count and digest checked), answers 404 to everything else, and
-// Close leaves nothing listening or connected.
-func TestServeGET(t *testing.T) {
-	dir := t.TempDir()
-	data, sum := randomBytes(300_000)
+// getServerEnv serves a random file of size bytes at /tok on 127.0.0.1 (through wrap, if set, a
+// listener of the test's): the server, its address, the file's digest and a directory for the
+// GET's copy. The server is closed at the test's end.
+func getServerEnv(t *testing.T, size int, wrap func(net.Listener) net.Listener) (srv *getServer, addr, sum, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	data, sum := randomBytes(size)
 	name := filepath.Join(dir, "source")
 	if err := os.WriteFile(name, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -146,12 +147,24 @@ func TestServeGET(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serveGET(ln, name, int64(len(data)), "tok")
+	var l net.Listener = ln
+	if wrap != nil {
+		l = wrap(ln)
+	}
+	srv, err = serveGET(l, name, int64(size), "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	addr := ln.Addr().String()
+	t.Cleanup(srv.Close)
+	return srv, ln.Addr().String(), sum, dir
+}
+
+// TestServeGET: the peer's server gives its file to one GET of its path (read back by
+// net/http's client, the byte count and digest checked), answers 404 to everything else, and
+// Close leaves nothing listening or connected.
+func TestServeGET(t *testing.T) {
+	const size = 300_000
+	srv, addr, sum, dir := getServerEnv(t, size, nil)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	for _, p := range []string{"/", "/tok/", "/TOK", "/tok?x", "//tok", "/../tok"} {
 		resp, err := c.Get("http://" + addr + p)
@@ -181,7 +194,7 @@ func TestServeGET(t *testing.T) {
 		}
 	}
 	dst := filepath.Join(dir, "got")
-	if _, err := getChecked(context.Background(), addr, "/tok", dst, int64(len(data)), sum, 5*time.Second); err != nil {
+	if _, err := getChecked(context.Background(), addr, "/tok", dst, size, sum, 5*time.Second); err != nil {
 		t.Fatalf("the GET of the path: %v", err)
 	}
 	// One GET: the row is a single stream.
@@ -244,24 +257,12 @@ func (l *failingListener) Accept() (net.Conn, error) {
 // stop the server; its GET is served after them (found by a hostile review: it had stopped for
 // good at the first, and the row then read "stalled").
 func TestServeGETAfterShortage(t *testing.T) {
-	dir := t.TempDir()
-	data, sum := randomBytes(10_000)
-	name := filepath.Join(dir, "source")
-	if err := os.WriteFile(name, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl := &failingListener{Listener: ln}
-	fl.fails.Store(3)
-	srv, err := serveGET(fl, name, int64(len(data)), "tok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if _, err := getChecked(context.Background(), ln.Addr().String(), "/tok", filepath.Join(dir, "got"), int64(len(data)), sum, 5*time.Second); err != nil {
+	_, addr, sum, dir := getServerEnv(t, 10_000, func(ln net.Listener) net.Listener {
+		fl := &failingListener{Listener: ln}
+		fl.fails.Store(3)
+		return fl
+	})
+	if _, err := getChecked(context.Background(), addr, "/tok", filepath.Join(dir, "got"), 10_000, sum, 5*time.Second); err != nil {
 		t.Fatalf("after failed accepts: %v", err)
 	}
 }
@@ -269,21 +270,7 @@ func TestServeGETAfterShortage(t *testing.T) {
 // TestServeGETFlood: connections that never send a head are bounded (the oldest beyond
 // maxHeadReaders is closed), and the GET that comes after them is still served.
 func TestServeGETFlood(t *testing.T) {
-	dir := t.TempDir()
-	data, sum := randomBytes(10_000)
-	name := filepath.Join(dir, "source")
-	if err := os.WriteFile(name, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := serveGET(ln, name, int64(len(data)), "tok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv, addr, sum, dir := getServerEnv(t, 10_000, nil)
 	var idle []net.Conn
 	defer func() {
 		for _, c := range idle {
@@ -291,7 +278,7 @@ func TestServeGETFlood(t *testing.T) {
 		}
 	}()
 	for range 2 * maxHeadReaders {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +298,7 @@ func TestServeGETFlood(t *testing.T) {
 	if closed != maxHeadReaders || reading > maxHeadReaders {
 		t.Errorf("%d of the first %d idle connections closed; %d reading heads", closed, maxHeadReaders, reading)
 	}
-	if _, err := getChecked(context.Background(), ln.Addr().String(), "/tok", filepath.Join(dir, "got"), int64(len(data)), sum, 5*time.Second); err != nil {
+	if _, err := getChecked(context.Background(), addr, "/tok", filepath.Join(dir, "got"), 10_000, sum, 5*time.Second); err != nil {
 		t.Fatalf("the GET after a flood of idle connections: %v", err)
 	}
 }

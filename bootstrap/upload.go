@@ -210,7 +210,7 @@ type uploader struct {
 	data    []byte
 	segs    []*seg
 	t0      time.Time
-	setup   time.Duration // how long the main session took from ssh's start to the remote's first line
+	setup   time.Duration // what another ssh connection costs before it carries anything (anotherConnection)
 	acked   int           // bytes the main session acknowledged
 	fifo    []sentPart    // the parts handed to it and not acknowledged, oldest first
 	samples []ackSample   // its acknowledgements over the last rateSpan and one before
@@ -223,8 +223,8 @@ type uploader struct {
 }
 
 // install sends data (the peer in format) over p, the main session, whose remote script has said
-// need with dir, its cache directory, setup after ssh started; where the main session is slow,
-// over extra ssh connections too. It returns the remote's last status line. On an error, or a status other than ok, the
+// need with dir, its cache directory; where the main session is slow, over extra ssh connections
+// too, each judged to cost setup before it carries anything (anotherConnection). It returns the remote's last status line. On an error, or a status other than ok, the
 // session is closed.
 //
 // Where the main session carried every part (no extra connection ran), preface follows the join

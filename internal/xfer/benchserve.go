@@ -52,14 +52,10 @@ const acceptWithin = 15 * time.Second
 // test, on an ephemeral port, and counts only streams that present the test's token.
 func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 	// Listen on the address the client reached this host's sshd at, nowhere else.
-	client, bind := netip.Addr{}, "0.0.0.0:0"
-	if f := strings.Fields(sshConn); len(f) == 4 {
-		if a, err := netip.ParseAddr(f[0]); err == nil {
-			client = a.Unmap()
-		}
-		if a, err := netip.ParseAddr(f[2]); err == nil {
-			bind = netip.AddrPortFrom(a.Unmap(), 0).String()
-		}
+	client, server := sshEnds(sshConn)
+	bind := "0.0.0.0:0"
+	if server.IsValid() {
+		bind = netip.AddrPortFrom(server, 0).String()
 	}
 	facts := func() *hostinfo.Facts {
 		f := hostinfo.Gather(client, sshdVersion(), Version)

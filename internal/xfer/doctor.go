@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/farwing/farwing/internal/escape"
@@ -45,12 +44,7 @@ const clockSamples = 5
 // reports its host's facts and lanes, then answers "clock" (its wall clock now) and "lanes" (what
 // its lanes heard) until bye.
 func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn string) error {
-	client := netip.Addr{}
-	if f := strings.Fields(sshConn); len(f) == 4 {
-		if a, err := netip.ParseAddr(f[0]); err == nil {
-			client = a.Unmap()
-		}
-	}
+	client, _ := sshEnds(sshConn)
 	path.SendTrainOnHello(netip.Addr{}) // once a lane is proven, as the doctor reports
 	lanes := func() *DoctorLanes {
 		r, s := path.Buffers()

@@ -19,6 +19,18 @@ import (
 	"github.com/farwing/farwing/lane"
 )
 
+// sshEnds reads SSH_CONNECTION ("client-ip client-port server-ip server-port"): the client's
+// address and the one it reached, IPv4-mapped ones unmapped; invalid where it says nothing usable.
+func sshEnds(conn string) (client, server netip.Addr) {
+	f := strings.Fields(conn)
+	if len(f) != 4 {
+		return netip.Addr{}, netip.Addr{}
+	}
+	client, _ = netip.ParseAddr(f[0])
+	server, _ = netip.ParseAddr(f[2])
+	return client.Unmap(), server.Unmap()
+}
+
 // ServeOptions are the remote peer's surroundings.
 type ServeOptions struct {
 	// SSHConnection is the SSH_CONNECTION the peer was started with ("client-ip client-port
@@ -69,16 +81,15 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		return fail(err)
 	}
 	// Bind the address family the client reached us with, and report the address it used.
+	// sshClient is where ssh's connection came from: the pull's probe need not wait for a proven
+	// lane there.
+	sshClient, sshServer := sshEnds(so.SSHConnection)
 	bind, addr := "0.0.0.0:0", ""
-	var sshClient netip.Addr // where ssh's connection came from: the pull's probe need not wait for a proven lane there
-	if f := strings.Fields(so.SSHConnection); len(f) == 4 {
-		if a, err := netip.ParseAddr(f[0]); err == nil {
-			sshClient = a
-			if !a.Unmap().Is4() {
-				bind = "[::]:0"
-			}
-		}
-		addr = f[2]
+	if sshClient.IsValid() && !sshClient.Is4() {
+		bind = "[::]:0"
+	}
+	if sshServer.IsValid() {
+		addr = sshServer.String()
 	}
 	open := so.Lanes
 	if open == nil {

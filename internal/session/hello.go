@@ -52,7 +52,10 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		return
 	}
 	p.helloHeard[i].Store(true)
-	p.helloFrom[i].CompareAndSwap(nil, &from)
+	if p.helloFrom[i].Load() == nil {
+		f := from // only the first hello's source goes to the heap
+		p.helloFrom[i].CompareAndSwap(nil, &f)
+	}
 	train := false // the probe goes to from once this hello is answered
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {

@@ -39,22 +39,9 @@ func memPair(tb testing.TB, def lanetest.Link, seed uint64, jumbo bool) (client,
 // memPairOn is memPair on the network n, with the client at ca and the server at sa.
 func memPairOn(tb testing.TB, n *lanetest.Network, ca, sa netip.Addr, jumbo bool) (client, server *Path) {
 	tb.Helper()
-	key := make([]byte, wire.KeyLen)
-	rand.Read(key)
-	cc, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
-	sc, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
-	open := func(a netip.Addr) (conns [Lanes]lane.PacketConn) {
-		for i := range conns {
-			c, err := n.Listen(a)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			conns[i] = c
-		}
-		return conns
-	}
-	server = NewPath(open(sa), sc, true)
-	client = NewPath(open(ca), cc, false)
+	cc, sc := memCryptos()
+	server = NewPath(memLanes(tb, n, sa), sc, true)
+	client = NewPath(memLanes(tb, n, ca), cc, false)
 	tb.Cleanup(func() { client.Close(); server.Close() })
 	if jumbo {
 		client.ProposeJumbo()
@@ -70,6 +57,28 @@ func memPairOn(tb testing.TB, n *lanetest.Network, ca, sa netip.Addr, jumbo bool
 		tb.Fatal(err)
 	}
 	return client, server
+}
+
+// memCryptos are a client's and a server's ends of a session under a fresh key.
+func memCryptos() (client, server *wire.Crypto) {
+	key := make([]byte, wire.KeyLen)
+	rand.Read(key)
+	client, _ = wire.NewCrypto(key, 9, wire.ClientToServer)
+	server, _ = wire.NewCrypto(key, 9, wire.ServerToClient)
+	return client, server
+}
+
+// memLanes opens a Path's four lanes on host a of n.
+func memLanes(tb testing.TB, n *lanetest.Network, a netip.Addr) (conns [Lanes]lane.PacketConn) {
+	tb.Helper()
+	for i := range conns {
+		c, err := n.Listen(a)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conns[i] = c
+	}
+	return conns
 }
 
 // lossyPair is memPair with random loss of the given fraction in both directions.

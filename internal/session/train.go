@@ -266,11 +266,11 @@ func (p *Path) SendTrainOnHello(client netip.Addr) {
 	for i := range p.conns {
 		dst, ok := p.Peer(i)
 		if !ok || !p.proven[i].Load() {
-			if h := p.helloFrom[i].Load(); h != nil && p.trainFrom(*h) {
-				dst, ok = *h, true
-			} else {
+			h := p.helloFrom[i].Load()
+			if h == nil || !p.trainFrom(*h) {
 				continue
 			}
+			dst = *h
 		}
 		if p.trainSent.CompareAndSwap(false, true) {
 			go p.sendTrain(i, dst)

@@ -1,14 +1,12 @@
 package session
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/farwing/farwing/internal/wire"
-	"github.com/farwing/farwing/lane"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -25,20 +23,9 @@ type earlyTrainEnv struct {
 func newEarlyTrainEnv(t *testing.T, ca netip.Addr) *earlyTrainEnv {
 	t.Helper()
 	n := lanetest.New(lanetest.Link{Delay: 5 * time.Millisecond}, 1)
-	key := make([]byte, wire.KeyLen)
-	rand.Read(key)
-	cc, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
-	sc, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
+	cc, sc := memCryptos()
 	sa := netip.MustParseAddr("198.18.0.2")
-	var conns [Lanes]lane.PacketConn
-	for i := range conns {
-		c, err := n.Listen(sa)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	server := NewPath(conns, sc, true)
+	server := NewPath(memLanes(t, n, sa), sc, true)
 	client, err := n.Listen(ca)
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +41,7 @@ func (e *earlyTrainEnv) hello(forged bool) {
 	binary.BigEndian.PutUint16(pt[8:], wire.ChunkSize)
 	c := e.cc
 	if forged {
-		key := make([]byte, wire.KeyLen)
-		rand.Read(key)
-		c, _ = wire.NewCrypto(key, 9, wire.ClientToServer)
+		c, _ = memCryptos() // another session's key
 	}
 	e.seq++
 	pkt := c.Seal(make([]byte, 0, wire.HeaderLen+helloLen+wire.TagLen), wire.Header{Type: wire.TypeHello, Lane: 0, Seq: e.seq}, pt[:])

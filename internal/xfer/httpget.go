@@ -221,27 +221,27 @@ func readAnswer(c net.Conn, addr, target string, size int64) (io.Reader, error) 
 	status, hdr := head[0], head[1:]
 	proto, code, _ := strings.Cut(status, " ")
 	if !strings.HasPrefix(proto, "HTTP/1.") {
-		return nil, fmt.Errorf("HTTP GET: the server's answer begins %s", escape.Quote(trimTo(status, 80)))
+		return nil, fmt.Errorf("HTTP GET: the server's answer begins %s", said(status))
 	}
 	if !strings.HasPrefix(code, "200 ") && code != "200" {
-		return nil, fmt.Errorf("HTTP GET: %s", escape.Quote(trimTo(code, 80)))
+		return nil, fmt.Errorf("HTTP GET: %s", said(code))
 	}
 	length := int64(-1)
 	for _, h := range hdr {
 		k, v, ok := strings.Cut(h, ":")
 		if !ok || h[0] == ' ' || h[0] == '\t' || strings.TrimRight(k, " \t") != k {
-			return nil, fmt.Errorf("HTTP GET: a malformed header line: %s", escape.Quote(trimTo(h, 80)))
+			return nil, fmt.Errorf("HTTP GET: a malformed header line: %s", said(h))
 		}
 		v = strings.TrimSpace(v)
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case "content-length":
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || v == "" || strings.TrimLeft(v, "0123456789") != "" || length >= 0 && n != length {
-				return nil, fmt.Errorf("HTTP GET: Content-Length %s", escape.Quote(trimTo(v, 80)))
+			if err != nil || strings.TrimLeft(v, "0123456789") != "" || length >= 0 && n != length {
+				return nil, fmt.Errorf("HTTP GET: Content-Length %s", said(v))
 			}
 			length = n
 		case "transfer-encoding":
-			return nil, fmt.Errorf("HTTP GET: the server sent the body with Transfer-Encoding %s, not a Content-Length", escape.Quote(trimTo(v, 80)))
+			return nil, fmt.Errorf("HTTP GET: the server sent the body with Transfer-Encoding %s, not a Content-Length", said(v))
 		}
 	}
 	switch {
@@ -291,11 +291,9 @@ func readHead(br *bufio.Reader) ([]string, error) {
 	}
 }
 
-func trimTo(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
+// said is the server's words for an error: at most 80 bytes, escaped.
+func said(s string) string {
+	return escape.Quote(s[:min(len(s), 80)])
 }
 
 // getBody is a GET's body; Close closes its connection.

@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"sync"
 
 	"github.com/farwing/farwing/internal/wire"
@@ -53,17 +54,9 @@ func (p *Path) SendControl(seq uint32, msg []byte) error {
 	if len(msg) == 0 || len(msg) > MaxControlMessage {
 		return ErrControlCopy
 	}
-	n := (len(msg) + ControlPart - 1) / ControlPart
 	sent := false
-	var pt [controlHead + ControlPart]byte
 	for i := 0; i < Lanes; i++ {
-		pkts := make([][]byte, 0, n)
-		for k := 0; k < n; k++ {
-			part := msg[k*ControlPart : min(len(msg), (k+1)*ControlPart)]
-			b := controlPayload(pt[:0], seq, k, n, part)
-			pkts = append(pkts, p.Seal(make([]byte, 0, wire.Overhead+len(b)), wire.TypeControl, i, p.NextSeq(i), b))
-		}
-		if err := p.Send(i, pkts); err == nil {
+		if err := p.Send(i, p.sealControl(i, seq, msg)); err == nil {
 			sent = true
 		}
 	}
@@ -71,6 +64,144 @@ func (p *Path) SendControl(seq uint32, msg []byte) error {
 		return ErrControlCopy
 	}
 	return nil
+}
+
+// Before the data phase a server's lanes are not yet proven, and the messages that matter then
+// (a push's have, a pull's files and list) are the ones whose lost TCP segment costs the most: the
+// last a server sends before it waits, recovered only by a tail-loss probe or a retransmission
+// timeout (0.3-0.4 s at 140 ms; in the lab at 3 % loss, one copy start in ten). So until then a
+// server may copy its messages to the address an authentic hello came from, proven or not, when
+// that address is ssh's client (SSH_CONNECTION): the rule of the early packet train (train.go).
+// A replayed hello can aim these copies only at the ssh client's own address, and at most
+// maxEarlyCopyBytes of them per lane, in all, before the lane is proven.
+const (
+	maxEarlyCopyBytes = 32 << 10 // the messages kept for lanes not heard from yet; what a lane sends unproven
+	maxEarlyCopies    = 8        // ... and the count kept
+)
+
+// earlyControl is a server's state for SendControlEarly.
+type earlyControl struct {
+	mu     sync.Mutex
+	ip     netip.Addr // ssh's client (invalid: proven lanes only)
+	msgs   [][]byte   // the messages kept (maxEarlyCopies, maxEarlyCopyBytes), with their numbers
+	seqs   []uint32
+	bytes  int
+	sentTo [Lanes]netip.AddrPort // where the kept messages went on each lane (none yet: zero)
+	spent  [Lanes]int            // message bytes each lane sent to an unproven address
+	ended  bool                  // the engine runs: no more early copies (EndControlEarly)
+}
+
+// CopyControlTo (server) sets the address whose lanes may have copies of control messages
+// before they are proven (SendControlEarly): ssh's client. An invalid one allows proven lanes only.
+func (p *Path) CopyControlTo(client netip.Addr) {
+	p.early.mu.Lock()
+	p.early.ip = client.Unmap()
+	p.early.mu.Unlock()
+}
+
+// EndControlEarly (server) ends SendControlEarly's copies, the kept ones included, once the data
+// phase starts: from then on the sending end's lane sequence numbers are its engine's.
+func (p *Path) EndControlEarly() {
+	p.early.mu.Lock()
+	p.early.ended, p.early.msgs, p.early.seqs = true, nil, nil
+	p.early.mu.Unlock()
+}
+
+// SendControlEarly (server) is SendControl before the data phase: a copy goes on every lane that is
+// proven or whose first authentic hello came from CopyControlTo's address (within the lane's
+// maxEarlyCopyBytes until it is proven), and is kept (up to maxEarlyCopies messages,
+// maxEarlyCopyBytes in all) for the lanes that hear such a hello or are proven later (onHello).
+// The client (which knows the server's address from ssh) copies with SendControl.
+func (p *Path) SendControlEarly(seq uint32, msg []byte) error {
+	if !p.server {
+		return p.SendControl(seq, msg)
+	}
+	if len(msg) == 0 || len(msg) > MaxControlMessage {
+		return ErrControlCopy
+	}
+	e := &p.early
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return ErrControlCopy
+	}
+	if len(e.msgs) < maxEarlyCopies && e.bytes+len(msg) <= maxEarlyCopyBytes {
+		e.msgs = append(e.msgs, append([]byte(nil), msg...))
+		e.seqs = append(e.seqs, seq)
+		e.bytes += len(msg)
+	}
+	sent := false
+	for i := range p.conns {
+		if p.sendEarly(i, seq, msg) {
+			sent = true
+		}
+	}
+	if !sent {
+		return ErrControlCopy
+	}
+	return nil
+}
+
+// sendEarly sends lane i a copy of message seq where earlyPeer allows, within the lane's
+// budget for an unproven address (with e.mu held). It reports whether it did.
+func (p *Path) sendEarly(i int, seq uint32, msg []byte) bool {
+	dst, proven, ok := p.earlyPeer(i)
+	if !ok {
+		return false
+	}
+	if !proven {
+		e := &p.early
+		if e.spent[i]+len(msg) > maxEarlyCopyBytes {
+			return false
+		}
+		e.spent[i] += len(msg)
+	}
+	return p.sendTo(i, dst, p.sealControl(i, seq, msg)) == nil
+}
+
+// earlyPeer is where lane i's early copies go: its proven peer, or its first hello's source where
+// that is ssh's client (with e.mu held).
+func (p *Path) earlyPeer(i int) (dst netip.AddrPort, proven, ok bool) {
+	if p.proven[i].Load() {
+		dst, ok = p.Peer(i)
+		return dst, true, ok
+	}
+	h := p.helloFrom[i].Load()
+	if h == nil || !p.early.ip.IsValid() || h.Addr().Unmap() != p.early.ip {
+		return netip.AddrPort{}, false, false
+	}
+	return *h, false, true
+}
+
+// heardEarly (server) sends lane i, whose first authentic hello has just come or whose address
+// has just been proven, the copies kept, once to each address: at the first hello from ssh's
+// client, and again at the proof where that proved another address (the first hello was a
+// replay from another port), or only then (through a jump host or proxy the addresses differ).
+func (p *Path) heardEarly(i int) {
+	e := &p.early
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	dst, _, ok := p.earlyPeer(i)
+	if e.ended || !ok || e.sentTo[i] == dst {
+		return
+	}
+	e.sentTo[i] = dst
+	for k, m := range e.msgs {
+		p.sendEarly(i, e.seqs[k], m)
+	}
+}
+
+// sealControl seals message seq as lane i's control datagrams.
+func (p *Path) sealControl(i int, seq uint32, msg []byte) [][]byte {
+	n := (len(msg) + ControlPart - 1) / ControlPart
+	var pt [controlHead + ControlPart]byte
+	pkts := make([][]byte, 0, n)
+	for k := 0; k < n; k++ {
+		part := msg[k*ControlPart : min(len(msg), (k+1)*ControlPart)]
+		b := controlPayload(pt[:0], seq, k, n, part)
+		pkts = append(pkts, p.Seal(make([]byte, 0, wire.Overhead+len(b)), wire.TypeControl, i, p.NextSeq(i), b))
+	}
+	return pkts
 }
 
 // controlPayload appends a control datagram's payload to dst: part k of the n of message seq.

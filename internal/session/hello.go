@@ -52,11 +52,13 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		return
 	}
 	p.helloHeard[i].Store(true)
+	first := false
 	if p.helloFrom[i].Load() == nil {
 		f := from // only the first hello's source goes to the heap
-		p.helloFrom[i].CompareAndSwap(nil, &f)
+		first = p.helloFrom[i].CompareAndSwap(nil, &f)
 	}
 	train := false // the probe goes to from once this hello is answered
+	proved := false
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {
 			return // the lane's address is fixed once proven
@@ -65,7 +67,7 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		if len(pt) >= helloLen && binary.BigEndian.Uint64(pt[10:18]) == p.cookieFor(i, from) {
 			p.SetPeer(i, from)
 			p.proven[i].Store(true)
-			train = true
+			train, proved = true, true
 		}
 		train = train || p.trainFrom(from)
 	}
@@ -85,6 +87,9 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	buf := make([]byte, 0, wire.HeaderLen+helloLen+wire.TagLen)
 	pkt := p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Lane: uint8(i), Flags: flags, Seq: p.NextSeq(i)}, ack[:])
 	p.sendTo(i, from, [][]byte{pkt})
+	if first || proved {
+		p.heardEarly(i) // after the answer too: the copies kept for this lane (control.go)
+	}
 	if train {
 		go p.sendTrain(i, from) // after the answer, which it would otherwise delay
 	}

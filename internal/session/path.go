@@ -91,6 +91,7 @@ type Path struct {
 
 	controlTo atomic.Pointer[func(seq uint32, msg []byte)]
 	control   controlRx
+	early     earlyControl // (server) copies sent before the lanes are proven (SendControlEarly)
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc

@@ -50,7 +50,7 @@ const (
 	TypeHelloAck Type = 4 // lane opening answer, server → client
 	TypeClose    Type = 5 // orderly end of a session's UDP path
 	TypePing     Type = 6 // sender → receiver keepalive while it has nothing to send (no payload)
-	TypeControl  Type = 7 // receiver → sender: a copy of a control message, or a part of one
+	TypeControl  Type = 7 // a copy of a control message, or a part of one (either way)
 )
 
 func (t Type) valid() bool { return t >= TypeData && t <= TypeControl }

@@ -323,6 +323,10 @@ type conn struct {
 	res    *Result
 	ctx    context.Context // ends with the control channel
 	cancel context.CancelCauseFunc
+	// preface is what was written to the peer as ssh started: the hello and a short list, its
+	// first messages; a copy (copy) has them copied on the lanes as they open (openPath).
+	preface []byte
+	copy    bool
 }
 
 func (c *conn) close(grace time.Duration) {
@@ -398,7 +402,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		o.logf("peer found on %s (%s), %.2f s from ssh's start", host, escape.Text(info.RemoteOS), info.Took.Seconds())
 	}
 	r, w := peer.Control()
-	c := &conn{peer: peer, info: info, ctl: NewControl(r, w, peer.Ended), res: res}
+	c := &conn{peer: peer, info: info, ctl: NewControl(r, w, peer.Ended), res: res, preface: preface}
 	c.ctl.channelOnly = o.ChannelOnly
 	// The preface's messages (the hello, a short list) are the first the peer reads: this end's
 	// own count of the messages it sent starts after them (Control.Mirror numbers its copies).
@@ -524,6 +528,9 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	for _, p := range ready.Ports {
 		dst = append(dst, netip.AddrPortFrom(addr, uint16(p)))
 	}
+	if c.copy {
+		c.copyControl(path, dst)
+	}
 	rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
 	if err != nil {
 		return err
@@ -531,6 +538,31 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	c.rtt = rtt
 	o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 	return nil
+}
+
+// copyControl starts the copies of this end's control messages on the lanes to dst, before the
+// handshake's first hellos (docs/PROTOCOL.md, "Control (7)"): the preface's now, those sent from
+// now on as they are sent, and the server's taken from whichever copy comes first. Each copy is
+// what matters most when ssh's TCP loses the segment that carries it: the preface goes alone, a
+// round trip after the session's start (ssh sends standard input once its exec is answered), and
+// at 3 % loss one start in ten waited a retransmission timeout for it, 0.3-0.4 s.
+func (c *conn) copyControl(path *session.Path, dst []netip.AddrPort) {
+	path.OnControl(c.ctl.Offer)
+	if c.ctl.channelOnly {
+		return
+	}
+	for i, a := range dst {
+		path.SetPeer(i, a)
+	}
+	for seq, rest := uint32(0), c.preface; len(rest) > 0; seq++ {
+		n := bytes.IndexByte(rest, '\n') + 1
+		if n == 0 {
+			break
+		}
+		path.SendControl(seq, rest[:n])
+		rest = rest[n:]
+	}
+	c.ctl.Mirror(path.SendControl)
 }
 
 // serverAddr picks the UDP destination: the address ssh connects to (name, from ssh -G), or the
@@ -583,6 +615,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	}
 	defer func() { c.close(closeGrace) }()
 	ctx = c.ctx
+	c.copy = true
 	if err := c.openPath(ctx, &o, host, ready, c.crypto, true); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
@@ -657,6 +690,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	// The UDP handshake runs while the file list is on its way.
 	hsCtx, hsCancel := context.WithCancel(ctx)
 	hs := make(chan error, 1)
+	c.copy = true
 	go func() { hs <- c.openPath(hsCtx, &o, host, ready, c.crypto, false) }()
 	defer func() {
 		hsCancel()

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -264,4 +265,133 @@ func TestCopyNumber(t *testing.T) {
 			t.Errorf("copyNumber(%d, %d) = %d, want %d", c.next, c.seq, got, c.want)
 		}
 	}
+}
+
+// TestPushHaveOnTheLanes: before the data, the receiving server's have reaches the client as a
+// copy on the lanes while the control channel holds it and all after it, as when its lone TCP
+// segment is lost (session.Path.SendControlEarly): to ssh's client address at its first hello, or,
+// where the server's SSH_CONNECTION names another address (a jump host), at the lane's proof.
+func TestPushHaveOnTheLanes(t *testing.T) {
+	for _, c := range []struct{ name, sshConn string }{
+		{"ssh client", ""},
+		{"through a jump host", "198.18.7.7 50000 " + serverHost.String() + " 22"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 7)
+			e.sshConn = c.sshConn
+			filter, holding, release := holdFrom("have")
+			e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
+				return Serve(ctx, r, &lineFilter{w: w, line: filter(w)}, pub, so)
+			}
+			src, remote := t.TempDir(), t.TempDir()
+			sums := tree(t, src, map[string]int{"t/a.bin": 1<<20 + 5, "t/b.bin": 4321})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			o := e.options()
+			o.Recursive = true
+			res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+			wasHeld := holding("have")
+			release()
+			if err != nil {
+				t.Fatalf("push: %v", err)
+			}
+			if !wasHeld {
+				t.Fatalf("the push ended after the control channel let the have through: it did not take it from the lanes")
+			}
+			if len(res.Files) != len(sums) {
+				t.Fatalf("push result: %d files, want %d", len(res.Files), len(sums))
+			}
+			sameTree(t, filepath.Join(remote, "t"), stripTop(sums), "")
+		})
+	}
+}
+
+// gateWriter holds what is written to it until open, then writes it, and what follows, to w.
+type gateWriter struct {
+	mu     sync.Mutex
+	w      io.WriteCloser
+	held   []byte
+	opened bool
+}
+
+func (g *gateWriter) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.opened {
+		g.held = append(g.held, b...)
+		return len(b), nil
+	}
+	return g.w.Write(b)
+}
+
+func (g *gateWriter) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.opened {
+		g.w.Write(g.held)
+		g.opened, g.held = true, nil
+	}
+}
+
+func (g *gateWriter) Close() error { g.open(); return g.w.Close() }
+
+// gatedRemote is a remote peer in this process whose control channel's input goes through a gate.
+type gatedRemote struct {
+	*pipeRemote
+	in *gateWriter
+}
+
+func (r *gatedRemote) Control() (io.Reader, io.WriteCloser) { return r.out, r.in }
+
+// TestPushHelloOnTheLanes: the server takes the client's preface (the hello and the short file list
+// written as ssh starts) from its copies on the lanes while the control channel holds it, as when
+// its lone TCP segment is lost, and answers have from them; the channel, opened once the have is
+// sent, brings the same messages, which must match their copies.
+func TestPushHelloOnTheLanes(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 8)
+	haveSent := make(chan struct{})
+	var once sync.Once
+	var timedOut atomic.Bool // the gate opened without a have: the server waited for the channel
+	e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
+		return Serve(ctx, r, &lineFilter{w: w, line: func(l []byte) []byte {
+			if bytes.HasPrefix(l, []byte(`{"t":"have"`)) {
+				once.Do(func() { close(haveSent) })
+			}
+			return l
+		}}, pub, so)
+	}
+	o := e.options()
+	o.Recursive = true
+	o.Start = func(ctx context.Context, host string, args []string, preface []byte) (Remote, error) {
+		r, err := e.start(ctx, host, args, nil)
+		if err != nil {
+			return nil, err
+		}
+		p := r.(*pipeRemote)
+		g := &gateWriter{w: p.in, held: append([]byte(nil), preface...)}
+		go func() {
+			select {
+			case <-haveSent:
+			case <-time.After(20 * time.Second): // bounded: the test fails below
+				timedOut.Store(true)
+			}
+			g.open()
+		}()
+		return &gatedRemote{pipeRemote: p, in: g}, nil
+	}
+	src, remote := t.TempDir(), t.TempDir()
+	sums := tree(t, src, map[string]int{"t/a.bin": 1<<20 + 5, "t/b.bin": 4321})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+	if timedOut.Load() {
+		t.Fatalf("the server answered no have before the control channel brought the hello")
+	}
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if len(res.Files) != len(sums) {
+		t.Fatalf("push result: %d files, want %d", len(res.Files), len(sums))
+	}
+	sameTree(t, filepath.Join(remote, "t"), stripTop(sums), "")
 }

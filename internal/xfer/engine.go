@@ -190,9 +190,13 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
-	// The receiver's messages come on the lanes too, whichever copy is first (Control.Offer).
+	// The receiver's messages come on the lanes too, whichever copy is first (Control.Offer);
+	// this end's go on the control channel only from now on (its copies before the data phase
+	// are what a lost segment would have held up: the hello, the list, a pull's files).
 	path.OnControl(ctl.Offer)
 	defer path.OnControl(nil)
+	ctl.Mirror(nil)
+	path.EndControlEarly()
 
 	pool := fcopy.NewPool(cfg.Window + 4)
 	blocks := make(chan *fcopy.Block, 4)
@@ -466,6 +470,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	res := &sideResult{start: time.Now()}
 	// What this end says from now on (the confirmations, done, an error) travels on the lanes as
 	// well as on the control channel: the sender waits for it at the end of the copy.
+	path.EndControlEarly()
 	ctl.Mirror(path.SendControl)
 	defer ctl.Mirror(nil)
 	dg := newDigests()

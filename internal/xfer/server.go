@@ -103,6 +103,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	path := session.NewPath(conns, crypto, true)
 	defer path.Close()
+	// The client copies its first messages on the lanes as it opens them: whichever copy of the
+	// hello and the list comes first is taken (its preface may lose a segment of ssh's TCP).
+	path.OnControl(ctl.Offer)
 	if so.Tuning.Debug {
 		path.SetDebugLog(so.DebugLog)
 	}
@@ -141,6 +144,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	cmp, err := fcopy.ParseCompare(hello.Compare)
 	if err != nil {
 		return fail(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
+	}
+	if hello.Role == "recv" || hello.Role == "send" {
+		// What this end says before the data (a push's have, a pull's files and list) is copied
+		// on the lanes as well, to the ssh client's address before it is proven
+		// (session.Path.SendControlEarly); the receiver's copies go on in the data phase (runRecv).
+		path.CopyControlTo(sshClient)
+		ctl.Mirror(path.SendControlEarly)
 	}
 	switch hello.Role {
 	case "recv":

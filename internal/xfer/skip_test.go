@@ -167,9 +167,12 @@ func TestInProcessSkip(t *testing.T) {
 }
 
 // tamperServe runs the real Serve with the control messages rewritten on their way: hello from
-// the client (toServer) and what the server sends (toClient). Either may be nil.
+// the client (toServer) and what the server sends (toClient). Either may be nil. The server's
+// rewritten messages are its only ones (no copies on the lanes, as a hostile server's own copies
+// would say the same); a client whose messages are rewritten needs Options.ChannelOnly.
 func tamperServe(toServer, toClient func(m *Msg)) func(context.Context, io.Reader, io.Writer, string, ServeOptions) error {
 	return func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
+		so.ChannelOnly = so.ChannelOnly || toClient != nil
 		pr, pw := io.Pipe()
 		go func() {
 			sc := bufio.NewScanner(r)
@@ -275,6 +278,7 @@ func TestPushHostileHaveEverything(t *testing.T) {
 			m.Dest = decoy
 		}
 	}, nil)
+	o.ChannelOnly = true // the hello the server reads is not the one sent: no copy of it
 	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", dst)
 	if err != nil {
 		t.Fatal(err)

@@ -69,9 +69,9 @@ func (p *Path) SendControl(seq uint32, msg []byte) error {
 // Before the data phase a server's lanes are not yet proven, and the messages that matter then
 // (a push's have, a pull's files and list) are the ones whose lost TCP segment costs the most: the
 // last a server sends before it waits, recovered only by a tail-loss probe or a retransmission
-// timeout (0.3-0.4 s at 140 ms; in the lab at 3 % loss, one copy start in ten). So until then a
-// server may copy its messages to the address an authentic hello came from, proven or not, when
-// that address is ssh's client (SSH_CONNECTION): the rule of the early packet train (train.go).
+// timeout (0.3-0.4 s at 140 ms; in the lab at 3 % loss, 7 of 146 starts). So until then a server
+// may copy its messages to the address an authentic hello came from, proven or not, when that
+// address is ssh's client (SetSSHClient): the rule of the early packet train (train.go).
 // A replayed hello can aim these copies only at the ssh client's own address, and at most
 // maxEarlyCopyBytes of them per lane, in all, before the lane is proven.
 const (
@@ -82,33 +82,28 @@ const (
 // earlyControl is a server's state for SendControlEarly.
 type earlyControl struct {
 	mu     sync.Mutex
-	ip     netip.Addr // ssh's client (invalid: proven lanes only)
-	msgs   [][]byte   // the messages kept (maxEarlyCopies, maxEarlyCopyBytes), with their numbers
-	seqs   []uint32
-	bytes  int
+	kept   []earlyMsg            // maxEarlyCopies messages, maxEarlyCopyBytes in all, for lanes heard later
 	sentTo [Lanes]netip.AddrPort // where the kept messages went on each lane (none yet: zero)
 	spent  [Lanes]int            // message bytes each lane sent to an unproven address
 	ended  bool                  // the engine runs: no more early copies (EndControlEarly)
 }
 
-// CopyControlTo (server) sets the address whose lanes may have copies of control messages
-// before they are proven (SendControlEarly): ssh's client. An invalid one allows proven lanes only.
-func (p *Path) CopyControlTo(client netip.Addr) {
-	p.early.mu.Lock()
-	p.early.ip = client.Unmap()
-	p.early.mu.Unlock()
+// earlyMsg is a control message kept for the lanes not heard yet, with its number.
+type earlyMsg struct {
+	seq uint32
+	msg []byte
 }
 
 // EndControlEarly (server) ends SendControlEarly's copies, the kept ones included, once the data
 // phase starts: from then on the sending end's lane sequence numbers are its engine's.
 func (p *Path) EndControlEarly() {
 	p.early.mu.Lock()
-	p.early.ended, p.early.msgs, p.early.seqs = true, nil, nil
+	p.early.ended, p.early.kept = true, nil
 	p.early.mu.Unlock()
 }
 
 // SendControlEarly (server) is SendControl before the data phase: a copy goes on every lane that is
-// proven or whose first authentic hello came from CopyControlTo's address (within the lane's
+// proven or whose first authentic hello came from ssh's client (SetSSHClient; within the lane's
 // maxEarlyCopyBytes until it is proven), and is kept (up to maxEarlyCopies messages,
 // maxEarlyCopyBytes in all) for the lanes that hear such a hello or are proven later (onHello).
 // The client (which knows the server's address from ssh) copies with SendControl.
@@ -125,10 +120,12 @@ func (p *Path) SendControlEarly(seq uint32, msg []byte) error {
 	if e.ended {
 		return ErrControlCopy
 	}
-	if len(e.msgs) < maxEarlyCopies && e.bytes+len(msg) <= maxEarlyCopyBytes {
-		e.msgs = append(e.msgs, append([]byte(nil), msg...))
-		e.seqs = append(e.seqs, seq)
-		e.bytes += len(msg)
+	kept := len(msg)
+	for _, m := range e.kept {
+		kept += len(m.msg)
+	}
+	if len(e.kept) < maxEarlyCopies && kept <= maxEarlyCopyBytes {
+		e.kept = append(e.kept, earlyMsg{seq, append([]byte(nil), msg...)})
 	}
 	sent := false
 	for i := range p.conns {
@@ -167,7 +164,7 @@ func (p *Path) earlyPeer(i int) (dst netip.AddrPort, proven, ok bool) {
 		return dst, true, ok
 	}
 	h := p.helloFrom[i].Load()
-	if h == nil || !p.early.ip.IsValid() || h.Addr().Unmap() != p.early.ip {
+	if h == nil || !p.fromSSHClient(*h) {
 		return netip.AddrPort{}, false, false
 	}
 	return *h, false, true
@@ -186,8 +183,8 @@ func (p *Path) heardEarly(i int) {
 		return
 	}
 	e.sentTo[i] = dst
-	for k, m := range e.msgs {
-		p.sendEarly(i, e.seqs[k], m)
+	for _, m := range e.kept {
+		p.sendEarly(i, m.seq, m.msg)
 	}
 }
 

@@ -78,7 +78,7 @@ func TestControlEarly(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEarlyTrainEnv(t, ca)
-			e.server.CopyControlTo(c.sshClient)
+			e.server.SetSSHClient(c.sshClient)
 			seq := 0
 			for range c.before {
 				e.server.SendControlEarly(uint32(seq), msg(seq))
@@ -113,7 +113,7 @@ func TestControlEarly(t *testing.T) {
 	}
 	t.Run("unproven lane's budget", func(t *testing.T) {
 		e := newEarlyTrainEnv(t, ca)
-		e.server.CopyControlTo(ca)
+		e.server.SetSSHClient(ca)
 		e.hello(false)
 		time.Sleep(50 * time.Millisecond) // heard, unproven
 		big := bytes.Repeat([]byte("y"), 10*ControlPart)
@@ -126,7 +126,7 @@ func TestControlEarly(t *testing.T) {
 	})
 	t.Run("ended", func(t *testing.T) {
 		e := newEarlyTrainEnv(t, ca)
-		e.server.CopyControlTo(ca)
+		e.server.SetSSHClient(ca)
 		e.server.SendControlEarly(0, msg(0))
 		e.server.EndControlEarly()
 		e.server.SendControlEarly(1, msg(1))
@@ -137,7 +137,7 @@ func TestControlEarly(t *testing.T) {
 	})
 	t.Run("bytes bounded", func(t *testing.T) {
 		e := newEarlyTrainEnv(t, ca)
-		e.server.CopyControlTo(ca)
+		e.server.SetSSHClient(ca)
 		big := bytes.Repeat([]byte("x"), 10*ControlPart) // ten parts each
 		for seq := range maxEarlyCopies {
 			e.server.SendControlEarly(uint32(seq), big)

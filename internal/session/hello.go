@@ -69,7 +69,7 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 			p.proven[i].Store(true)
 			train, proved = true, true
 		}
-		train = train || p.trainFrom(from)
+		train = train || p.fromSSHClient(from)
 	}
 	train = train && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true)
 	chunk := acceptChunk(pt, from)

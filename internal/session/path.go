@@ -103,7 +103,7 @@ type Path struct {
 	trainGot     atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
 	trainOnHello atomic.Bool
 	trainSent    atomic.Bool
-	trainIP      atomic.Pointer[netip.Addr]            // SendTrainOnHello's client address: its hellos need no cookie for the train
+	sshClient    atomic.Pointer[netip.Addr]            // SetSSHClient's address: its hellos need no cookie for the train and early copies
 	helloFrom    [Lanes]atomic.Pointer[netip.AddrPort] // each lane's first authentic hello's source, proven or not
 	stampsOff    sync.Once                             // kernel receive timestamps (for the train) switched off
 }

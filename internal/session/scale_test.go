@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net/netip"
 	"os"
@@ -66,24 +65,11 @@ func runScaleCell(t *testing.T, c scaleCell, src string, size int64, ceiling flo
 	// A Conn's queue holds what is in flight to it as well as what waits: up to a quarter of
 	// the path's delay line and queue. It is not the bottleneck here.
 	n.RecvBuf = 4 * bdp
-	key := make([]byte, wire.KeyLen)
-	rand.Read(key)
-	ccrypto, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
-	scrypto, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
-	listen := func(a netip.Addr) (conns [Lanes]lane.PacketConn) {
-		for i := range conns {
-			l, err := n.Listen(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conns[i] = l
-		}
-		return conns
-	}
+	ccrypto, scrypto := memCryptos()
 	// Not loopback addresses: a loopback path turns FEC off and proposes large chunks.
 	ca, sa := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
-	server := NewPath(listen(sa), scrypto, true)
-	client := NewPath(listen(ca), ccrypto, false)
+	server := NewPath(memLanes(t, n, sa), scrypto, true)
+	client := NewPath(memLanes(t, n, ca), ccrypto, false)
 	defer client.Close()
 	defer server.Close()
 	var dst []netip.AddrPort

@@ -252,22 +252,16 @@ func (p *Path) ReceivedTrain() (float64, bool) {
 // SendTrainOnHello makes a server send the probe to the client (the server sends the data in a
 // pull): now, if a lane has heard the client, else on the first hello that qualifies. A hello
 // qualifies once it proves its address (the cookie round trip, hello.go), or at once when it
-// comes from client, the address ssh's connection came from (SSH_CONNECTION; any port, as a NAT
-// maps the lanes' own), which saves that round trip before the sender's STARTUP is seeded. Either
-// way the hello is authentic (sealed under the session's key, not a replay), so only the peer
-// holding the key can ask for the probe, and it goes once per session; an invalid client (a jump
-// host or proxy in between, or none known) leaves only proven addresses.
-func (p *Path) SendTrainOnHello(client netip.Addr) {
-	if client.IsValid() {
-		c := client.Unmap()
-		p.trainIP.Store(&c)
-	}
+// comes from ssh's client (SetSSHClient), which saves that round trip before the sender's STARTUP
+// is seeded. Either way the hello is authentic (sealed under the session's key, not a replay), so
+// only the peer holding the key can ask for the probe, and it goes once per session.
+func (p *Path) SendTrainOnHello() {
 	p.trainOnHello.Store(true)
 	for i := range p.conns {
 		dst, ok := p.Peer(i)
 		if !ok || !p.proven[i].Load() {
 			h := p.helloFrom[i].Load()
-			if h == nil || !p.trainFrom(*h) {
+			if h == nil || !p.fromSSHClient(*h) {
 				continue
 			}
 			dst = *h
@@ -279,9 +273,20 @@ func (p *Path) SendTrainOnHello(client netip.Addr) {
 	}
 }
 
-// trainFrom reports whether a hello from a may have the probe before its address is proven: it
-// comes from SendTrainOnHello's client address.
-func (p *Path) trainFrom(a netip.AddrPort) bool {
-	ip := p.trainIP.Load()
+// SetSSHClient (server) names the address ssh's connection came from (SSH_CONNECTION): an
+// authentic hello from it, any port (a NAT maps the lanes' own), may have the pull's probe
+// (SendTrainOnHello) and copies of control messages (SendControlEarly) before its lane's address
+// is proven. Unset or invalid (a jump host or proxy in between, none known, the doctor): proven
+// addresses only.
+func (p *Path) SetSSHClient(client netip.Addr) {
+	if client.IsValid() {
+		c := client.Unmap()
+		p.sshClient.Store(&c)
+	}
+}
+
+// fromSSHClient reports whether a is SetSSHClient's address, any port.
+func (p *Path) fromSSHClient(a netip.AddrPort) bool {
+	ip := p.sshClient.Load()
 	return ip != nil && a.Addr().Unmap() == *ip
 }

@@ -93,9 +93,11 @@ func TestTrainToSSHClient(t *testing.T) {
 			if c.helloFirst {
 				e.hello(c.forged)
 				time.Sleep(50 * time.Millisecond) // heard, unproven
-				e.server.SendTrainOnHello(c.sshClient)
+				e.server.SetSSHClient(c.sshClient)
+				e.server.SendTrainOnHello()
 			} else {
-				e.server.SendTrainOnHello(c.sshClient)
+				e.server.SetSSHClient(c.sshClient)
+				e.server.SendTrainOnHello()
 				e.hello(c.forged)
 			}
 			wait := 2 * time.Second

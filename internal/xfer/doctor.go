@@ -45,7 +45,7 @@ const clockSamples = 5
 // its lanes heard) until bye.
 func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn string) error {
 	client, _ := sshEnds(sshConn)
-	path.SendTrainOnHello(netip.Addr{}) // once a lane is proven, as the doctor reports
+	path.SendTrainOnHello() // once a lane is proven (no SetSSHClient), as the doctor reports
 	lanes := func() *DoctorLanes {
 		r, s := path.Buffers()
 		return &DoctorLanes{RecvBuf: r, SendBuf: s, Heard: path.LanesHeard()}

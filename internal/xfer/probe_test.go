@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +66,7 @@ func hostileSender(files []fcopy.File, data map[string][]byte, before func(ctl *
 		if err != nil {
 			return fmt.Errorf("the hostile list does not even pass the plan check: %w", err)
 		}
-		path.SendTrainOnHello(netip.Addr{})
+		path.SendTrainOnHello()
 		sendFiles(ctl, Msg{T: "files"}, files)
 		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)
 		if err != nil {

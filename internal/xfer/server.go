@@ -81,8 +81,6 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		return fail(err)
 	}
 	// Bind the address family the client reached us with, and report the address it used.
-	// sshClient is where ssh's connection came from: the pull's probe need not wait for a proven
-	// lane there.
 	sshClient, sshServer := sshEnds(so.SSHConnection)
 	bind, addr := "0.0.0.0:0", ""
 	if sshClient.IsValid() && !sshClient.Is4() {
@@ -149,7 +147,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		// What this end says before the data (a push's have, a pull's files and list) is copied
 		// on the lanes as well, to the ssh client's address before it is proven
 		// (session.Path.SendControlEarly); the receiver's copies go on in the data phase (runRecv).
-		path.CopyControlTo(sshClient)
+		// A pull's probe need not wait for a proven lane there either (SendTrainOnHello).
+		path.SetSSHClient(sshClient)
 		ctl.Mirror(path.SendControlEarly)
 	}
 	switch hello.Role {
@@ -224,7 +223,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err := checkListSize(sources.Files); err != nil {
 			return fail(err)
 		}
-		path.SendTrainOnHello(sshClient)
+		path.SendTrainOnHello()
 		files := Msg{T: "files"}
 		if sources.Skipped != (fcopy.Skipped{}) {
 			files.Skipped = &sources.Skipped

@@ -32,6 +32,9 @@ type SenderConfig struct {
 	Stall time.Duration
 	// FEC chooses Reed-Solomon parity: auto (the zero value), off or fixed K+M.
 	FEC fec.Mode
+	// Memory, if not nil, is the sender's memory made beforehand (NewSenderMemory); used where
+	// it fits the window and the path's chunk size, else the sender makes its own.
+	Memory *SenderMemory
 }
 
 // SenderStats are the sending side's counters.
@@ -285,20 +288,58 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	case fec.ModeFixed:
 		s.fecK = cfg.FEC.K
 	}
+	m := cfg.Memory
+	if !m.fits(cfg.Window, s.chunk) {
+		m = NewSenderMemory(cfg.Window, s.chunk)
+	}
 	for i := range s.lanes {
 		l := &s.lanes[i]
-		l.ring = make([]sentPkt, ringSize(cfg.Window, s.chunk))
+		l.ring = m.rings[i]
 		l.free = make(chan *txBatch, batchesPerLane)
 		l.work = make(chan *txBatch, batchesPerLane)
-		for range batchesPerLane {
-			bt := &txBatch{pkts: make([][]byte, 0, maxBatch)}
-			for k := range s.batchMax {
-				bt.bufs[k] = make([]byte, s.dgram)
-			}
+		for _, bt := range m.batches[i] {
 			l.free <- bt
 		}
 	}
 	return s
+}
+
+// SenderMemory is what a Sender takes at its start, about 15 MiB on a long path: each lane's
+// record of the datagrams in flight (sized by the window, ringSize) and its batches. Made while
+// the handshake's round trip passes (NewSenderMemory in a goroutine, handed over in
+// SenderConfig.Memory), it is not on the way to the first data: made by NewSender, it held that
+// 8–17 ms on the lab's two cores, the machine's page faults and collections at the copy's start.
+// A Sender whose window or chunk size turns out to need another size makes its own; one memory
+// serves one Sender.
+type SenderMemory struct {
+	ring, chunk int // the ring's length, and the chunk size the batches are for
+	rings       [Lanes][]sentPkt
+	batches     [Lanes][batchesPerLane]*txBatch
+}
+
+// NewSenderMemory makes the memory of a Sender with a window of window blocks and chunks of
+// chunk bytes. Each batch's datagram buffers are one allocation.
+func NewSenderMemory(window, chunk int) *SenderMemory {
+	m := &SenderMemory{ring: ringSize(window, chunk), chunk: chunk}
+	dgram := wire.DatagramFor(chunk)
+	n := min(maxBatch, batchBytes/dgram)
+	for i := range m.rings {
+		m.rings[i] = make([]sentPkt, m.ring)
+		for b := range m.batches[i] {
+			bt := &txBatch{pkts: make([][]byte, 0, maxBatch)}
+			slab := make([]byte, n*dgram)
+			for k := range n {
+				bt.bufs[k] = slab[k*dgram : (k+1)*dgram : (k+1)*dgram]
+			}
+			m.batches[i][b] = bt
+		}
+	}
+	return m
+}
+
+// fits reports whether m is the memory a Sender of window blocks and chunk bytes would make.
+func (m *SenderMemory) fits(window, chunk int) bool {
+	return m != nil && m.chunk == chunk && m.ring == ringSize(window, chunk)
 }
 
 // Datagram implements Handler: feedback is copied to the sender loop.

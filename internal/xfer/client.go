@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/farwing/farwing/bootstrap"
@@ -327,11 +328,32 @@ type conn struct {
 	// first messages; a copy (copy) has them copied on the lanes as they open (openPath).
 	preface []byte
 	copy    bool
+	// early is the lanes being opened while the peer starts (bindEarly), for openPath; whoever
+	// takes them (takeEarly) owns them.
+	early atomic.Pointer[chan earlyLanes]
+}
+
+// takeEarly returns the lanes bindEarly opened, once; nil when there are none (left).
+func (c *conn) takeEarly() chan earlyLanes {
+	if ch := c.early.Swap(nil); ch != nil {
+		return *ch
+	}
+	return nil
+}
+
+// earlyLanes is the lanes bindEarly opened, for the address they were opened for.
+type earlyLanes struct {
+	addr  netip.Addr
+	conns [session.Lanes]lane.PacketConn
+	err   error
 }
 
 func (c *conn) close(grace time.Duration) {
 	if c.path != nil {
 		c.path.Close()
+	}
+	if ch := c.takeEarly(); ch != nil { // opened, never used
+		go func() { closeLanes((<-ch).conns) }()
 	}
 	if c.peer != nil {
 		c.peer.Close(grace)
@@ -410,6 +432,10 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	// The session ends with its control channel: ssh gone, the peer gone.
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.ctl.Start(c.cancel)
+	if hello.Role == "recv" || hello.Role == "send" {
+		ch := c.bindEarly(c.ctx, o, host)
+		c.early.Store(&ch)
+	}
 	// The peer sends ready first thing, once ssh has started it (an upload is already done).
 	ready, err := c.ctl.Expect(c.ctx, "ready", PeerIdle)
 	if err != nil {
@@ -499,25 +525,68 @@ func checkReady(m Msg, ports session.PortRange) error {
 	return nil
 }
 
-// openPath opens the local lanes and performs the UDP handshake with the server's ports.
-func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
-	addr, err := serverAddr(ctx, host, c.info.HostName, ready.Addr)
-	if err != nil {
-		return err
+// bindEarly opens the lanes for the address ssh goes to (c.info.HostName) in the background,
+// while the peer starts and sends its ready (on the lab, 10 ms that opening the lanes took after
+// it): openPath takes them. Where that name gives no address, openPath finds one as before.
+func (c *conn) bindEarly(ctx context.Context, o *Options, host string) chan earlyLanes {
+	ch := make(chan earlyLanes, 1)
+	go func() {
+		var e earlyLanes
+		if e.addr, e.err = serverAddr(ctx, host, c.info.HostName, ""); e.err == nil {
+			e.conns, e.err = o.laneOpener()(bindFor(e.addr))
+		}
+		ch <- e
+	}()
+	return ch
+}
+
+// laneOpener is o.Lanes, or UDP lanes with o's tuning.
+func (o *Options) laneOpener() LaneOpener {
+	if o.Lanes != nil {
+		return o.Lanes
 	}
-	bind := "0.0.0.0:0"
+	return udpLanes(o.Tuning)
+}
+
+// bindFor is the wildcard address of addr's family, to bind lanes to.
+func bindFor(addr netip.Addr) string {
 	if addr.Is6() {
-		bind = "[::]:0"
+		return "[::]:0"
+	}
+	return "0.0.0.0:0"
+}
+
+func closeLanes(conns [session.Lanes]lane.PacketConn) {
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// openPath opens the local lanes (or takes those bindEarly opened) and performs the UDP
+// handshake with the server's ports.
+func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
+	var e earlyLanes
+	name := c.info.HostName
+	if ch := c.takeEarly(); ch != nil {
+		if e = <-ch; !e.addr.IsValid() {
+			name = "" // it gave no address: the one the server saw
+		}
+	}
+	addr, conns := e.addr, e.conns
+	if e.err != nil || !addr.IsValid() {
+		var err error
+		if !addr.IsValid() {
+			if addr, err = serverAddr(ctx, host, name, ready.Addr); err != nil {
+				return err
+			}
+		}
+		if conns, err = o.laneOpener()(bindFor(addr)); err != nil {
+			return err
+		}
 	}
 	o.logf("UDP destination %s", addr)
-	open := o.Lanes
-	if open == nil {
-		open = udpLanes(o.Tuning)
-	}
-	conns, err := open(bind)
-	if err != nil {
-		return err
-	}
 	path := session.NewPath(conns, crypto, false)
 	path.SetDebugLog(o.debugLog())
 	c.path = path
@@ -560,6 +629,17 @@ func (c *conn) copyControl(path *session.Path, dst []netip.AddrPort) {
 		seq++
 	}
 	c.ctl.Mirror(path.SendControl)
+}
+
+// prepareSender makes the memory of a sender of window blocks in the background, while the
+// handshake's round trip passes; the function returned waits for it. The window is a guess made
+// before the round trip is measured (half of ssh's start, which took at least two), which
+// usually lands on the size the sender needs (its record of datagrams in flight grows in powers
+// of two); where it does not, the sender makes its own (session.SenderConfig.Memory).
+func prepareSender(window int) func() *session.SenderMemory {
+	c := make(chan *session.SenderMemory, 1)
+	go func() { c <- session.NewSenderMemory(window, wire.ChunkSize) }()
+	return func() *session.SenderMemory { return <-c }
 }
 
 // serverAddr picks the UDP destination: the address ssh connects to (name, from ssh -G), or the
@@ -613,6 +693,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	defer func() { c.close(closeGrace) }()
 	ctx = c.ctx
 	c.copy = true
+	mem := prepareSender(o.window(c.info.Took/2, window))
 	if err := c.openPath(ctx, &o, host, ready, c.crypto, true); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
@@ -646,7 +727,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
 	side, err := runSend(ctx, c.ctl, c.path, o.Tuning, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC}, o.Window == 0, o.Progress, o.File)
+		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC, Memory: mem()}, o.Window == 0, o.Progress, o.File)
 	if err != nil {
 		return nil, err
 	}

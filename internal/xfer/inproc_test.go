@@ -97,6 +97,8 @@ type env struct {
 	serveLog func(format string, args ...any)
 	// checkpoint is both ends' Options.CheckpointEvery and ServeOptions.CheckpointEvery.
 	checkpoint int64
+	// hostName is the address ssh would go to, as ssh -G says (PeerInfo.HostName; "": none).
+	hostName string
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -153,7 +155,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 			return nil, err
 		}
 	}
-	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{})}
+	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{}), hostName: e.hostName}
 	r.in.Write(preface)
 	sshConn := e.sshConn
 	if sshConn == "" {
@@ -176,14 +178,17 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 
 // pipeRemote is a Remote whose peer runs in this process.
 type pipeRemote struct {
-	in, out *bufPipe
-	done    chan struct{}
-	err     error // Serve's, once done is closed
+	in, out  *bufPipe
+	done     chan struct{}
+	err      error // Serve's, once done is closed
+	hostName string
 }
 
 func (r *pipeRemote) Control() (io.Reader, io.WriteCloser) { return r.out, r.in }
-func (r *pipeRemote) Info() PeerInfo                       { return PeerInfo{Path: "in-process", RemoteOS: "test"} }
-func (r *pipeRemote) Close(time.Duration)                  { r.in.Close() }
+func (r *pipeRemote) Info() PeerInfo {
+	return PeerInfo{Path: "in-process", RemoteOS: "test", HostName: r.hostName}
+}
+func (r *pipeRemote) Close(time.Duration) { r.in.Close() }
 func (r *pipeRemote) Ended(err error) error {
 	select {
 	case <-r.done:

@@ -53,6 +53,12 @@ type PathStats struct {
 	// over time, its share of the bottleneck its deliveries.
 	UDPArrived, UDPDelivered uint64
 	TCPArrived, TCPDelivered uint64
+	// Time the rate-limited link stood idle between packets, in gaps shorter than 2 ms (a
+	// flow paced under the rate, or a queue that ran empty between its bursts: with loss before
+	// the queue, each lost datagram that finds it empty leaves its slot unused) and in gaps of
+	// 2 ms to 1 s (a flow that paused, and the round trips of a start: ssh's handshake, a
+	// copy's set-up); longer gaps are no flow at all. Over a whole run, set-ups included.
+	IdleShortNs, IdleLongNs int64
 }
 
 // Sub returns the counters accumulated since an earlier snapshot o.
@@ -67,6 +73,8 @@ func (s PathStats) Sub(o PathStats) PathStats {
 	s.OverflowDrops -= o.OverflowDrops
 	s.WriteErrors -= o.WriteErrors
 	s.Blocked -= o.Blocked
+	s.IdleShortNs -= o.IdleShortNs
+	s.IdleLongNs -= o.IdleLongNs
 	s.UDPArrived -= o.UDPArrived
 	s.UDPDelivered -= o.UDPDelivered
 	s.TCPArrived -= o.TCPArrived
@@ -246,6 +254,13 @@ func (l *link) readLoop() error {
 		due := now
 		if l.nsPerByte > 0 {
 			if l.busyUntil < now {
+				switch gap := now - l.busyUntil; {
+				case l.busyUntil == 0:
+				case gap < int64(2*time.Millisecond):
+					l.stats.IdleShortNs += gap
+				case gap < int64(time.Second):
+					l.stats.IdleLongNs += gap
+				}
 				l.busyUntil = now
 			}
 			backlog := int(float64(l.busyUntil-now)/l.nsPerByte) + n

@@ -409,6 +409,9 @@ func FormatStats(s lab.PathStats, elapsed time.Duration) string {
 	}
 	out := fmt.Sprintf("delivered %d pkts %s (%sbit/s avg), random-loss drops %d, queue drops %d, max queue %d B",
 		s.Packets, units.Size(int64(s.Bytes)), avg, s.LossDrops, s.QueueDrops, s.MaxQueueBytes)
+	if s.IdleShortNs > 0 || s.IdleLongNs > 0 {
+		out += fmt.Sprintf(", idle %.3f s in gaps under 2 ms, %.3f s in gaps of 2 ms to 1 s", float64(s.IdleShortNs)/1e9, float64(s.IdleLongNs)/1e9)
+	}
 	if s.OverflowDrops > 0 || s.WriteErrors > 0 {
 		out += fmt.Sprintf(", EMULATOR overflow drops %d, write errors %d", s.OverflowDrops, s.WriteErrors)
 	}

@@ -568,6 +568,9 @@ func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFun
 // sendFeedback reports every lane's received ranges and the window, on two lanes (rotating) so
 // that the loss of one feedback datagram does not stall the sender.
 func (r *Receiver) sendFeedback(now time.Time) {
+	if r.path.Holding() {
+		return // not before the lanes have handed over what came before the engine (Path.Holding)
+	}
 	r.fbMu.Lock() // the feedback loop, and Run's last reports while it ends
 	defer r.fbMu.Unlock()
 	fb := &r.fb

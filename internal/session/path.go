@@ -246,7 +246,7 @@ func (p *Path) holdEarly(rx *laneRx, h wire.Header, pt []byte, now time.Time) {
 // message or a ping that came after them on the lane is. Feedback that reported the lane now
 // would show the held data missing below a larger number received, and the sender would declare
 // them lost: it waits (Receiver.sendFeedback) until the lane's goroutine has handed them over,
-// within milliseconds of the engine's attach (recvLoop). Seen on the lab at 3 % loss, where one
+// within a few milliseconds of the engine's attach (recvLoop). Seen on the lab at 3 % loss, where one
 // lane's address proof came a resend (100 ms) late: the held data of all four lanes fell below
 // the client's resent hellos, 1,671 of its first 4,745 datagrams were declared lost, and the
 // rate controller's hard-loss verdict held a 1 GiB copy at 0.23 Gbit/s for 2.5 s.
@@ -492,7 +492,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		// attached even if nothing more arrives on it (Holding).
 		wait := 200 * time.Millisecond
 		if len(rx.early) > 0 {
-			wait = 2 * time.Millisecond
+			wait = 5 * time.Millisecond
 		}
 		_, err := c.Recv(time.Now().Add(wait), func(b []byte, from netip.AddrPort) {
 			if hb := p.handler.Load(); hb != nil && hb.sealed != nil {

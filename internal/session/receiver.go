@@ -591,6 +591,9 @@ func (r *Receiver) sendFeedback(now time.Time) {
 		}
 		rx.mu.Unlock()
 	}
+	if r.path.Holding() {
+		return // a lane goroutine that took no engine just before it was attached held one since
+	}
 	pt := wire.AppendFeedback(r.fbBuf[:0], fb, wire.MaxDatagramV6-wire.Overhead)
 	k := int(r.fbSent.Add(1))
 	for _, i := range []int{k % Lanes, (k + 2) % Lanes} {

@@ -292,9 +292,10 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	if !m.fits(cfg.Window, s.chunk) {
 		m = NewSenderMemory(cfg.Window, s.chunk)
 	}
+	need := ringSize(cfg.Window, s.chunk)
 	for i := range s.lanes {
 		l := &s.lanes[i]
-		l.ring = m.rings[i]
+		l.ring = m.rings[i][:need:need] // a power of two, as the record's indexing needs
 		l.free = make(chan *txBatch, batchesPerLane)
 		l.work = make(chan *txBatch, batchesPerLane)
 		for _, bt := range m.batches[i] {
@@ -309,8 +310,10 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 // the handshake's round trip passes (NewSenderMemory in a goroutine, handed over in
 // SenderConfig.Memory), it is not on the way to the first data: made by NewSender, it held that
 // 8–17 ms on the lab's two cores, the machine's page faults and collections at the copy's start.
-// A Sender whose window or chunk size turns out to need another size makes its own; one memory
-// serves one Sender.
+// A Sender whose chunk size turns out different, or whose window needs a larger record, makes
+// its own; one whose window needs a smaller one takes its first part (a guess one size too
+// large costs at most 9 MiB, where making it anew would cost the time saved). One memory serves
+// one Sender.
 type SenderMemory struct {
 	ring, chunk int // the ring's length, and the chunk size the batches are for
 	rings       [Lanes][]sentPkt
@@ -337,9 +340,10 @@ func NewSenderMemory(window, chunk int) *SenderMemory {
 	return m
 }
 
-// fits reports whether m is the memory a Sender of window blocks and chunk bytes would make.
+// fits reports whether m serves a Sender of window blocks and chunk bytes: the same chunks, and
+// a record at least as long as it needs.
 func (m *SenderMemory) fits(window, chunk int) bool {
-	return m != nil && m.chunk == chunk && m.ring == ringSize(window, chunk)
+	return m != nil && m.chunk == chunk && m.ring >= ringSize(window, chunk)
 }
 
 // Datagram implements Handler: feedback is copied to the sender loop.

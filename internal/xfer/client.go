@@ -570,7 +570,13 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	var e earlyLanes
 	name := c.info.HostName
 	if ch := c.takeEarly(); ch != nil {
-		if e = <-ch; !e.addr.IsValid() {
+		select {
+		case e = <-ch:
+		case <-ctx.Done(): // the session ended while a name was being looked up
+			go func() { closeLanes((<-ch).conns) }()
+			return ctx.Err()
+		}
+		if !e.addr.IsValid() {
 			name = "" // it gave no address: the one the server saw
 		}
 	}
@@ -633,9 +639,9 @@ func (c *conn) copyControl(path *session.Path, dst []netip.AddrPort) {
 
 // prepareSender makes the memory of a sender of window blocks in the background, while the
 // handshake's round trip passes; the function returned waits for it. The window is a guess made
-// before the round trip is measured (half of ssh's start, which took at least two), which
-// usually lands on the size the sender needs (its record of datagrams in flight grows in powers
-// of two); where it does not, the sender makes its own (session.SenderConfig.Memory).
+// before the round trip is measured (half of ssh's start, which took at least two round trips):
+// too large, the sender takes part of it; too small, it makes its own
+// (session.SenderConfig.Memory).
 func prepareSender(window int) func() *session.SenderMemory {
 	c := make(chan *session.SenderMemory, 1)
 	go func() { c <- session.NewSenderMemory(window, wire.ChunkSize) }()

@@ -311,9 +311,9 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 // SenderConfig.Memory), it is not on the way to the first data: made by NewSender, it held that
 // 8–17 ms on the lab's two cores, the machine's page faults and collections at the copy's start.
 // A Sender whose chunk size turns out different, or whose window needs a larger record, makes
-// its own; one whose window needs a smaller one takes its first part (a guess one size too
-// large costs at most 9 MiB, where making it anew would cost the time saved). One memory serves
-// one Sender.
+// its own; one whose window needs a smaller one takes its first part (the guess's memory is
+// made already: making a smaller one anew would cost the time saved, and more memory until the
+// guess's is collected). One memory serves one Sender.
 type SenderMemory struct {
 	ring, chunk int // the ring's length, and the chunk size the batches are for
 	rings       [Lanes][]sentPkt

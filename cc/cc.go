@@ -97,6 +97,7 @@ type Stats struct {
 	Mode        Mode
 	Phase       Phase   // meaningful in ProbeBW only
 	Compete     bool    // Copa-style competitive mode: delay signal off
+	QueueArmed  bool    // the standing-queue verdict is armed (off after a DOWN that left the queue standing)
 	Shared      bool    // a loss-based flow overflows the queue: rate capped at the fair share
 	Capacity    float64 // bits/s: the capacity estimate behind the fair-share cap (0: none)
 	PacingRate  float64
@@ -565,6 +566,7 @@ func (c *Controller) Acked() uint64 { return c.st.AckedPkts }
 func (c *Controller) Stats() Stats {
 	s := c.st
 	s.Mode, s.Phase, s.Compete, s.Shared, s.Capacity = c.mode, c.phase, c.compete, c.shared, c.capacity()*8
+	s.QueueArmed = c.queueArmed
 	s.PacingRate = c.pacing
 	s.BtlBw = c.btlbw * 8
 	s.BwHi, s.BwLo = c.bwHi*8, c.bwLo*8

@@ -521,8 +521,9 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			s.lastProgress = now
 			st := s.cc.Stats()
 			if s.path.debugging() {
-				s.path.debugf("cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
-					st.PacingRate/1e9, st.BtlBw/1e9, st.BwLo/1e9, st.SRTT, st.QueueDelay, st.Inflight, s.inflightCap(), s.ackedBytes.Load()>>20, st.CongestionEvents)
+				s.path.debugf("cc t=%.1f %s/%s rate=%.2fG btlbw=%.2fG bwLo=%.2fG srtt=%v q=%v inflight=%d cap=%d acked=%d ev=%d armed=%v compete=%v shared=%v", now.Sub(s.start).Seconds(), st.Mode, st.Phase,
+					st.PacingRate/1e9, st.BtlBw/1e9, st.BwLo/1e9, st.SRTT, st.QueueDelay, st.Inflight, s.inflightCap(), s.ackedBytes.Load()>>20, st.CongestionEvents,
+					st.QueueArmed, st.Compete, st.Shared)
 				if st.CongestionEvents != s.debugEvents {
 					s.debugEvents = st.CongestionEvents
 					v := st.Verdicts[len(st.Verdicts)-1]

@@ -302,3 +302,34 @@ func TestRTTEstimate(t *testing.T) {
 	c.OnAck(t0.Add(30*ms), 1, 0, 0, 0) // no sample
 	check("an ack without a sample", 110*ms, 57500*time.Microsecond, 180*ms, [4]time.Duration{0: 180 * ms, 2: 100 * ms})
 }
+
+// Disarmed, the delay signal still bounds the queue: a queue between Q_HIGH and half the base
+// RTT draws no verdict while cruising (it may be another flow's), one above half the base RTT
+// for two rounds draws the mild queue cut before it can fill a one-BDP buffer.
+func TestDisarmedQueueBound(t *testing.T) {
+	const base = 140 * time.Millisecond
+	cc := New(Config{MSS: 1500, Lanes: 4, InitialRTT: base, Seed: 1}, t0)
+	l := &loop{c: cc, now: t0, rtt: base}
+	run := func(d time.Duration) { l.steps(int(d / (100 * time.Microsecond))) }
+	run(20 * base)
+	if cc.mode != ProbeBW {
+		t.Fatalf("mode %v after 20 round trips, want PROBE_BW", cc.mode)
+	}
+	cc.queueArmed = false
+	cc.enterPhase(cc.ts(l.now), Cruise)
+	ev := cc.Stats().CongestionEvents
+	l.rtt = base + 40*time.Millisecond // above Q_HIGH (21 ms), below half the base RTT
+	run(time.Second)
+	if s := cc.Stats(); s.CongestionEvents != ev || s.Phase != Cruise || s.QueueArmed {
+		t.Fatalf("a 40 ms queue, disarmed: %d congestion events (had %d), phase %v, armed %v; want none, CRUISE, disarmed",
+			s.CongestionEvents, ev, s.Phase, s.QueueArmed)
+	}
+	l.rtt = base + 90*time.Millisecond
+	run(time.Second)
+	s := cc.Stats()
+	v := s.Verdicts[len(s.Verdicts)-1]
+	if s.CongestionEvents == ev || v.Reason != "queue" || v.AtQueue {
+		t.Errorf("a 90 ms queue, disarmed, for 1 s: %d congestion events (had %d), last verdict %q (deep %v); want a queue cut",
+			s.CongestionEvents, ev, v.Reason, v.AtQueue)
+	}
+}

@@ -87,6 +87,17 @@ func (c *Controller) endRound(t int64) {
 		c.mode == ProbeBW && c.phase != Down {
 		verdict = congQueue
 	}
+	// Disarmed (a DOWN ended with a queue still standing, which may be another flow's), the delay
+	// signal still bounds a queue that keeps growing while we cruise: above half the base RTT
+	// for two rounds, the mild queue cut. Without it CRUISE over a BtlBw a few percent high (the
+	// max filter of noisy samples) grew the lab's one-BDP queue until it overflowed, and the
+	// round's losses cut the rate to 0.7 (a 1 GiB copy at 1 %: 134 ms of queue, two deep cuts,
+	// 0.6 s). A loss-based flow that keeps the queue standing is what competitive mode is for;
+	// until it is on, this cut yields to such a flow a little sooner.
+	if verdict < 0 && c.pol != Fixed && !c.compete && !c.queueArmed && c.mode == ProbeBW &&
+		c.phase == Cruise && Q > c.rtprop/2 && c.prevQ > c.rtprop/2 {
+		verdict = congQueue
+	}
 	if verdict < 0 && n > 0 && c.mode != Startup && !r.lostAtQueue() {
 		// A round judged free of congestion (and whose losses did not cluster at a full queue):
 		// its losses are random ones. Summed over many rounds this measures the random-loss rate

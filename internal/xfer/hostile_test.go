@@ -499,9 +499,12 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 		}
 	}
 	type results = []fcopy.FileResult
+	// at changes the first chunk from the k0-th on that holds two results at least (the server
+	// sends results as files are placed, so where its chunks are cut depends on timing: a chunk
+	// of one came in CI).
 	at := func(k0 int, f func(part results, prev fcopy.FileResult) results) func(int, results, fcopy.FileResult) (results, bool) {
 		return func(k int, part results, prev fcopy.FileResult) (results, bool) {
-			if k != k0 {
+			if k < k0 || len(part) < 2 {
 				return part, false
 			}
 			return f(part, prev), true
@@ -566,7 +569,7 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 						return line
 					}
 					last := part[len(part)-1]
-					if c.chunk != nil {
+					if c.chunk != nil && !changed {
 						var did bool
 						if part, did = c.chunk(k, part, prev); did {
 							changed = true

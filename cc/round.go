@@ -83,19 +83,19 @@ func (c *Controller) endRound(t int64) {
 			}
 		}
 	}
-	if verdict < 0 && c.pol != Fixed && !c.compete && c.queueArmed && Q > qh && c.prevQ > qh &&
-		c.mode == ProbeBW && c.phase != Down {
-		verdict = congQueue
+	// The queue verdict: a queue above qv in this round and the previous one, in PROBE_BW
+	// outside DOWN. Disarmed (a DOWN ended with a queue still standing, which may be another
+	// flow's), the delay signal still bounds a queue that keeps growing while we cruise: above
+	// half the base RTT. Without that bound CRUISE over a BtlBw a few percent high (the max filter
+	// of noisy samples) grew the lab's one-BDP queue until it overflowed, and the round's losses
+	// cut the rate to 0.7 (a 1 GiB copy at 1 %: 134 ms of queue, two deep cuts, 0.6 s). A
+	// loss-based flow that keeps the queue standing is what competitive mode is for; until it is
+	// on, the bound yields to such a flow a little sooner.
+	qv, inPhase := qh, c.phase != Down
+	if !c.queueArmed {
+		qv, inPhase = c.rtprop/2, c.phase == Cruise
 	}
-	// Disarmed (a DOWN ended with a queue still standing, which may be another flow's), the delay
-	// signal still bounds a queue that keeps growing while we cruise: above half the base RTT
-	// for two rounds, the mild queue cut. Without it CRUISE over a BtlBw a few percent high (the
-	// max filter of noisy samples) grew the lab's one-BDP queue until it overflowed, and the
-	// round's losses cut the rate to 0.7 (a 1 GiB copy at 1 %: 134 ms of queue, two deep cuts,
-	// 0.6 s). A loss-based flow that keeps the queue standing is what competitive mode is for;
-	// until it is on, this cut yields to such a flow a little sooner.
-	if verdict < 0 && c.pol != Fixed && !c.compete && !c.queueArmed && c.mode == ProbeBW &&
-		c.phase == Cruise && Q > c.rtprop/2 && c.prevQ > c.rtprop/2 {
+	if verdict < 0 && c.pol != Fixed && !c.compete && c.mode == ProbeBW && inPhase && Q > qv && c.prevQ > qv {
 		verdict = congQueue
 	}
 	if verdict < 0 && n > 0 && c.mode != Startup && !r.lostAtQueue() {

@@ -9,16 +9,26 @@ import (
 	"github.com/farwing/farwing/internal/wire"
 )
 
-// countHandler records the data datagrams it is given, by lane and sequence number.
+// countHandler records the data datagrams it is given, by lane and sequence number, and their
+// sequence numbers in the order they came.
 type countHandler struct {
-	mu   sync.Mutex
-	seen map[[2]uint64]uint32 // (lane, seq) -> payload tag
+	mu    sync.Mutex
+	seen  map[[2]uint64]uint32 // (lane, seq) -> payload tag
+	order []uint64
 }
 
 func (c *countHandler) Datagram(i int, h wire.Header, pt []byte, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen[[2]uint64{uint64(i), h.Seq}] = binary.BigEndian.Uint32(pt)
+	c.order = append(c.order, h.Seq)
+}
+
+// seqs returns the sequence numbers handed over so far, in order.
+func (c *countHandler) seqs() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint64(nil), c.order...)
 }
 
 func (c *countHandler) count() int {

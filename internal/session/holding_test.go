@@ -1,7 +1,6 @@
 package session
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -9,24 +8,6 @@ import (
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane/lanetest"
 )
-
-// recorder is a Handler that keeps the sequence numbers of the datagrams it is handed.
-type recorder struct {
-	mu   sync.Mutex
-	seqs []uint64
-}
-
-func (r *recorder) Datagram(_ int, h wire.Header, _ []byte, _ time.Time) {
-	r.mu.Lock()
-	r.seqs = append(r.seqs, h.Seq)
-	r.mu.Unlock()
-}
-
-func (r *recorder) got() []uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]uint64(nil), r.seqs...)
-}
 
 // TestHeldDataBeforeFeedback: data that comes before the engine is held, and a ping after it on
 // the same lane is marked received at once (its number above theirs). Until the lane hands the
@@ -70,7 +51,7 @@ func TestHeldDataBeforeFeedback(t *testing.T) {
 	if n := r.feedback.Load(); n != 0 {
 		t.Fatalf("%d feedback datagrams sent while the lane holds data below a marked number", n)
 	}
-	rec := &recorder{}
+	rec := &countHandler{seen: map[[2]uint64]uint32{}}
 	attached := time.Now()
 	server.SetHandler(rec)
 	for server.Holding() {
@@ -79,7 +60,7 @@ func TestHeldDataBeforeFeedback(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if got := rec.got(); len(got) != len(want) || got[0] != want[0] || got[len(got)-1] != want[len(want)-1] {
+	if got := rec.seqs(); len(got) != len(want) || got[0] != want[0] || got[len(got)-1] != want[len(want)-1] {
 		t.Fatalf("handed over %v, want %v", got, want)
 	}
 	r.sendFeedback(time.Now())

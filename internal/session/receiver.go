@@ -568,9 +568,6 @@ func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFun
 // sendFeedback reports every lane's received ranges and the window, on two lanes (rotating) so
 // that the loss of one feedback datagram does not stall the sender.
 func (r *Receiver) sendFeedback(now time.Time) {
-	if r.path.Holding() {
-		return // not before the lanes have handed over what came before the engine (Path.Holding)
-	}
 	r.fbMu.Lock() // the feedback loop, and Run's last reports while it ends
 	defer r.fbMu.Unlock()
 	fb := &r.fb
@@ -592,7 +589,9 @@ func (r *Receiver) sendFeedback(now time.Time) {
 		rx.mu.Unlock()
 	}
 	if r.path.Holding() {
-		return // a lane goroutine that took no engine just before it was attached held one since
+		// Not before the lanes have handed over what came before the engine (Path.Holding);
+		// checked after the ranges are read, since a lane can begin holding while they are.
+		return
 	}
 	pt := wire.AppendFeedback(r.fbBuf[:0], fb, wire.MaxDatagramV6-wire.Overhead)
 	k := int(r.fbSent.Add(1))

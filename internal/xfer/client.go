@@ -353,7 +353,7 @@ func (c *conn) close(grace time.Duration) {
 		c.path.Close()
 	}
 	if ch := c.takeEarly(); ch != nil { // opened, never used
-		go func() { closeLanes((<-ch).conns) }()
+		closeWhenOpened(ch)
 	}
 	if c.peer != nil {
 		c.peer.Close(grace)
@@ -564,6 +564,12 @@ func closeLanes(conns [session.Lanes]lane.PacketConn) {
 	}
 }
 
+// closeWhenOpened closes the lanes bindEarly opens on ch, in the background: its lookup may
+// still be under way.
+func closeWhenOpened(ch chan earlyLanes) {
+	go func() { closeLanes((<-ch).conns) }()
+}
+
 // openPath opens the local lanes (or takes those bindEarly opened) and performs the UDP
 // handshake with the server's ports.
 func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
@@ -573,7 +579,7 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 		select {
 		case e = <-ch:
 		case <-ctx.Done(): // the session ended while a name was being looked up
-			go func() { closeLanes((<-ch).conns) }()
+			closeWhenOpened(ch)
 			return ctx.Err()
 		}
 		if !e.addr.IsValid() {

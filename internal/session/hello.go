@@ -115,6 +115,10 @@ func (p *Path) onHelloAck(i int, h wire.Header, pt []byte, now time.Time) {
 		}
 	}
 	p.helloAck[i].Store(true)
+	select { // wake Handshake
+	case p.acked <- struct{}{}:
+	default:
+	}
 }
 
 // sendHellos sends lane i's hello twice (at 3 % loss each way one handshake in five lost a hello

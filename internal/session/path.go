@@ -61,6 +61,7 @@ type Path struct {
 
 	handler  atomic.Pointer[handlerBox]
 	helloAck [Lanes]atomic.Bool
+	acked    chan struct{} // (client) a lane's first hello was answered: Handshake looks again
 	helloRTT atomic.Int64
 	// The address proof (hello.go): the server's secret and which lanes' client addresses are
 	// proven; the client's cookies and which lanes the server has confirmed.
@@ -172,7 +173,7 @@ func ListenUDP(bind string, opt lane.Options) ([Lanes]lane.PacketConn, error) {
 // NewPath starts a path on four lanes (real UDP sockets, or lanetest's in-memory ones), which it
 // owns from now on: Close closes them.
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
-	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret()}
+	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret(), acked: make(chan struct{}, 1)}
 	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
 	fec.Warm()                           // the Leopard tables and the coder of whole blocks: under 1 ms, 100 KiB, once
 	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
@@ -605,9 +606,9 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 		p.SetPeer(i, server[i])
 	}
 	deadline := time.Now().Add(timeout)
-	// Check for answers often, resend hellos every 100 ms: the handshake ends as soon as the last
-	// lane answers, not at the next resend.
-	tick := time.NewTicker(5 * time.Millisecond)
+	// Resend hellos every 100 ms; the handshake ends as soon as the last lane answers (acked), not
+	// at the next resend or a poll (a 5 ms poll cost 2.5 ms of every copy's start on average).
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var lastSend time.Time
 	for {
@@ -623,7 +624,7 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			go p.confirm(deadline)
 			return time.Duration(p.helloRTT.Load()), nil
 		}
-		if now := time.Now(); now.Sub(lastSend) >= 100*time.Millisecond {
+		if now := time.Now(); now.Sub(lastSend) >= 95*time.Millisecond {
 			lastSend = now
 			for i := range p.conns {
 				if !p.helloAck[i].Load() {
@@ -647,6 +648,7 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		case <-p.acked:
 		case <-tick.C:
 		}
 	}

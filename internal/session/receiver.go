@@ -475,16 +475,24 @@ func (r *Receiver) Run(ctx context.Context) error {
 		}()
 	}
 	err := r.writeLoop(ctx)
-	if err == nil {
-		// Tell the sender that everything is in, a few times in case feedback is lost; the
-		// control channel's verdict is the authoritative end.
-		for i := 0; i < 3; i++ {
-			r.sendFeedback(time.Now())
-			time.Sleep(r.fbEvery)
-		}
-	}
 	cancel(nil)
 	wg.Wait()
+	if err == nil {
+		// Tell the sender that everything is in, now and twice more in case that feedback is
+		// lost. The repeats go while the caller sends its verdict, the authoritative end: they
+		// used to come first, and held the verdict three feedback intervals (15 ms of a copy's
+		// end).
+		r.sendFeedback(time.Now())
+		go func() {
+			for range 2 {
+				time.Sleep(r.fbEvery)
+				if r.path.closed.Load() {
+					return
+				}
+				r.sendFeedback(time.Now())
+			}
+		}()
+	}
 	return err
 }
 

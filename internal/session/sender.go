@@ -415,6 +415,15 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		if s.cc.LatestRTT() > 0 {
 			s.stats.SRTT = s.cc.SRTT()
 		}
+		select {
+		case <-s.peerDone:
+			// The receiver's verdict confirmed the whole transfer, which its last feedback may
+			// not have done yet (the verdict does not wait for it): every byte is in.
+			if s.plan != nil {
+				s.ackedBytes.Store(s.plan.TotalBytes())
+			}
+		default:
+		}
 		// The last snapshot, for the progress line's final report (the loop stores one every
 		// 200 ms, up to 200 ms old by the end).
 		s.storeProgress(s.stats.CC)

@@ -223,13 +223,13 @@ type Identity struct {
 	Hash string // hex SHA-256
 }
 
-// Self hashes the running executable.
+// Self hashes the running executable (or finds its hash in this user's cache: selfHash).
 func Self() (Identity, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return Identity{}, err
 	}
-	h, err := hashFile(exe)
+	h, err := selfHash(exe)
 	return Identity{Exe: exe, Hash: h}, err
 }
 
@@ -370,15 +370,15 @@ exec "$p" serve ` + serveArgs
 // control messages travel with the ssh session's start instead of a round trip later (a shell that
 // does not start the peer never reads them).
 //
-// An id without a Hash is hashed here (its Exe), while ssh's configuration is read: a 10 MB
-// build takes 8 ms, which need not come before ssh starts.
+// An id without a Hash is hashed here (its Exe, or its record in this user's cache: selfHash),
+// while ssh's configuration is read.
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
 	var hashed chan error
 	if id.Hash == "" {
 		hashed = make(chan error, 1)
 		go func() {
 			var err error
-			id.Hash, err = hashFile(id.Exe)
+			id.Hash, err = selfHash(id.Exe)
 			hashed <- err
 		}()
 	}

@@ -70,7 +70,7 @@ func randomPeer(t *testing.T, dir string, n int) (string, Identity) {
 	t.Helper()
 	r := make([]byte, n/2)
 	rand.Read(r)
-	b := []byte("#!/bin/sh\necho \"served $* umask=$(umask)\"\nexec cat\n#" + hex.EncodeToString(r) + "\n")
+	b := []byte(fakePeerHead + "echo \"served $* umask=$(umask)\"\nexec cat\n#" + hex.EncodeToString(r) + "\n")
 	p := filepath.Join(dir, "peer")
 	if err := os.WriteFile(p, b, 0o755); err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestStartAheadLongPreface(t *testing.T) {
 	// A peer that reads its input as serve does (not echoing it: 1 MiB would fill the pipes).
 	r := make([]byte, (aheadMin+(100<<10))/2)
 	rand.Read(r)
-	b := []byte("#!/bin/sh\necho \"served $*\"\nexec cat >/dev/null\n#" + hex.EncodeToString(r) + "\n")
+	b := []byte(fakePeerHead + "echo \"served $*\"\nexec cat >/dev/null\n#" + hex.EncodeToString(r) + "\n")
 	sum := sha256.Sum256(b)
 	id := Identity{Exe: filepath.Join(dir, "peer"), Hash: hex.EncodeToString(sum[:])}
 	os.WriteFile(id.Exe, b, 0o755)

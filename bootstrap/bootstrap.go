@@ -269,8 +269,9 @@ const readFunc = `if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { 
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
-// intact (told, with --skip, to drop the aheadLen bytes of an upload's start that follow the
-// preface, where the client wrote them: ahead.go). Otherwise it reads and drops the preface
+// intact, which prints its status line itself (AnnounceFlag), told, with --skip, to drop the
+// aheadLen bytes of an upload's start that follow the preface, where the client wrote them
+// (ahead.go). Otherwise it reads and drops the preface
 // (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes
 // (with gzip they are the upload's start, read as below), reports what is needed with the formats it can unpack, and reads the peer from its
 // standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
@@ -308,11 +309,10 @@ func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string
 	return hashFunc + `
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 p="$d/farwing-` + h16 + `"
-s=$(uname -s -m); m=${s##* }; s=${s%% *}
 if [ -x "$p" ] && h "$p" && [ "$hv" = "` + id.Hash + `" ]; then
-  echo "FARWING-PEER ok $s $m $p"
-  exec "$p" serve ` + serveArgs + skip + `
+  exec "$p" serve ` + AnnounceFlag + ` "$p" ` + serveArgs + skip + `
 fi
+s=$(uname -s -m); m=${s##* }; s=${s%% *}
 mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
 h /dev/null; [ "$hv" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
 ` + readFunc + `

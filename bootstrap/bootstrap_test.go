@@ -61,13 +61,17 @@ func toolbox(t *testing.T, tools ...string) string {
 	return dir
 }
 
+// fakePeerHead starts the fake peers' scripts: started with --announce PATH (a cached peer), it
+// prints the status line serve would, and drops the flag from its arguments.
+const fakePeerHead = "#!/bin/sh\nif [ \"$2\" = --announce ]; then printf 'FARWING-PEER ok %s %s %s\\n' \"$(uname -s)\" \"$(uname -m)\" \"$3\"; a=$1; shift 3; set -- \"$a\" \"$@\"; fi\n"
+
 // fakePeer writes an executable that stands for the peer: it prints its arguments and umask (the
 // remote shell's, 027 in these tests: the install's own 077 must not leak into it), then copies
 // its standard input (the control channel) to its output; padding makes it span several upload
 // chunks. It returns the file and its identity.
 func fakePeer(t *testing.T, dir string, padding int) (string, Identity) {
 	t.Helper()
-	b := []byte("#!/bin/sh\necho \"served $* umask=$(umask)\"\nexec cat\n#")
+	b := []byte(fakePeerHead + "echo \"served $* umask=$(umask)\"\nexec cat\n#")
 	for i := 0; i < padding; i++ {
 		b = append(b, "0123456789abcdef"[(i*7919)%16])
 	}

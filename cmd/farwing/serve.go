@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/xfer"
@@ -25,6 +26,7 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	pub := fs.String("pub", "", "the client's ephemeral X25519 public key (set by farwing copy)")
 	portRange := fs.String("port", "", "bind the four UDP lanes in this port range, LO-HI (farwing copy --port)")
 	skip := fs.String("skip", "", "drop A bytes of the control channel after its first L, L:A (an upload's start the client wrote ahead; set by first contact)")
+	announce := fs.String(strings.TrimPrefix(bootstrap.AnnounceFlag, "--"), "", "print the status line of a peer started from this path before the first control message, in the same write (set by first contact)")
 	if err := fs.Parse(args); err != nil {
 		return badFlags("serve", err)
 	}
@@ -46,7 +48,11 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stop()
-	if err := xfer.Serve(ctx, in, os.Stdout, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
+	var out io.Writer = os.Stdout
+	if *announce != "" {
+		out = &prefixWriter{w: out, prefix: []byte(bootstrap.OKLine(*announce))}
+	}
+	if err := xfer.Serve(ctx, in, out, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
 		Tuning: tun, DebugLog: debugLog}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return xfer.ExitCode(err)
@@ -90,4 +96,23 @@ func (s *skipReader) Read(b []byte) (int, error) {
 		}
 	}
 	return s.r.Read(b)
+}
+
+// prefixWriter writes prefix with the first write to w: the status line goes out in one write
+// with the first control message (bootstrap.AnnounceFlag).
+type prefixWriter struct {
+	w      io.Writer
+	prefix []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if p.prefix == nil {
+		return p.w.Write(b)
+	}
+	_, err := p.w.Write(append(p.prefix, b...))
+	p.prefix = nil
+	if err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

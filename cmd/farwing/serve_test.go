@@ -34,3 +34,26 @@ func TestSkipReader(t *testing.T) {
 		}
 	}
 }
+
+type writes struct{ got [][]byte }
+
+func (w *writes) Write(b []byte) (int, error) {
+	w.got = append(w.got, append([]byte(nil), b...))
+	return len(b), nil
+}
+
+// TestPrefixWriter: --announce's status line goes out in the same write as the first control
+// message, and only with it.
+func TestPrefixWriter(t *testing.T) {
+	var w writes
+	p := &prefixWriter{w: &w, prefix: []byte("FARWING-PEER ok Linux x86_64 /c/p\n")}
+	for _, m := range []string{`{"t":"ready"}` + "\n", `{"t":"have"}` + "\n"} {
+		if n, err := p.Write([]byte(m)); n != len(m) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", m, n, err)
+		}
+	}
+	want := []string{"FARWING-PEER ok Linux x86_64 /c/p\n" + `{"t":"ready"}` + "\n", `{"t":"have"}` + "\n"}
+	if len(w.got) != len(want) || string(w.got[0]) != want[0] || string(w.got[1]) != want[1] {
+		t.Fatalf("writes %q, want %q", w.got, want)
+	}
+}

@@ -526,8 +526,8 @@ func checkReady(m Msg, ports session.PortRange) error {
 }
 
 // bindEarly opens the lanes for the address ssh goes to (c.info.HostName) in the background,
-// while the peer starts and sends its ready (on the lab, 10 ms that opening the lanes took after
-// it): openPath takes them. Where that name gives no address, openPath finds one as before.
+// while the peer's ready is read and the session key derived: openPath takes them. Where that
+// name gives no address, openPath finds one as before.
 func (c *conn) bindEarly(ctx context.Context, o *Options, host string) chan earlyLanes {
 	ch := make(chan earlyLanes, 1)
 	go func() {

@@ -269,8 +269,8 @@ const readFunc = `if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { 
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
-// intact, which prints its status line itself (AnnounceFlag), told, with --skip, to drop the
-// aheadLen bytes of an upload's start that follow the preface, where the client wrote them
+// intact; the peer prints the status line itself (AnnounceFlag). With --skip it is told to drop
+// the aheadLen bytes of an upload's start that follow the preface, where the client wrote them
 // (ahead.go). Otherwise it reads and drops the preface
 // (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes
 // (with gzip they are the upload's start, read as below), reports what is needed with the formats it can unpack, and reads the peer from its
@@ -528,6 +528,18 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	case st.State == "nohash":
 		return fail(fmt.Errorf("%w on %s: it has no SHA-256 tool (openssl, sha256sum, shasum or sha256), so the uploaded build could not be checked before it runs; install coreutils or openssl there",
 			ErrInstall, host))
+	}
+	// The build's hash may come from this user's cache (selfHash), where anyone who can write
+	// that directory could also leave a compressed form to match: what is uploaded must be this
+	// executable, so it is hashed again before anything of it is sent (an install's 20 ms).
+	if real, err := hashFile(id.Exe); err != nil {
+		return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
+	} else if real != id.Hash {
+		p.Close(3 * time.Second)
+		forgetSelf(id.Exe)
+		s.logf("this program's recorded SHA-256 was not its own (record removed); connecting again to install %s", real[:16])
+		id.Hash, s.noAhead = real, true
+		return s.start(ctx, host, id, serveArgs, preface, "")
 	}
 	format := "raw"
 	if slices.Contains(strings.Split(st.Formats, ","), "gzip") {
@@ -834,6 +846,17 @@ func (p *Peer) statusOf(host string, raw []byte, err error) (peerStatus, error) 
 			p.Close(time.Second)
 			return peerStatus{}, fmt.Errorf("%w: %s answered with a %v", ErrSSH, host, perr) // %q inside: escaped
 		}
+		if err != nil && len(raw) == 0 {
+			// The remote ended without a word (a peer that died before its first write prints
+			// its own status line): let ssh finish, with its exit status and the remote's
+			// standard error, before judging.
+			exited := make(chan struct{})
+			go func() { p.Wait(); close(exited) }()
+			select {
+			case <-exited:
+			case <-time.After(2 * time.Second):
+			}
+		}
 		p.cmd.Process.Kill()
 		werr := p.Wait()
 		return peerStatus{}, sshError(host, p.stderr.String(), werr, line)
@@ -976,9 +999,9 @@ func (t *tail) String() string {
 const muxCheck = 3 * time.Second
 
 // muxAnswer bounds the wait for the first line of the remote's answer over a shared connection
-// that answered muxCheck: a round trip or two on a live connection (the remote shell's start and a
-// hash of the peer, a few milliseconds), forever on one a network change left dead, where ssh's
-// keepalive gives up after about a minute.
+// that answered muxCheck: a round trip or two on a live connection (the remote shell's start, a
+// hash of the peer, and a cached peer's start to its ready, tens of milliseconds), forever on one
+// a network change left dead, where ssh's keepalive gives up after about a minute.
 const muxAnswer = 5 * time.Second
 
 // errMuxSilent is run's error for a session over a shared connection that did not answer in time.

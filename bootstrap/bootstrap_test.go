@@ -543,6 +543,62 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// TestStartForgedSelfRecord: a record of this program's hash that names another build, with that
+// build's compressed form beside it in this user's cache (what anyone who can write there could
+// leave), does not get that build installed: the install hashes the executable, removes the
+// record and installs the real build in a second session.
+func TestStartForgedSelfRecord(t *testing.T) {
+	all := toolbox(t, append(baseTools, "gzip", "sha256sum")...)
+	dir, ssh, log := fakeRemote(t)
+	exe, id := fakePeer(t, dir, 64<<10)
+	raw, _ := os.ReadFile(exe)
+	_, other := fakePeer(t, t.TempDir(), 65<<10)
+	otherRaw, _ := os.ReadFile(other.Exe)
+	packed := filepath.Join(dir, "local-cache", "farwing", "peer")
+	if err := os.MkdirAll(packed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(packed, "farwing-"+other.Hash[:16]+".gz"), gzipped(t, otherRaw), 0o600)
+	key, err := fileKey(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := selfRecord(exe)
+	os.MkdirAll(filepath.Dir(rec), 0o700)
+	if err := os.WriteFile(rec, []byte(key+" "+other.Hash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := selfHash(exe); h != other.Hash {
+		t.Fatalf("the forged record is not what selfHash reads: %s", h)
+	}
+	home := t.TempDir()
+	t.Setenv("FAKE_HOME", home)
+	t.Setenv("FAKE_PATH", all)
+	p, err := Start(context.Background(), SSH{SSHPath: ssh}, "h", Identity{Exe: exe}, []string{"--pub", "k"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "served serve --pub k umask=0027\n"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(p.Stdout, got); err != nil || string(got) != want {
+		t.Fatalf("control channel: %q, %v", got, err)
+	}
+	p.Close(time.Second)
+	cache := home + "/.cache/farwing/farwing-"
+	if b, err := os.ReadFile(cache + id.Hash[:16]); err != nil || !bytes.Equal(b, raw) {
+		t.Fatalf("the real build is not installed byte-exact: %v", err)
+	}
+	if _, err := os.Stat(cache + other.Hash[:16]); err == nil {
+		t.Fatal("the build the forged record named was installed")
+	}
+	if b, _ := os.ReadFile(log); strings.Count(string(b), "session\n") != 2 {
+		t.Fatalf("%d ssh sessions, want 2 (the first closed at need)", strings.Count(string(b), "session\n"))
+	}
+	if h, _ := selfHash(exe); h != id.Hash {
+		t.Fatalf("after the install selfHash = %s, want the real %s", h, id.Hash)
+	}
+}
+
 // TestStartOneSession: through Start, first contact installs the peer in one ssh session (gzip
 // where the remote has it, raw where not), the started peer's control channel begins with the
 // preface, a second start installs nothing, and a tampered cache is replaced.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,10 +19,16 @@ import (
 // it competed with ssh's own start for the two cores (AMD EPYC Zen 5: the command 8 ms sooner,
 // median of 15 copies of 1 KiB over the lab's 140 ms). A record that cannot be read or written
 // only means hashing, as before; one for a file that changed is replaced.
-func selfHash(exe string) (string, error) {
+//
+// The record only names the build: an install hashes the executable again before it sends any of
+// it (SSH.start), and removes a record that was wrong (forgetSelf).
+func selfHash(exe string) (string, error) { return selfHashWith(exe, hashFile) }
+
+// selfHashWith is selfHash with hash as the hashing (a test's hook).
+func selfHashWith(exe string, hash func(string) (string, error)) (string, error) {
 	key, err := fileKey(exe)
 	if err != nil {
-		return hashFile(exe)
+		return hash(exe)
 	}
 	rec := selfRecord(exe)
 	if b, err := os.ReadFile(rec); rec != "" && err == nil {
@@ -29,7 +36,7 @@ func selfHash(exe string) (string, error) {
 			return h, nil
 		}
 	}
-	h, err := hashFile(exe)
+	h, err := hash(exe)
 	if err != nil {
 		return "", err
 	}
@@ -60,11 +67,26 @@ func selfRecord(exe string) string {
 	return filepath.Join(dir, "self", hex.EncodeToString(h[:8]))
 }
 
-// writeRecord replaces the file at p with s (mode 0600) by renaming a temporary file into place;
+// forgetSelf removes the record of the executable at exe.
+func forgetSelf(exe string) {
+	if rec := selfRecord(exe); rec != "" {
+		os.Remove(rec)
+	}
+}
+
+// writeRecord replaces the file at p with s (mode 0600) by renaming a temporary file into place,
+// and removes the directory's records untouched for pruneDays (builds run from paths since gone);
 // errors are ignored: the record only saves time.
 func writeRecord(p, s string) {
 	if os.MkdirAll(filepath.Dir(p), 0o700) != nil {
 		return
+	}
+	if old, err := os.ReadDir(filepath.Dir(p)); err == nil {
+		for _, e := range old {
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > pruneDays*24*time.Hour {
+				os.Remove(filepath.Join(filepath.Dir(p), e.Name()))
+			}
+		}
 	}
 	f, err := os.CreateTemp(filepath.Dir(p), ".self-*")
 	if err != nil {

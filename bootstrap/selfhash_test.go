@@ -86,3 +86,32 @@ func TestSelfHashRecord(t *testing.T) {
 	t.Setenv("HOME", filepath.Join(exe, "not-a-dir"))
 	check("no cache", c)
 }
+
+// TestSelfHashChangedWhileHashed: a file that changed while it was hashed is not recorded, and the
+// next look hashes it again.
+func TestSelfHashChangedWhileHashed(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	exe := filepath.Join(dir, "farwing")
+	one, two := []byte("build one"), []byte("build two, longer")
+	if err := os.WriteFile(exe, one, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := selfHashWith(exe, func(p string) (string, error) {
+		h, err := hashFile(p)
+		time.Sleep(10 * time.Millisecond)
+		if werr := os.WriteFile(p, two, 0o755); werr != nil {
+			t.Fatal(werr)
+		}
+		return h, err
+	})
+	if err != nil || h != sum(one) {
+		t.Fatalf("selfHashWith = %s, %v; want %s", h, err, sum(one))
+	}
+	if _, err := os.Stat(selfRecord(exe)); err == nil {
+		t.Fatal("a file that changed while it was hashed was recorded")
+	}
+	if h, err := selfHash(exe); err != nil || h != sum(two) {
+		t.Fatalf("selfHash after the change = %s, %v; want %s", h, err, sum(two))
+	}
+}

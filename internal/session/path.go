@@ -61,7 +61,7 @@ type Path struct {
 
 	handler  atomic.Pointer[handlerBox]
 	helloAck [Lanes]atomic.Bool
-	acked    chan struct{} // (client) a lane's first hello was answered: Handshake looks again
+	acked    chan struct{} // (client) a hello was answered: Handshake looks again
 	helloRTT atomic.Int64
 	// The address proof (hello.go): the server's secret and which lanes' client addresses are
 	// proven; the client's cookies and which lanes the server has confirmed.

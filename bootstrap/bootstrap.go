@@ -613,18 +613,27 @@ func payload(id Identity, format string) ([]byte, error) {
 	zw := gzip.NewWriter(&buf)
 	zw.Write(raw) // a bytes.Buffer does not fail
 	zw.Close()
-	if cache != "" && os.MkdirAll(filepath.Dir(cache), 0o700) == nil {
-		tmp := fmt.Sprintf("%s.%d.tmp", cache, os.Getpid())
-		if os.WriteFile(tmp, buf.Bytes(), 0o600) != nil || os.Rename(tmp, cache) != nil {
-			os.Remove(tmp)
-		}
-		tidyPacked(filepath.Dir(cache), cache)
+	if cache != "" {
+		keepFile(cache, buf.Bytes())
 	}
 	return buf.Bytes(), nil
 }
 
-// tidyPacked removes from dir the compressed builds made more than pruneDays ago, as installing
-// does on the remote, except keep.
+// keepFile puts b in this user's cache at p (mode 0600, renamed into place whole) and tidies p's
+// directory (tidyPacked); errors are ignored: what the cache keeps only saves time.
+func keepFile(p string, b []byte) {
+	if os.MkdirAll(filepath.Dir(p), 0o700) != nil {
+		return
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
+	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, p) != nil {
+		os.Remove(tmp)
+	}
+	tidyPacked(filepath.Dir(p), p)
+}
+
+// tidyPacked removes from dir the files named farwing-* (compressed builds, records of this
+// build's hash) made more than pruneDays ago, as installing does on the remote, except keep.
 func tidyPacked(dir, keep string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
@@ -850,12 +859,7 @@ func (p *Peer) statusOf(host string, raw []byte, err error) (peerStatus, error) 
 			// The remote ended without a word (a peer that died before its first write prints
 			// its own status line): let ssh finish, with its exit status and the remote's
 			// standard error, before judging.
-			exited := make(chan struct{})
-			go func() { p.Wait(); close(exited) }()
-			select {
-			case <-exited:
-			case <-time.After(2 * time.Second):
-			}
+			p.exited(2 * time.Second)
 		}
 		p.cmd.Process.Kill()
 		werr := p.Wait()
@@ -912,11 +916,7 @@ func (p *Peer) Stderr() string { return p.stderr.String() }
 // up to wait for ssh to exit: the local ssh killed, the connection lost, the peer gone with its
 // last words (escaped). While ssh is still running after wait it returns err.
 func (p *Peer) Ended(err error, wait time.Duration) error {
-	exited := make(chan struct{})
-	go func() { p.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(wait):
+	if !p.exited(wait) {
 		return err
 	}
 	last := escape.Text(lastMeaningful(p.stderr.String()))
@@ -942,6 +942,18 @@ func (p *Peer) Ended(err error, wait time.Duration) error {
 		return fmt.Errorf("%w: it exited with status %d (%s)", err, ee.ExitCode(), last)
 	}
 	return fmt.Errorf("%w: it exited with status %d", err, ee.ExitCode())
+}
+
+// exited waits up to within for ssh to exit, and reports whether it has (Wait then returns at once).
+func (p *Peer) exited(within time.Duration) bool {
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(within):
+		return false
+	}
 }
 
 // Wait waits for the ssh process to end.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,7 +41,7 @@ func selfHashWith(exe string, hash func(string) (string, error)) (string, error)
 	}
 	// Remembered only if the file did not change while it was read.
 	if after, err := fileKey(exe); err == nil && after == key && rec != "" {
-		writeRecord(rec, key+" "+h+"\n")
+		keepFile(rec, []byte(key+" "+h+"\n"))
 	}
 	return h, nil
 }
@@ -57,47 +56,21 @@ func fileKey(p string) (string, error) {
 }
 
 // selfRecord is where the hash of the executable at exe is recorded ("" without a cache): one
-// record per path, so that builds run from different paths do not replace each other's.
+// record per path, so that builds run from different paths do not replace each other's; those
+// untouched for pruneDays go as a record is written (keepFile).
 func selfRecord(exe string) string {
 	dir := localPeerDir()
 	if dir == "" {
 		return ""
 	}
 	h := sha256.Sum256([]byte(exe))
-	return filepath.Join(dir, "self", hex.EncodeToString(h[:8]))
+	return filepath.Join(dir, "self", "farwing-"+hex.EncodeToString(h[:8]))
 }
 
 // forgetSelf removes the record of the executable at exe.
 func forgetSelf(exe string) {
 	if rec := selfRecord(exe); rec != "" {
 		os.Remove(rec)
-	}
-}
-
-// writeRecord replaces the file at p with s (mode 0600) by renaming a temporary file into place,
-// and removes the directory's records untouched for pruneDays (builds run from paths since gone);
-// errors are ignored: the record only saves time.
-func writeRecord(p, s string) {
-	if os.MkdirAll(filepath.Dir(p), 0o700) != nil {
-		return
-	}
-	if old, err := os.ReadDir(filepath.Dir(p)); err == nil {
-		for _, e := range old {
-			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > pruneDays*24*time.Hour {
-				os.Remove(filepath.Join(filepath.Dir(p), e.Name()))
-			}
-		}
-	}
-	f, err := os.CreateTemp(filepath.Dir(p), ".self-*")
-	if err != nil {
-		return
-	}
-	_, err = f.WriteString(s)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || os.Rename(f.Name(), p) != nil {
-		os.Remove(f.Name())
 	}
 }
 

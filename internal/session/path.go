@@ -606,11 +606,21 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 		p.SetPeer(i, server[i])
 	}
 	deadline := time.Now().Add(timeout)
+	send := func() {
+		for i := range p.conns {
+			if !p.helloAck[i].Load() {
+				p.sendHellos(i)
+			}
+		}
+	}
+	send()
+	if probe && p.trainSent.CompareAndSwap(false, true) {
+		p.sendTrain(0, server[0])
+	}
 	// Resend hellos every 100 ms; the handshake ends as soon as the last lane answers (acked), not
 	// at the next resend or a poll (a 5 ms poll cost 2.5 ms of every copy's start on average).
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var lastSend time.Time
 	for {
 		done := true
 		for i := range p.conns {
@@ -623,17 +633,6 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			// keep sending their cookie in the background (confirm) while data starts.
 			go p.confirm(deadline)
 			return time.Duration(p.helloRTT.Load()), nil
-		}
-		if now := time.Now(); now.Sub(lastSend) >= 95*time.Millisecond {
-			lastSend = now
-			for i := range p.conns {
-				if !p.helloAck[i].Load() {
-					p.sendHellos(i)
-				}
-			}
-			if probe && p.trainSent.CompareAndSwap(false, true) {
-				p.sendTrain(0, server[0])
-			}
 		}
 		if time.Now().After(deadline) {
 			e := &NoUDPError{Server: server[0].Addr(), Local: p.Ports(), Timeout: timeout}
@@ -650,6 +649,7 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			return 0, ctx.Err()
 		case <-p.acked:
 		case <-tick.C:
+			send()
 		}
 	}
 }

@@ -198,17 +198,20 @@ type Controller struct {
 	fullBw       float64
 	fullCnt      int
 	probeBw0     float64
+	cruiseGain   float64 // CRUISE's pacing gain: 1, raised while the link idles (see cruiseRound)
 
 	// random-loss baseline
 	lossBase             float64
 	rlN, rlLost          float64 // packets and losses of congestion-free rounds (RandomLoss)
-	base                 [baseSamples]float64
+	base                 [baseSamples]baseSample
 	nBase, baseNext      int
+	baseN                int // packets of the samples in base
 	lowRes, lowLost      int
 	lowLostHiQ           int
+	lowAckedHiQ          int
 	lowOut               int
 	lowLastSent          int64
-	sorted               [baseSamples]float64
+	sorted               [baseSamples]baseSample
 	startupPkts          int
 	startupWarmCommitted bool
 
@@ -405,12 +408,16 @@ func (c *Controller) OnAck(now time.Time, lane int, seq uint64, bytes int, rtt t
 		c.inflight -= int(p.bytes)
 		c.rnd.acked++
 		ln.acked++
-		if ln.lastRTT-c.rtprop > c.qHigh() {
+		hiq := ln.lastRTT-c.rtprop > c.qHigh()
+		if hiq {
 			c.rnd.ackedHiQ++
 		}
 		if p.flags&flLowRate != 0 {
 			c.lowRes++
 			c.lowOut--
+			if hiq {
+				c.lowAckedHiQ++
+			}
 		}
 		c.maybeCommitBase(t)
 	}

@@ -333,3 +333,74 @@ func TestDisarmedQueueBound(t *testing.T) {
 			s.CongestionEvents, ev, v.Reason, v.AtQueue)
 	}
 }
+
+// The loss base is the median of its samples weighted by their packets: a 500-packet warm-up
+// that read low does not pull it below what thousands of packets measured.
+func TestWeightedMedian(t *testing.T) {
+	for _, tc := range []struct {
+		samples []baseSample
+		want    float64
+	}{
+		{[]baseSample{{0.010, 500}}, 0.010},
+		{[]baseSample{{0.010, 500}, {0.031, 5000}}, 0.031},
+		{[]baseSample{{0.031, 5000}, {0.010, 500}, {0.029, 4000}}, 0.031}, // 4,500 of 9,500 packets at or below 0.029
+		{[]baseSample{{0.02, 1000}, {0.04, 1000}}, 0.03},                  // the halves meet on a boundary
+		{[]baseSample{{0.05, 100}, {0.01, 100}, {0.03, 100}}, 0.03},
+		// A congestive outlier with many packets moves it by one sample at most.
+		{[]baseSample{{0.03, 4000}, {0.031, 4000}, {0.14, 9000}, {0.029, 4000}}, 0.031},
+	} {
+		s := make([]baseSample, len(tc.samples))
+		if got := weightedMedian(s, tc.samples); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("weightedMedian(%v) = %v, want %v", tc.samples, got, tc.want)
+		}
+	}
+}
+
+// CRUISE's gain rises by a step per round whose queue stayed below Q_LOW, up to its cap, falls
+// back to 1 after a round with a queue, and stays 1 where the queue may be another flow's.
+func TestCruiseGain(t *testing.T) {
+	const base = 140 * time.Millisecond
+	c := New(Config{MSS: 1500, Lanes: 4, InitialRTT: base, Seed: 1}, t0)
+	l := &loop{c: c, now: t0, rtt: base}
+	l.steps(int(20 * base / (100 * time.Microsecond)))
+	if c.mode != ProbeBW {
+		t.Fatalf("mode %v after 20 round trips, want PROBE_BW", c.mode)
+	}
+	c.queueArmed = true
+	c.enterPhase(c.ts(l.now), Cruise)
+	if c.cruiseGain != 1 {
+		t.Fatalf("entering CRUISE: gain %v, want 1", c.cruiseGain)
+	}
+	for i := 1; i <= 8; i++ {
+		c.cruiseRound(0)
+		if want := math.Min(1+float64(i)*cruiseStep, cruiseGainMax); math.Abs(c.cruiseGain-want) > 1e-9 {
+			t.Fatalf("after %d empty rounds: gain %v, want %v", i, c.cruiseGain, want)
+		}
+	}
+	bw := c.bw()
+	c.setRate()
+	if want := cruiseGainMax * bw * (1 - pacingMargin) * 8; math.Abs(c.PacingRate()-want) > 1 {
+		t.Errorf("pacing %.0f bit/s at gain %v, want %.0f", c.PacingRate(), c.cruiseGain, want)
+	}
+	c.cruiseRound(c.qLow())
+	if c.cruiseGain != 1 {
+		t.Errorf("after a round with Q_LOW of queue: gain %v, want 1", c.cruiseGain)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func()
+	}{
+		{"disarmed", func() { c.queueArmed = false }},
+		{"competing", func() { c.compete = true }},
+		{"sharing", func() { c.shared = true }},
+		{"in UP", func() { c.phase = Up }},
+	} {
+		c.queueArmed, c.compete, c.shared, c.phase = true, false, false, Cruise
+		c.cruiseRound(0)
+		tc.set()
+		c.cruiseRound(0)
+		if c.cruiseGain != 1 {
+			t.Errorf("%s: gain %v after an empty round, want 1", tc.name, c.cruiseGain)
+		}
+	}
+}

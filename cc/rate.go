@@ -35,6 +35,8 @@ func (c *Controller) setRate() {
 			}
 		case Up:
 			gain = upGain
+		case Cruise:
+			gain = max(c.cruiseGain, 1)
 		default:
 			gain = 1
 		}

@@ -55,9 +55,14 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 }
 
 // thinning is the random-loss rate that the delivery-rate samples are corrected by: RandomLoss,
-// the loss rate of the congestion-free rounds once they hold enough packets, else the baseline.
-// Improvement: the baseline is the median of a few low-rate samples, a few tenths of a per cent
-// off at 3 % loss (lab, 1 GiB copies: 2.8-3.4 % where the rounds measured 2.94-3.04 %), and every
-// tenth of a per cent it reads high puts BtlBw that much above the capacity, a queue that grows
-// while CRUISE lasts and draws a queue cut.
-func (c *Controller) thinning() float64 { return math.Min(c.RandomLoss(), baseMax) }
+// the loss rate of the congestion-free rounds once they hold enough packets, within twice the
+// loss base's standard error of the base (else the base). Improvement: the base is the median of
+// a few low-rate samples, a few tenths of a per cent off at 3 % loss (lab, 1 GiB copies: 2.8-3.4 %
+// where the rounds measured 2.94-3.04 %), and every tenth of a per cent it reads high puts BtlBw
+// that much above the capacity, a queue that grows while CRUISE lasts and draws a queue cut. The
+// bound keeps congestion losses that no verdict caught (which the rounds' rate would take in)
+// from raising BtlBw, which would overfill the queue further.
+func (c *Controller) thinning() float64 {
+	u := 2 * c.baseSigma()
+	return math.Min(math.Max(c.RandomLoss(), c.lossBase-u), math.Min(c.lossBase+u, baseMax))
+}

@@ -199,6 +199,8 @@ type Controller struct {
 	fullCnt      int
 	probeBw0     float64
 	cruiseGain   float64 // CRUISE's pacing gain: 1, raised while the link idles (see cruiseRound)
+	cruiseHeld   bool    // a round of this CRUISE had significant losses: the gain stays 1
+	cruiseOff    bool    // a round paced above 1 had significant losses: no gain for this transfer
 
 	// random-loss baseline
 	lossBase             float64
@@ -540,9 +542,13 @@ const randomLossSpan = 200_000
 // them over the baseline.
 const randomLossMin = 5_000
 
-// RandomLoss returns the random-loss rate for sizing forward error correction: the loss fraction
-// of the rounds judged free of congestion since STARTUP, once they hold randomLossMin packets,
-// and the low-rate baseline (LossBase) before that. Congestion losses never count.
+// RandomLoss returns the random-loss rate for sizing forward error correction (and, within the
+// baseline's error, for correcting the delivery-rate samples: thinning): the loss fraction of the
+// rounds since STARTUP that drew no verdict, whose losses did not cluster at a queue or stand out
+// over the baseline, and that CRUISE did not pace above the model, once they hold randomLossMin
+// packets, and the low-rate baseline (LossBase) before that. Congestion losses that stay under
+// all of these tests would count; the simulator's cells (a one-BDP buffer, one of BDP/50, CUBIC
+// sharing it) read the random rate to within a tenth of it.
 func (c *Controller) RandomLoss() float64 {
 	if c.rlN >= randomLossMin {
 		return c.rlLost / c.rlN

@@ -346,8 +346,10 @@ func TestWeightedMedian(t *testing.T) {
 		{[]baseSample{{0.031, 5000}, {0.010, 500}, {0.029, 4000}}, 0.031}, // 4,500 of 9,500 packets at or below 0.029
 		{[]baseSample{{0.02, 1000}, {0.04, 1000}}, 0.03},                  // the halves meet on a boundary
 		{[]baseSample{{0.05, 100}, {0.01, 100}, {0.03, 100}}, 0.03},
-		// A congestive outlier with many packets moves it by one sample at most.
+		// A congestive outlier with many packets counts as twice the median sample at most.
 		{[]baseSample{{0.03, 4000}, {0.031, 4000}, {0.14, 9000}, {0.029, 4000}}, 0.031},
+		{[]baseSample{{0.03, 1000}, {0.031, 1000}, {0.029, 1000}, {0.10, 50000}}, 0.031},
+		{nil, 0},
 	} {
 		s := make([]baseSample, len(tc.samples))
 		if got := weightedMedian(s, tc.samples); math.Abs(got-tc.want) > 1e-12 {
@@ -372,7 +374,7 @@ func TestCruiseGain(t *testing.T) {
 		t.Fatalf("entering CRUISE: gain %v, want 1", c.cruiseGain)
 	}
 	for i := 1; i <= 8; i++ {
-		c.cruiseRound(0)
+		c.cruiseRound(0, false, false)
 		if want := math.Min(1+float64(i)*cruiseStep, cruiseGainMax); math.Abs(c.cruiseGain-want) > 1e-9 {
 			t.Fatalf("after %d empty rounds: gain %v, want %v", i, c.cruiseGain, want)
 		}
@@ -382,10 +384,31 @@ func TestCruiseGain(t *testing.T) {
 	if want := cruiseGainMax * bw * (1 - pacingMargin) * 8; math.Abs(c.PacingRate()-want) > 1 {
 		t.Errorf("pacing %.0f bit/s at gain %v, want %.0f", c.PacingRate(), c.cruiseGain, want)
 	}
-	c.cruiseRound(c.qLow())
+	c.cruiseRound(c.qLow(), false, false)
 	if c.cruiseGain != 1 {
 		t.Errorf("after a round with Q_LOW of queue: gain %v, want 1", c.cruiseGain)
 	}
+	// A round with significant losses holds the gain at 1 for the rest of this CRUISE (a buffer
+	// shallower than Q_LOW overflows before a queue shows), until the next CRUISE.
+	c.cruiseRound(0, false, false)
+	c.cruiseRound(0, true, false)
+	c.cruiseRound(0, false, false)
+	if c.cruiseGain != 1 || !c.cruiseHeld {
+		t.Errorf("after a round with significant losses and an empty one: gain %v (held %v), want 1, held", c.cruiseGain, c.cruiseHeld)
+	}
+	c.enterPhase(c.ts(l.now), Cruise)
+	c.cruiseRound(0, false, false)
+	if c.cruiseGain <= 1 {
+		t.Errorf("in the next CRUISE, after an empty round: gain %v, want above 1", c.cruiseGain)
+	}
+	// Significant losses in a round paced above 1: no gain for the rest of the transfer.
+	c.cruiseRound(0, true, true)
+	c.enterPhase(c.ts(l.now), Cruise)
+	c.cruiseRound(0, false, false)
+	if c.cruiseGain != 1 {
+		t.Errorf("after losses in a round paced above 1, in a later CRUISE: gain %v, want 1", c.cruiseGain)
+	}
+	c.cruiseOff = false
 	for _, tc := range []struct {
 		name string
 		set  func()
@@ -396,9 +419,9 @@ func TestCruiseGain(t *testing.T) {
 		{"in UP", func() { c.phase = Up }},
 	} {
 		c.queueArmed, c.compete, c.shared, c.phase = true, false, false, Cruise
-		c.cruiseRound(0)
+		c.cruiseRound(0, false, false)
 		tc.set()
-		c.cruiseRound(0)
+		c.cruiseRound(0, false, false)
 		if c.cruiseGain != 1 {
 			t.Errorf("%s: gain %v after an empty round, want 1", tc.name, c.cruiseGain)
 		}

@@ -49,6 +49,8 @@ func (c *Controller) endRound(t int64) {
 	qh := c.qHigh()
 	verdict := -1
 	reason := "queue"
+	over := c.cruiseGain > 1 // this round was paced above the model (cruiseRound)
+	sig := false
 	if n > 0 && c.pol != Fixed {
 		base := c.lossBase
 		L := float64(r.lost) / float64(n)
@@ -60,7 +62,7 @@ func (c *Controller) endRound(t int64) {
 		// loss-at-queue cut (simulator, 3 % loss, two seeds of twelve; lab copies likewise), and
 		// one read at 1.0 % four loss-excess cuts in 0.8 s.
 		u := 2 * c.baseSigma()
-		sig := float64(r.lost) > nf*(base+u)+lossZ*math.Sqrt(nf*base*(1-base))+1
+		sig = float64(r.lost) > nf*(base+u)+lossZ*math.Sqrt(nf*base*(1-base))+1
 		excess := sig && L > base+u+c.lossExcess
 		burst := sig && r.maxRun >= runThreshold(n, base)
 		hiq := sig && r.lostAtQueue() && L > base+u+c.lossExcess/2
@@ -105,10 +107,15 @@ func (c *Controller) endRound(t int64) {
 	if verdict < 0 && c.pol != Fixed && !c.compete && c.mode == ProbeBW && inPhase && Q > qv && c.prevQ > qv {
 		verdict = congQueue
 	}
-	if verdict < 0 && n > 0 && c.mode != Startup && !r.lostAtQueue() {
+	if verdict < 0 && n > 0 && c.mode != Startup && !r.lostAtQueue() && !over && !sig {
 		// A round judged free of congestion (and whose losses did not cluster at a full queue):
 		// its losses are random ones. Summed over many rounds this measures the random-loss rate
-		// far more precisely than the low-rate baseline samples.
+		// far more precisely than the low-rate baseline samples. Not a round that CRUISE paced
+		// above the model, nor one whose losses were significant over the base without a verdict:
+		// in a buffer shallower than Q_LOW an overflow never shows as a queue and can stay under
+		// the verdicts' margin (a review's simulator run, buffer BDP/50, no random loss: this rate
+		// read 0.5 %, and FEC sent parity for it). Random losses alone are significant in about one
+		// round in a thousand.
 		c.rlN += float64(n)
 		c.rlLost += float64(r.lost)
 		if c.rlN > randomLossSpan {
@@ -141,7 +148,7 @@ func (c *Controller) endRound(t int64) {
 		}
 	}
 	c.updateWeights()
-	c.cruiseRound(Q)
+	c.cruiseRound(Q, sig, over)
 	c.advance(t, Q)
 	c.prevQ = Q
 	*r = roundAcc{qmin: math.MaxInt64}
@@ -222,22 +229,29 @@ const (
 	cruiseGainMax = 1.03
 )
 
-// cruiseRound adapts CRUISE's pacing gain to the round's queue Q (its minimum). CRUISE paces at
-// 0.99 × the bandwidth model, and with loss before the bottleneck the model is the capacity over
-// (1 − the measured loss): where the model reads a little low (a loss base a few tenths of a per
-// cent high, a max filter that caught no high sample) the queue empties and every datagram lost
-// at an empty queue leaves the link idle for its slot: in the simulator, whose delivery-rate
-// samples are exact, 98.7-99.1 % of the capacity at every loss level (99.6-99.8 % with this). On
-// the lab the max filter reads 1-7 % high from ack jitter, CRUISE mostly stands on a queue, and
-// the link's idle time did not change (docs/PERFORMANCE.md, session 22). A round whose minimum queue is
-// below Q_LOW has had the link run dry or nearly: the gain steps up, a little per round, until a
-// few milliseconds of queue stand, and falls back to 1 as soon as they do, so the queue hovers
-// near Q_LOW, far below the queue verdict's Q_HIGH. Only in CRUISE, and only where the queue is
-// known to be ours (armed, not competing, not sharing): a standing queue that belongs to another
-// flow keeps the gain at 1, as before.
-func (c *Controller) cruiseRound(Q int64) {
-	if c.mode != ProbeBW || c.phase != Cruise || c.pol == Fixed || c.compete || c.shared || !c.queueArmed {
+// cruiseRound adapts CRUISE's pacing gain to the round's queue Q (its minimum) and whether its
+// losses were significant over the loss base (sig). CRUISE paces at 0.99 × the bandwidth model,
+// and with loss before the bottleneck the model is the capacity over (1 − the measured loss):
+// where the model reads a little low (a loss base a few tenths of a per cent high, a max filter
+// that caught no high sample) the queue empties and every datagram lost at an empty queue leaves
+// the link idle for its slot: in the simulator, whose delivery-rate samples are exact, 98.7-99.1 %
+// of the capacity at every loss level (99.6-99.8 % with this). On the lab the max filter reads 1-7
+// % high from ack jitter, CRUISE mostly stands on a queue, and the link's idle time did not change
+// (docs/PERFORMANCE.md, session 22). A round whose minimum queue is below Q_LOW has had the link
+// run dry or nearly: the gain steps up, a little per round, until a few milliseconds of queue
+// stand, and falls back to 1 as soon as they do. A round with significant losses (sig) holds it
+// at 1 for the rest of CRUISE, and where that round was paced above 1 (over) for the rest of the
+// transfer: a buffer shallower than Q_LOW overflows before any queue shows (a review's simulator
+// run, buffer BDP/50: the gain sat at its cap and overflowed 2 % all the while, and a CUBIC flow
+// sharing the buffer got 0.7 Mbit/s of 100 where it had 2.0). Only in CRUISE, and only where the
+// queue is known to be ours (armed, not competing, not sharing): a standing queue that belongs to
+// another flow keeps the gain at 1, as before.
+func (c *Controller) cruiseRound(Q int64, sig, over bool) {
+	c.cruiseOff = c.cruiseOff || sig && over
+	if c.mode != ProbeBW || c.phase != Cruise || c.pol == Fixed || c.compete || c.shared || !c.queueArmed ||
+		c.cruiseOff || c.cruiseHeld || sig {
 		c.cruiseGain = 1
+		c.cruiseHeld = c.cruiseHeld || sig && c.mode == ProbeBW && c.phase == Cruise
 		return
 	}
 	if Q < c.qLow() {

@@ -168,7 +168,7 @@ func (c *Controller) enterPhase(t int64, ph Phase) {
 	c.phase, c.phaseStart, c.phaseRounds = ph, t, 0
 	c.downVerify = 0
 	if ph == Cruise {
-		c.cruiseGain = 1
+		c.cruiseGain, c.cruiseHeld = 1, false
 		c.probeWaitDur = probeWait + int64(c.rand01()*float64(probeJitter))
 	}
 }

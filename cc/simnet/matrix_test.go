@@ -105,6 +105,32 @@ func TestRandomLossSeeds(t *testing.T) {
 	}
 }
 
+// C2': a buffer shallower than Q_LOW (BDP/50, 2.8 ms at 140 ms) overflows before any queue shows:
+// CRUISE must not keep raising its gain into it, and those overflows must not count as random
+// loss (before the fix a review found: RandomLoss 0.5 % with no random loss and 3.7-3.8 % at 3 %,
+// BtlBw 1 % high, 30 loss cuts where 21 had been, and FEC parity sent on a loss-free path).
+func TestShallowerThanQLow(t *testing.T) {
+	for _, p := range []float64{0, 0.03} {
+		t.Run(fmt.Sprintf("p=%g", p), func(t *testing.T) {
+			t.Parallel()
+			C := 400 * mbit
+			dur := 25 * time.Second
+			r := run(t, Config{Rate: C, RTT: baseRTT, Buffer: bdpBytes(C, baseRTT) / 50, Loss: p, Duration: dur})
+			f := r.Final
+			t.Logf("goodput %.1f Mbit/s, random loss %.4f, BtlBw %.1f Mbit/s; %s", r.MeanGoodput(3*time.Second, dur)/mbit, f.RandomLoss, f.BtlBw/mbit, fmtStats(f))
+			if math.Abs(f.RandomLoss-p) > 0.1*p+0.0005 {
+				t.Errorf("random loss %.4f, want %.4f: overflow counted as random", f.RandomLoss, p)
+			}
+			if want := C / (1 - p); f.BtlBw > 1.005*want {
+				t.Errorf("BtlBw %.1f Mbit/s, more than 0.5 %% over %.1f", f.BtlBw/mbit, want/mbit)
+			}
+			if f.LossEvents > 24 {
+				t.Errorf("%d loss cuts, want at most 24 (21 before CRUISE's gain)", f.LossEvents)
+			}
+		})
+	}
+}
+
 // C1: capacity halves mid-transfer (with and without 2 % random loss).
 func TestCapacityHalves(t *testing.T) {
 	for _, p := range []float64{0, 0.02} {

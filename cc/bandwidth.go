@@ -38,7 +38,7 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 		rate := float64(c.delivered-p.delivered) / (float64(iv) / 1e9)
 		// Undo random thinning (§2.1.3): with loss before the bottleneck a sender at rate R
 		// delivers R(1-p), so this is the send rate that the delivered rate corresponds to.
-		cr := rate / (1 - c.thinning())
+		cr := rate / (1 - c.thin)
 		if cr > c.bwLatest {
 			c.bwLatest = cr
 		}
@@ -54,7 +54,9 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 	}
 }
 
-// thinning is the random-loss rate that the delivery-rate samples are corrected by: RandomLoss,
+// setThinning sets thin, the random-loss rate that the delivery-rate samples are corrected by
+// (once per acked packet, so it is kept rather than worked out there; its inputs change at a
+// round's end and at a baseline sample, which call this): RandomLoss,
 // the loss rate of the congestion-free rounds once they hold enough packets, within twice the
 // loss base's standard error of the base (else the base). Improvement: the base is the median of
 // a few low-rate samples, a few tenths of a per cent off at 3 % loss (lab, 1 GiB copies: 2.8-3.4 %
@@ -62,7 +64,7 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 // that much above the capacity, a queue that grows while CRUISE lasts and draws a queue cut. The
 // bound keeps congestion losses that no verdict caught (which the rounds' rate would take in)
 // from raising BtlBw, which would overfill the queue further.
-func (c *Controller) thinning() float64 {
+func (c *Controller) setThinning() {
 	u := 2 * c.baseSigma()
-	return math.Min(math.Max(c.RandomLoss(), c.lossBase-u), math.Min(c.lossBase+u, baseMax))
+	c.thin = math.Min(math.Max(c.RandomLoss(), c.lossBase-u), math.Min(c.lossBase+u, baseMax))
 }

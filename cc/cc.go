@@ -205,6 +205,7 @@ type Controller struct {
 	// random-loss baseline
 	lossBase             float64
 	rlN, rlLost          float64 // packets and losses of congestion-free rounds (RandomLoss)
+	thin                 float64 // the delivery rate's thinning correction (setThinning)
 	base                 [baseSamples]baseSample
 	nBase, baseNext      int
 	baseN                int // packets of the samples in base

@@ -38,7 +38,7 @@ func (c *Controller) shareAfterRound(t int64, standing bool) {
 		c.capBkt[0] = math.Max(c.capBkt[0], c.btlbw)
 	}
 	if capB := c.capacity(); standing && capB > 0 && c.pol == Fair && c.mode == ProbeBW && c.phase == Cruise &&
-		c.bwLatest > 0 && c.bwLatest < shareTrack*(1-c.thinning())*c.bw() {
+		c.bwLatest > 0 && c.bwLatest < shareTrack*(1-c.thin)*c.bw() {
 		// Part of what we send only lengthens a queue another flow shares (an RTT step delivers
 		// what we pace; a competitor's growth does not). Pace at what is delivered, down to half
 		// the capacity. Without this, with the delay signal disarmed by undrained DOWNs, a nearly

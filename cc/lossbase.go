@@ -70,6 +70,7 @@ func (c *Controller) maybeCommitBase(t int64) {
 	for _, b := range c.base[:c.nBase] {
 		c.baseN += b.n
 	}
+	c.setThinning()
 }
 
 // baseSample is one low-rate episode's loss rate and the packets it was measured on.

@@ -121,6 +121,7 @@ func (c *Controller) endRound(t int64) {
 		if c.rlN > randomLossSpan {
 			c.rlN, c.rlLost = c.rlN/2, c.rlLost/2
 		}
+		c.setThinning()
 	}
 	if verdict >= 0 {
 		// A full drop-tail queue loses far more than the random rate while it is full.

@@ -398,7 +398,7 @@ func (r *runner) farwing(ctx context.Context, s *Sample, args ...string) (map[st
 // summaryKeys are the fields of a copy's --json summary that a Farwing sample keeps as evidence.
 var summaryKeys = []string{"bytes", "seconds", "data_seconds", "goodput_bps", "wire_bytes", "wire_ratio", "retransmitted", "fec",
 	"parity_sent", "repair_parity", "fec_groups", "repair_groups", "fec_rebuilt", "tail_seconds", "control_copied", "datagrams_sent", "rx_dropped",
-	"cc", "probe_bps", "rtt_ms", "peer_uploaded", "bootstrap_seconds", "bootstrap_bytes", "bootstrap_sessions", "max_rss_bytes", "peer_max_rss_bytes", "cpu_seconds", "peer_cpu_seconds",
+	"cc", "probe_bps", "start_bps", "rtt_ms", "peer_uploaded", "bootstrap_seconds", "bootstrap_bytes", "bootstrap_sessions", "max_rss_bytes", "peer_max_rss_bytes", "cpu_seconds", "peer_cpu_seconds",
 	"drops", "peer_drops", "blake3", "limiter"}
 
 // copySummary reads the summary event of the JSON lines a `farwing copy --json` printed (out;

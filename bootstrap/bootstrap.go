@@ -741,6 +741,10 @@ func parseStatus(line string) (peerStatus, error) {
 // ssh, with errMuxSilent.
 func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
 	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
+	if opts := withEnvPreface(cmd, preface); opts != nil {
+		// The options go before the host (cmd.Args: ssh, the options, "--", host, command).
+		cmd.Args = slices.Insert(cmd.Args, 1, opts...)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, peerStatus{}, err

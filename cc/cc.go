@@ -194,6 +194,8 @@ type Controller struct {
 	bwLo         float64
 	initBw       float64
 	seedBw       float64 // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
+	iwBw         float64 // initBw from the initial window alone
+	resumed      bool    // initBw and seedBw are a remembered rate's (ResumeBandwidth), not yet measured
 	startupHighQ int     // consecutive RTT samples with a queue over the STARTUP exit threshold
 	fullBw       float64
 	fullCnt      int
@@ -312,6 +314,7 @@ func New(cfg Config, now time.Time) *Controller {
 	c.rttvar = c.srtt / 2
 	c.bwHi, c.bwLo = math.Inf(1), math.Inf(1)
 	c.initBw = float64(iwPkts*cfg.MSS) / cfg.InitialRTT.Seconds()
+	c.iwBw = c.initBw
 	c.rnd.qmin = math.MaxInt64
 	c.queueArmed = true
 	c.mode = Startup
@@ -329,6 +332,10 @@ func (c *Controller) SeedBandwidth(now time.Time, bps float64) {
 	if c.mode != Startup || !(bps > 0) || math.IsInf(bps, 0) {
 		return
 	}
+	if c.resumed {
+		// The first measurement replaces a remembered rate, lower or higher.
+		c.resumed, c.initBw, c.seedBw = false, c.iwBw, 0
+	}
 	// STARTUP paces at startupGain × bw: seed so that the next round paces at the estimate. A
 	// train reads the rate that reaches the receiver (after any loss on the way, and on the lab's
 	// 400 Mbit/s link 379 Mbit/s: the median window of a bursty arrival), itself under what the
@@ -340,6 +347,19 @@ func (c *Controller) SeedBandwidth(now time.Time, bps float64) {
 	}
 	c.seedBw = math.Max(c.seedBw, bps/8)
 	c.setRate()
+}
+
+// ResumeBandwidth seeds STARTUP as SeedBandwidth does, but with the rate an earlier transfer on
+// this path delivered (the client's memory of it, bits/s), before anything of this one is measured:
+// STARTUP's first round trip paces at it, and keeps at most a round trip of it in flight
+// (seedCwnd), so that the data can start before the packet train's estimate is back. That
+// estimate, when it comes (SeedBandwidth), replaces it, lower or higher.
+func (c *Controller) ResumeBandwidth(now time.Time, bps float64) {
+	if c.mode != Startup || !(bps > 0) || math.IsInf(bps, 0) || c.seedBw > 0 {
+		return
+	}
+	c.SeedBandwidth(now, bps)
+	c.resumed = true
 }
 
 func (c *Controller) rand01() float64 {

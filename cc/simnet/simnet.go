@@ -63,9 +63,13 @@ type Config struct {
 	FeedbackEvery time.Duration // default 10 ms
 	TickEvery     time.Duration // default 1 ms
 	Bin           time.Duration // time-series bin (default 100 ms)
-	// ProbeBps, if set, is handed to the controller's SeedBandwidth at the start, as a
-	// packet-train estimate of the capacity (right or wrong) would be.
+	// ProbeBps, if set, is handed to the controller's SeedBandwidth at ProbeAt (0: the start),
+	// as a packet-train estimate of the capacity (right or wrong) would be.
 	ProbeBps float64
+	ProbeAt  time.Duration
+	// ResumeBps, if set, is handed to the controller's ResumeBandwidth at the start: the rate a
+	// client remembers from an earlier transfer (right or wrong), before its probe comes back.
+	ResumeBps float64
 }
 
 // Result holds the measurements of a run.
@@ -236,12 +240,13 @@ type tcpFlow struct {
 
 // Sim is one run in progress.
 type Sim struct {
-	cfg  Config
-	base time.Time
-	now  int64
-	rng  *rand.Rand
-	c    *cc.Controller
-	res  *Result
+	cfg    Config
+	probed bool // ProbeBps handed over at ProbeAt
+	base   time.Time
+	now    int64
+	rng    *rand.Rand
+	c      *cc.Controller
+	res    *Result
 
 	rate      float64 // bytes/ns
 	busyUntil float64
@@ -310,7 +315,10 @@ func newSim(cfg Config) *Sim {
 	s := &Sim{cfg: cfg, base: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	s.c = cc.New(cfg.CC, s.base)
-	if cfg.ProbeBps > 0 {
+	if cfg.ResumeBps > 0 {
+		s.c.ResumeBandwidth(s.base, cfg.ResumeBps)
+	}
+	if cfg.ProbeBps > 0 && cfg.ProbeAt <= 0 {
 		s.c.SeedBandwidth(s.base, cfg.ProbeBps)
 	}
 	s.rate = cfg.Rate / 8 / 1e9
@@ -658,6 +666,10 @@ func (s *Sim) detectLoss() {
 }
 
 func (s *Sim) tick() {
+	if s.cfg.ProbeBps > 0 && s.cfg.ProbeAt > 0 && !s.probed && s.now >= int64(s.cfg.ProbeAt) {
+		s.probed = true
+		s.c.SeedBandwidth(s.at(s.now), s.cfg.ProbeBps)
+	}
 	s.c.Tick(s.at(s.now))
 	s.detectLoss()
 	s.unblock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -106,6 +107,7 @@ func (c *copyOptions) options() (xfer.Options, error) {
 	}
 	o.SSH = c.ssh.ssh(c.verbose, c.tun)
 	o.Tuning, o.DebugLog = c.tun, debugLog
+	o.PathMemory = pathMemory()
 	return o, nil
 }
 
@@ -315,4 +317,14 @@ func splitRemote(arg string) (host, path string, remote bool) {
 		return "", arg, false
 	}
 	return at + rest[:c], rest[c+1:], true
+}
+
+// pathMemory is where farwing copy keeps its records of paths (xfer.Options.PathMemory): this
+// user's cache, ~/.cache/farwing/paths ("" where there is none).
+func pathMemory() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "farwing", "paths")
 }

@@ -42,6 +42,14 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 		}
 		in = &skipReader{r: os.Stdin, keep: keep, drop: drop}
 	}
+	// A copy of the control channel's preface may have come with the exec request, in the
+	// environment (bootstrap.EnvPreface): read at once, then checked against standard input's.
+	if v, ok := os.LookupEnv(bootstrap.EnvPreface); ok {
+		os.Unsetenv(bootstrap.EnvPreface)
+		if pre, err := bootstrap.DecodeEnvPreface(v); err == nil {
+			in = xfer.EnvPrefaced(in, pre)
+		}
+	}
 	// The peer outlives its client only long enough to clean up: a write to the control channel
 	// after the client left must be an error it handles (removing partial files, the bench's
 	// directory), not a SIGPIPE that kills it first; sshd's SIGHUP ends it the same way.

@@ -154,3 +154,76 @@ func TestControlEarly(t *testing.T) {
 		}
 	})
 }
+
+// TestFeedbackEarly: a server's receiver may acknowledge data before the client has proven its
+// lanes (data before the proof), but only to a lane's first authentic hello's source, only where
+// that is ssh's client, and within maxEarlyFeedback bytes; everything else it sends (data: a
+// pull's sender) still waits for the proof.
+func TestFeedbackEarly(t *testing.T) {
+	ca := netip.MustParseAddr("198.18.0.1")
+	pt := bytes.Repeat([]byte{7}, 1000)
+	feedbackHeard := func(e *earlyTrainEnv, wait time.Duration) (n int) {
+		for end := time.Now().Add(wait); time.Now().Before(end); {
+			e.client.Recv(time.Now().Add(20*time.Millisecond), func(b []byte, _ netip.AddrPort) {
+				if h, _, err := e.cc.Open(b); err == nil && h.Type == wire.TypeFeedback {
+					n++
+				}
+			})
+		}
+		return n
+	}
+	for _, c := range []struct {
+		name      string
+		sshClient netip.Addr
+		hello     bool
+		want      int
+	}{
+		{"ssh client's hello", ca, true, 3},
+		{"no hello yet", ca, false, 0},
+		{"hello from another address", netip.MustParseAddr("198.18.0.9"), true, 0},
+		{"no ssh client known", netip.Addr{}, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEarlyTrainEnv(t, ca)
+			e.server.SetSSHClient(c.sshClient)
+			if c.hello {
+				e.hello(false)
+				time.Sleep(50 * time.Millisecond) // heard, unproven
+			}
+			sent := 0
+			for range 3 {
+				if e.server.SendOne(0, wire.TypeFeedback, pt) == nil {
+					sent++
+				}
+			}
+			if sent != c.want {
+				t.Errorf("%d feedback datagrams sent, want %d", sent, c.want)
+			}
+			if got := feedbackHeard(e, 200*time.Millisecond); got != c.want {
+				t.Errorf("the client heard %d feedback datagrams, want %d", got, c.want)
+			}
+			if e.server.SendOne(0, wire.TypeData, pt) == nil {
+				t.Errorf("a data datagram went to an unproven lane")
+			}
+			if e.server.proven[0].Load() {
+				t.Errorf("a cookie-less hello proved the lane")
+			}
+		})
+	}
+	t.Run("budget", func(t *testing.T) {
+		e := newEarlyTrainEnv(t, ca)
+		e.server.SetSSHClient(ca)
+		e.hello(false)
+		time.Sleep(50 * time.Millisecond)
+		sent := 0
+		for range 2 * maxEarlyFeedback / len(pt) {
+			if e.server.SendOne(0, wire.TypeFeedback, pt) == nil {
+				sent++
+			}
+		}
+		pkt := wire.HeaderLen + len(pt) + wire.TagLen
+		if want := maxEarlyFeedback / pkt; sent != want {
+			t.Errorf("%d feedback datagrams of %d bytes went to an unproven address, want %d", sent, pkt, want)
+		}
+	})
+}

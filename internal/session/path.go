@@ -98,15 +98,18 @@ type Path struct {
 	cancel context.CancelFunc
 	closed atomic.Bool
 
-	sendMu       [Lanes]sync.Mutex
-	train        trainRx
-	trainBps     atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
-	trainGot     atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
-	trainOnHello atomic.Bool
-	trainSent    atomic.Bool
-	sshClient    atomic.Pointer[netip.Addr]            // SetSSHClient's address: its hellos need no cookie for the train and early copies
-	helloFrom    [Lanes]atomic.Pointer[netip.AddrPort] // each lane's first authentic hello's source, proven or not
-	stampsOff    sync.Once                             // kernel receive timestamps (for the train) switched off
+	sendMu        [Lanes]sync.Mutex
+	train         trainRx
+	trainBps      atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
+	trainGot      atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
+	trainOnHello  atomic.Bool
+	trainSent     atomic.Bool
+	sshClient     atomic.Pointer[netip.Addr]            // SetSSHClient's address: its hellos need no cookie for the train and early copies
+	helloFrom     [Lanes]atomic.Pointer[netip.AddrPort] // each lane's first authentic hello's source, proven or not
+	earlyFB       [Lanes]atomic.Int64                   // feedback bytes each lane sent to an unproven address (SendOne)
+	dataEarly     chan struct{}                         // closed when the first data datagram is held before the engine (WaitProvenOrData)
+	dataEarlyOnce sync.Once
+	stampsOff     sync.Once // kernel receive timestamps (for the train) switched off
 }
 
 type handlerBox struct {
@@ -173,7 +176,7 @@ func ListenUDP(bind string, opt lane.Options) ([Lanes]lane.PacketConn, error) {
 // NewPath starts a path on four lanes (real UDP sockets, or lanetest's in-memory ones), which it
 // owns from now on: Close closes them.
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
-	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret(), acked: make(chan struct{}, 1)}
+	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret(), acked: make(chan struct{}, 1), dataEarly: make(chan struct{})}
 	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
 	fec.Warm()                           // the Leopard tables and the coder of whole blocks: under 1 ms, 100 KiB, once
 	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
@@ -240,6 +243,9 @@ func (p *Path) holdEarly(rx *laneRx, h wire.Header, pt []byte, now time.Time) {
 	rx.earlyBytes += len(pt)
 	rx.holding.Store(true)
 	p.EarlyHeld.Add(1)
+	if h.Type == wire.TypeData {
+		p.dataEarlyOnce.Do(func() { close(p.dataEarly) })
+	}
 }
 
 // Holding reports whether a lane still holds datagrams that came before the engine was attached
@@ -344,11 +350,36 @@ func (p *Path) sendTo(i int, dst netip.AddrPort, pkts [][]byte) error {
 	return p.conns[i].Send(dst, pkts)
 }
 
-// SendOne seals pt as a datagram of type t and sends it on lane i.
+// SendOne seals pt as a datagram of type t and sends it on lane i. A server's feedback may go
+// to a lane not yet proven (earlyFeedback).
 func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
 	buf := make([]byte, 0, wire.HeaderLen+len(pt)+wire.TagLen)
 	pkt := p.Seal(buf, t, i, p.NextSeq(i), pt)
+	if p.server && t == wire.TypeFeedback && !p.proven[i].Load() {
+		return p.sendFeedbackEarly(i, pkt)
+	}
 	return p.Send(i, [][]byte{pkt})
+}
+
+// A client that remembers its path sends data as soon as the server has answered over ssh, a
+// round trip before the cookie's proves its lanes' addresses (docs/PROTOCOL.md, "Data before the
+// proof"); the server's receiver answers it at once. Until a lane is proven, its feedback goes
+// only where its first authentic hello came from, only where that is ssh's client (the rule of
+// the early train and control copies), and at most maxEarlyFeedback bytes of it in all: a
+// replayed hello can aim acknowledgements, a fraction of the data they answer, only at the ssh
+// client's own address, and only for as long as the client takes to prove the lane (a round trip).
+const maxEarlyFeedback = 256 << 10
+
+// sendFeedbackEarly (server) sends feedback datagram pkt on unproven lane i (SendOne).
+func (p *Path) sendFeedbackEarly(i int, pkt []byte) error {
+	h := p.helloFrom[i].Load()
+	if h == nil || !p.fromSSHClient(*h) {
+		return fmt.Errorf("lane %d has no proven peer address yet", i)
+	}
+	if p.earlyFB[i].Add(int64(len(pkt))) > maxEarlyFeedback {
+		return fmt.Errorf("lane %d spent its feedback before its address was proven", i)
+	}
+	return p.sendTo(i, *h, [][]byte{pkt})
 }
 
 // Heard is when the last fresh authenticated datagram arrived from the peer (the path's opening
@@ -678,6 +709,18 @@ func (p *Path) confirm(deadline time.Time) {
 
 // WaitPeers (server side) waits until the client's address is proven on every lane (hello.go).
 func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
+	return p.waitPeers(ctx, timeout, nil)
+}
+
+// WaitProvenOrData (server side) is WaitPeers that also ends when the client's first data
+// datagram has come before that (data before the proof): a client sends data early only with the
+// session's standard chunks, while a client that proposes jumbo chunks waits for the handshake,
+// which agrees on them before the receiver, which sizes its memory by them, is made.
+func (p *Path) WaitProvenOrData(ctx context.Context, timeout time.Duration) error {
+	return p.waitPeers(ctx, timeout, p.dataEarly)
+}
+
+func (p *Path) waitPeers(ctx context.Context, timeout time.Duration, data <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n := 0
@@ -695,6 +738,8 @@ func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-data:
+			return nil
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -24,6 +24,9 @@ type SenderConfig struct {
 	Policy     cc.Policy     // how the rate controller treats congestion signals
 	Window     int           // receiver window in blocks (agreed over the control channel)
 	InitialRTT time.Duration // from the handshake; 0 = 500 ms
+	// ResumeBps, if above 0, is the rate (bits/s) an earlier transfer on this path delivered:
+	// the sender starts at it until the packet train's estimate comes (cc.ResumeBandwidth).
+	ResumeBps float64
 	// Idle is how long the sender waits without any feedback before it gives up.
 	Idle time.Duration
 	// Stall is how long it waits without progress (a datagram newly acknowledged, the receiver's
@@ -407,6 +410,9 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 		MSS: s.dgram + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: s.cfg.InitialRTT}, s.start)
 	if s.loss == nil {
 		s.loss = s.cc
+	}
+	if s.cfg.ResumeBps > 0 {
+		s.cc.ResumeBandwidth(s.start, s.cfg.ResumeBps)
 	}
 	s.pacer.SetRate(s.cc.PacingRate())
 	s.path.SetHandler(s)

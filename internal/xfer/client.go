@@ -52,6 +52,10 @@ type Options struct {
 	Log func(format string, args ...any)
 	// Tuning is the environment's switches, read once by cmd/farwing (tuning.FromEnv).
 	Tuning tuning.Settings
+	// PathMemory is the directory where a push keeps each host's sustained rate and round trip,
+	// and from which the next push to it starts its data before the UDP handshake answers
+	// (pathmem.go; "": none).
+	PathMemory string
 	// DebugLog is where the engines print their state when Tuning.Debug is on (FARWING_DEBUG; a
 	// line per call, without its newline; nil: nowhere). The remote peer is asked to print its
 	// own (on its standard error) in the hello.
@@ -214,6 +218,7 @@ type Result struct {
 	RateBps       float64            `json:"rate_bps"`
 	CC            *RateStats         `json:"cc,omitempty"`
 	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
+	StartBps      float64            `json:"start_bps,omitempty"` // the rate data started at before the handshake: the last push to this host's (push, path memory)
 	MaxRSS        int64              `json:"max_rss_bytes"`       // this process's peak resident memory
 	PeerMaxRSS    int64              `json:"peer_max_rss_bytes"`  // the remote peer's, as it reported it
 	CPUSeconds    float64            `json:"cpu_seconds"`         // this process's user and system CPU time
@@ -331,6 +336,10 @@ type conn struct {
 	// early is the lanes being opened while the peer starts (bindEarly), for openPath; whoever
 	// takes them (takeEarly) owns them.
 	early atomic.Pointer[chan earlyLanes]
+	// handshake is the UDP handshake openPath prepared (its lanes' round trip), and jumbo says
+	// it proposes jumbo chunks.
+	handshake func(context.Context) (time.Duration, error)
+	jumbo     bool
 }
 
 // takeEarly returns the lanes bindEarly opened, once; nil when there are none (left).
@@ -572,7 +581,8 @@ func closeWhenOpened(ch chan earlyLanes) {
 
 // openPath opens the local lanes (or takes those bindEarly opened) and performs the UDP
 // handshake with the server's ports.
-func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe bool) error {
+// With lazy, it returns before the handshake, which c.handshake then performs.
+func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg, crypto *wire.Crypto, probe, lazy bool) error {
 	var e earlyLanes
 	name := c.info.HostName
 	if ch := c.takeEarly(); ch != nil {
@@ -602,7 +612,8 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	path := session.NewPath(conns, crypto, false)
 	path.SetDebugLog(o.debugLog())
 	c.path = path
-	if o.Tuning.Jumbo(addr, o.FEC) {
+	c.jumbo = o.Tuning.Jumbo(addr, o.FEC)
+	if c.jumbo {
 		path.ProposeJumbo()
 	}
 	var dst []netip.AddrPort
@@ -612,14 +623,77 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	if c.copy {
 		c.copyControl(path, dst)
 	}
-	rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
+	if lazy {
+		// Data may go before the handshake does (handshakeBeside), to these ports.
+		for i, a := range dst {
+			path.SetPeer(i, a)
+		}
+	}
+	c.handshake = func(ctx context.Context) (time.Duration, error) {
+		rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
+		if err == nil {
+			o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
+		}
+		return rtt, err
+	}
+	if lazy {
+		return nil
+	}
+	rtt, err := c.handshake(ctx)
 	if err != nil {
 		return err
 	}
 	c.rtt = rtt
-	o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 	return nil
 }
+
+// besideHandshake is a UDP handshake running beside the data (handshakeBeside).
+type besideHandshake struct {
+	rate   float64 // the remembered rate the data starts at, bits/s
+	cancel context.CancelFunc
+	done   chan struct{}
+	rtt    time.Duration
+	err    error
+}
+
+// handshakeBeside starts the handshake openPath prepared in the background, where resume says a
+// remembered path lets data go first, and sets c.rtt to the remembered round trip; a failed
+// handshake ends the session with its error. It returns nil where data must wait for the handshake
+// (no record; jumbo chunks, whose size the handshake agrees on).
+func (c *conn) handshakeBeside(ctx context.Context, o *Options, host string, rec pathRecord, resume bool) *besideHandshake {
+	if !resume || c.jumbo || c.handshake == nil {
+		return nil
+	}
+	rate := rec.RateBps
+	if o.Rate > 0 {
+		rate = min(rate, o.Rate)
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	h := &besideHandshake{rate: rate, cancel: cancel, done: make(chan struct{})}
+	c.rtt = time.Duration(rec.MinRTTus) * time.Microsecond
+	go func() {
+		defer close(h.done)
+		h.rtt, h.err = c.handshake(hctx)
+		if h.err != nil && hctx.Err() == nil {
+			c.cancel(h.err)
+		}
+	}()
+	o.logf("data starts before the UDP handshake's answer, at %.0f Mbit/s and a round trip of %s: %s's last push sustained them %s ago",
+		rate/1e6, c.rtt.Round(100*time.Microsecond), host, time.Since(time.Unix(rec.At, 0)).Round(time.Second))
+	return h
+}
+
+// wait returns the handshake's round trip, or its error where it failed on its own (no UDP got
+// through); one still under way once the data is done is ended (0, nil).
+func (h *besideHandshake) wait() (time.Duration, error) {
+	h.stop()
+	if errors.Is(h.err, context.Canceled) {
+		return 0, nil
+	}
+	return h.rtt, h.err
+}
+
+func (h *besideHandshake) stop() { h.cancel(); <-h.done }
 
 // copyControl starts the copies of this end's control messages on the lanes to dst, before the
 // handshake's first hellos (docs/PROTOCOL.md, "Control (7)"): the preface's now, those sent from
@@ -705,10 +779,30 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	defer func() { c.close(closeGrace) }()
 	ctx = c.ctx
 	c.copy = true
-	mem := prepareSender(o.window(c.info.Took/2, window))
-	if err := c.openPath(ctx, &o, host, ready, c.crypto, true); err != nil {
+	// A path remembered from an earlier push takes data before the UDP handshake has answered
+	// (pathmem.go); the handshake goes on beside it.
+	rec, resume := recallPath(o.PathMemory, host, c.info.HostName, time.Now(), c.info.Took)
+	rttGuess := c.info.Took / 2
+	if resume {
+		rttGuess = time.Duration(rec.MinRTTus) * time.Microsecond
+	}
+	mem := prepareSender(o.window(rttGuess, window))
+	if err := c.openPath(ctx, &o, host, ready, c.crypto, true, resume); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
+	}
+	hs := c.handshakeBeside(ctx, &o, host, rec, resume)
+	if hs == nil && c.rtt == 0 {
+		// Not resumed after all: the handshake first.
+		rtt, err := c.handshake(ctx)
+		if err != nil {
+			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			return nil, err
+		}
+		c.rtt = rtt
+	}
+	if hs != nil {
+		defer hs.stop()
 	}
 	// The receiver says which files it already has (sent as soon as it has looked, so it is here
 	// by now or soon); they leave the plan. Its word is taken only for files of this list.
@@ -738,8 +832,20 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	o.tellSkipped(plan)
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)
-	side, err := runSend(ctx, c.ctl, c.path, o.Tuning, plan, sources.Open(), session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate,
-		Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC, Memory: mem()}, o.Window == 0, o.Progress, o.File)
+	cfg := session.SenderConfig{Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy, Window: window, InitialRTT: c.rtt, FEC: o.FEC, Memory: mem()}
+	if hs != nil {
+		cfg.ResumeBps = hs.rate
+		res.StartBps = hs.rate
+	}
+	side, err := runSend(ctx, c.ctl, c.path, o.Tuning, plan, sources.Open(), cfg, o.Window == 0, o.Progress, o.File)
+	if hs != nil {
+		// The handshake's own error (no UDP gets through) says more than the session's end.
+		if rtt, herr := hs.wait(); herr != nil && err != nil {
+			err = herr
+		} else if herr == nil && rtt > 0 {
+			c.rtt = rtt
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -764,6 +870,12 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		peerCores = ps.Cores
 	}
 	res.setLimiter(true, side.sender.WindowFull.Seconds(), side.sender.SourceWait.Seconds(), peerCores)
+	if side.sender.CC.MinRTT > 0 && res.DataSeconds >= pathMemoryData.Seconds() && res.WireBytes > 0 {
+		if err := rememberPath(o.PathMemory, host, c.info.HostName, pathRecord{At: time.Now().Unix(),
+			RateBps: float64(res.WireBytes) * 8 / res.DataSeconds, MinRTTus: side.sender.CC.MinRTT.Microseconds()}); err != nil {
+			o.logf("cannot keep this path's rate for the next copy: %v", err)
+		}
+	}
 	return res, nil
 }
 
@@ -781,7 +893,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	hsCtx, hsCancel := context.WithCancel(ctx)
 	hs := make(chan error, 1)
 	c.copy = true
-	go func() { hs <- c.openPath(hsCtx, &o, host, ready, c.crypto, false) }()
+	go func() { hs <- c.openPath(hsCtx, &o, host, ready, c.crypto, false, false) }()
 	defer func() {
 		hsCancel()
 		<-hs // c.path is set by then, so close sees it

@@ -25,7 +25,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 15
+const Proto = 16
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {

@@ -147,7 +147,7 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 
 	// UDP: the handshake as a copy makes it, with this end's train; the peer sends its own once a
 	// lane is proven.
-	herr := c.openPath(ctx, &o, host, ready, c.crypto, true)
+	herr := c.openPath(ctx, &o, host, ready, c.crypto, true, false)
 	if addr, aerr := serverAddr(ctx, host, c.info.HostName, ready.Addr); aerr == nil {
 		rep.Addr = addr.String()
 		rep.Local = hostinfo.Gather(addr, []string{"ssh", "-V"}, Version)

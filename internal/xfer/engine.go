@@ -469,9 +469,11 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
 	// What this end says from now on (the confirmations, done, an error) travels on the lanes as
-	// well as on the control channel: the sender waits for it at the end of the copy.
-	path.EndControlEarly()
-	ctl.Mirror(path.SendControl)
+	// well as on the control channel: the sender waits for it at the end of the copy. A server's
+	// receiver may start before the client has proven its lanes (data before the proof,
+	// session.Path.SendOne), so its copies follow SendControlEarly's rule, which is SendControl's
+	// once a lane is proven; its messages before the data phase stay kept for lanes heard later.
+	ctl.Mirror(path.SendControlEarly)
 	defer ctl.Mirror(nil)
 	dg := newDigests()
 	bye := make(chan Msg, 1)

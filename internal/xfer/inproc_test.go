@@ -99,6 +99,11 @@ type env struct {
 	checkpoint int64
 	// hostName is the address ssh would go to, as ssh -G says (PeerInfo.HostName; "": none).
 	hostName string
+	// took is the peer's start as PeerInfo.Took reports it (ssh's start to the peer's word).
+	took time.Duration
+	// envPreface: the peer also finds the preface in its environment (bootstrap.EnvPreface),
+	// as cmd/farwing's serve hands it to Serve (EnvPrefaced).
+	envPreface bool
 
 	mu     sync.Mutex
 	serves []*pipeRemote
@@ -155,8 +160,12 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 			return nil, err
 		}
 	}
-	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{}), hostName: e.hostName}
+	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{}), hostName: e.hostName, took: e.took}
 	r.in.Write(preface)
+	var in io.Reader = r.in
+	if e.envPreface {
+		in = EnvPrefaced(in, bytes.Clone(preface))
+	}
 	sshConn := e.sshConn
 	if sshConn == "" {
 		sshConn = fmt.Sprintf("%s 50000 %s 22", clientHost, serverHost)
@@ -169,7 +178,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 	e.serves = append(e.serves, r)
 	e.mu.Unlock()
 	go func() {
-		r.err = e.serve(context.Background(), r.in, r.out, args[1], so)
+		r.err = e.serve(context.Background(), in, r.out, args[1], so)
 		r.out.Close()
 		close(r.done)
 	}()
@@ -182,11 +191,12 @@ type pipeRemote struct {
 	done     chan struct{}
 	err      error // Serve's, once done is closed
 	hostName string
+	took     time.Duration
 }
 
 func (r *pipeRemote) Control() (io.Reader, io.WriteCloser) { return r.out, r.in }
 func (r *pipeRemote) Info() PeerInfo {
-	return PeerInfo{Path: "in-process", RemoteOS: "test", HostName: r.hostName}
+	return PeerInfo{Path: "in-process", RemoteOS: "test", HostName: r.hostName, Took: r.took}
 }
 func (r *pipeRemote) Close(time.Duration) { r.in.Close() }
 func (r *pipeRemote) Ended(err error) error {

@@ -405,7 +405,7 @@ func hostilePush(t *testing.T, e *env, dest string, files []fcopy.File, data map
 		return err
 	}
 	defer c.close(0)
-	if err := c.openPath(c.ctx, &o, "host", ready, c.crypto, false); err != nil {
+	if err := c.openPath(c.ctx, &o, "host", ready, c.crypto, false, false); err != nil {
 		return err
 	}
 	// The server says what it already has (protocol 9); the hostile client takes its word.

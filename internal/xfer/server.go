@@ -190,11 +190,24 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 		}
 		window := tuning.ClampWindow(hello.Window)
-		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
+		// The receiver starts once the client has proven its lanes, or as soon as its data comes
+		// before that: a client that remembers its path sends data a round trip before its proof
+		// (docs/PROTOCOL.md, "Data before the proof"). The lanes must still be proven in time.
+		if err := path.WaitProvenOrData(ctx, 15*time.Second); err != nil {
 			return fail(err)
 		}
-		_, err = runRecv(ctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
+		rctx, rcancel := context.WithCancelCause(ctx)
+		defer rcancel(nil)
+		go func() {
+			if err := path.WaitPeers(rctx, 15*time.Second); err != nil && rctx.Err() == nil {
+				rcancel(err)
+			}
+		}()
+		_, err = runRecv(rctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
 			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
+		if cause := context.Cause(rctx); err != nil && errors.Is(cause, session.ErrNoUDP) {
+			return fail(cause)
+		}
 		return err
 	case "send":
 		var paths []string

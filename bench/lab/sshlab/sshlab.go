@@ -156,6 +156,7 @@ UseDNS no
 MaxStartups 100
 MaxSessions 100
 Subsystem sftp internal-sftp
+AcceptEnv LANG LC_*
 `, l.AddrB, hostKey, filepath.Join(keys, "sshd.pid"), authKeys, s.User)
 	if err := os.WriteFile(sshdConfig, []byte(conf), 0o600); err != nil {
 		return nil, err

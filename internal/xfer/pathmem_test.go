@@ -1,0 +1,212 @@
+package xfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// TestPathRecord: a remembered path is used only when it is recent, plausible and agrees with
+// this session's ssh start; anything else (no file, another host, garbage) starts as a first copy.
+func TestPathRecord(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	good := pathRecord{At: now.Add(-time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}
+	if err := rememberPath(dir, "h", "198.18.0.2", good); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(pathFile(dir, "h", "198.18.0.2")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("record: %v %v", fi, err)
+	}
+	if r, ok := recallPath(dir, "h", "198.18.0.2", now, 300*time.Millisecond); !ok || r != good {
+		t.Fatalf("recall: %+v %v, want %+v", r, ok, good)
+	}
+	for _, c := range []struct {
+		name     string
+		host, hn string
+		took     time.Duration
+		rec      *pathRecord
+		raw      string
+	}{
+		{name: "another host", host: "g", hn: "198.18.0.2", took: time.Second},
+		{name: "another address for the host", host: "h", hn: "198.18.0.3", took: time.Second},
+		{name: "ssh started faster than the round trip allows", host: "h", hn: "198.18.0.2", took: 200 * time.Millisecond},
+		{name: "a day old", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Add(-25 * time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}},
+		{name: "from the future", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Add(time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}},
+		{name: "no rate", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Unix(), MinRTTus: 140_000}},
+		{name: "rate beyond reason", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Unix(), RateBps: 1e12, MinRTTus: 140_000}},
+		{name: "no round trip", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Unix(), RateBps: 390e6}},
+		{name: "garbage", host: "h", hn: "198.18.0.2", took: time.Second, raw: "{not json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := dir
+			if c.rec != nil || c.raw != "" {
+				d = t.TempDir()
+				if c.rec != nil {
+					if err := rememberPath(d, c.host, c.hn, *c.rec); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.WriteFile(pathFile(d, c.host, c.hn), []byte(c.raw), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r, ok := recallPath(d, c.host, c.hn, now, c.took); ok {
+				t.Errorf("recalled %+v", r)
+			}
+		})
+	}
+	if _, ok := recallPath("", "h", "198.18.0.2", now, time.Second); ok {
+		t.Errorf("recalled with no directory")
+	}
+}
+
+// ackHold drops the server's hello answers for its first hold, and counts the client's data
+// datagrams sent before the first answer goes through.
+type ackHold struct {
+	mu         sync.Mutex
+	start      time.Time
+	hold       time.Duration
+	firstData  time.Duration // after start (0: none)
+	dataBefore int           // data datagrams sent before an answer went through
+	answered   bool
+}
+
+func (a *ackHold) drop(from, to netip.AddrPort, b []byte) bool {
+	h, err := wire.ParseHeader(b)
+	if err != nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case h.Type == wire.TypeData && from.Addr() == clientHost:
+		if a.firstData == 0 {
+			a.firstData = time.Since(a.start)
+		}
+		if !a.answered {
+			a.dataBefore++
+		}
+	case h.Type == wire.TypeHelloAck && from.Addr() == serverHost:
+		if time.Since(a.start) < a.hold {
+			return true
+		}
+		a.answered = true
+	}
+	return false
+}
+
+// TestInProcessPathMemory: a push whose data phase lasted over pathMemoryData keeps the path's
+// rate and round trip; the next push to that host starts at the remembered rate (Result.StartBps)
+// and sends its data without waiting for the UDP handshake: with the server's hello answers held
+// back for 400 ms (40 round trips), its first data goes out at once and most of the file is sent
+// and acknowledged before any answer gets through (the server's receiver takes the data before
+// the client's lanes are proven, and answers it). Both deliver the same bytes at 1 % loss, with
+// the peer finding its preface in the environment as well.
+func TestInProcessPathMemory(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 5 * time.Millisecond, Rate: 30e6}, 3)
+	e.hostName, e.took, e.envPreface = serverHost.String(), 40*time.Millisecond, true
+	src := t.TempDir()
+	sums := tree(t, src, map[string]int{"f": 5 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := e.options()
+	o.PathMemory = t.TempDir()
+	first := t.TempDir()
+	res, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", first)
+	if err != nil {
+		t.Fatalf("first push: %v", err)
+	}
+	sameTree(t, first, sums)
+	if res.StartBps != 0 {
+		t.Fatalf("a first push started at %.0f bit/s", res.StartBps)
+	}
+	rec, ok := recallPath(o.PathMemory, "host", serverHost.String(), time.Now(), e.took)
+	if !ok || rec.RateBps > 33e6 || rec.RateBps < 3e6 || rec.MinRTTus < 10_000 {
+		t.Fatalf("the first push (data %.2f s, %d wire bytes) left the record %+v (usable %v)", res.DataSeconds, res.WireBytes, rec, ok)
+	}
+
+	a := &ackHold{start: time.Now(), hold: 400 * time.Millisecond}
+	e2 := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 5 * time.Millisecond, Rate: 100e6, Drop: a.drop}, 4)
+	e2.hostName, e2.took, e2.envPreface = e.hostName, e.took, true
+	o2 := e2.options()
+	o2.PathMemory = o.PathMemory
+	second := t.TempDir()
+	res, err = Push(ctx, o2, []string{filepath.Join(src, "f")}, "host", second)
+	if err != nil {
+		t.Fatalf("second push: %v", err)
+	}
+	sameTree(t, second, sums)
+	if res.StartBps != rec.RateBps {
+		t.Errorf("the second push started at %.0f bit/s, the record says %.0f", res.StartBps, rec.RateBps)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.firstData == 0 || a.firstData > 200*time.Millisecond || a.dataBefore < (5<<20)/wire.ChunkSize/2 {
+		t.Errorf("the second push sent its first data after %s, and %d data datagrams before a hello answer got through", a.firstData, a.dataBefore)
+	}
+}
+
+// TestInProcessPathMemoryNoUDP: a remembered path whose UDP no longer gets through fails as a
+// first push does, with the handshake's own error (exit 5), though the data went first.
+func TestInProcessPathMemoryNoUDP(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
+	e.hostName, e.took = serverHost.String(), 40*time.Millisecond
+	o := e.options()
+	o.PathMemory = t.TempDir()
+	if err := rememberPath(o.PathMemory, "host", serverHost.String(), pathRecord{At: time.Now().Unix(), RateBps: 50e6, MinRTTus: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	tree(t, src, map[string]int{"f": 100000})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP {
+		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
+	}
+}
+
+// TestEnvPrefaced: the peer's control channel reads the environment's copy of the preface at once;
+// standard input must then begin with the same bytes, which are dropped, whatever the reads' sizes;
+// anything else ends it (ErrPrefaceMismatch), as does its end inside the preface.
+func TestEnvPrefaced(t *testing.T) {
+	pre := []byte("{\"t\":\"hello\"}\n{\"t\":\"list\"}\n")
+	rest := []byte("{\"t\":\"more\"}\n")
+	for _, c := range []struct {
+		name  string
+		stdin []byte
+		want  []byte
+		err   error
+	}{
+		{"same", append(bytes.Clone(pre), rest...), append(bytes.Clone(pre), rest...), nil},
+		{"same, nothing after", bytes.Clone(pre), pre, nil},
+		{"differs", append([]byte("{\"t\":\"hellO\"}\n{\"t\":\"list\"}\n"), rest...), pre, ErrPrefaceMismatch},
+		{"differs in its last byte", append(append(bytes.Clone(pre[:len(pre)-1]), 'x'), rest...), pre, ErrPrefaceMismatch},
+		{"ends inside it", pre[:10], pre, io.ErrUnexpectedEOF},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, in := range []io.Reader{bytes.NewReader(c.stdin), iotest.OneByteReader(bytes.NewReader(c.stdin))} {
+				got, err := io.ReadAll(EnvPrefaced(in, pre))
+				if !errors.Is(err, c.err) || !bytes.Equal(got, c.want) {
+					t.Errorf("read %q, %v; want %q, %v", got, err, c.want, c.err)
+				}
+			}
+		})
+	}
+	if !strings.Contains(ErrPrefaceMismatch.Error(), "LC_FARWING_PREFACE") {
+		t.Errorf("the error does not name the variable: %v", ErrPrefaceMismatch)
+	}
+}

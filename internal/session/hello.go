@@ -72,10 +72,14 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 		train = train || p.fromSSHClient(from)
 	}
 	train = train && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true)
+	p.chunkMu.Lock()
 	chunk := acceptChunk(pt, from)
-	if p.proven[i].Load() {
+	if p.chunkFixed {
+		chunk = p.ChunkSize() // the receiver runs with it (FixChunk)
+	} else if p.proven[i].Load() {
 		p.chunk.Store(int32(chunk)) // only the proven client's hellos decide the session's chunks
 	}
+	p.chunkMu.Unlock()
 	var ack [helloLen]byte
 	copy(ack[:8], pt)
 	binary.BigEndian.PutUint16(ack[8:], uint16(chunk))

@@ -75,6 +75,8 @@ type Path struct {
 	// wire.JumboChunkSize in its hellos (ProposeJumbo), the server accepts it in its answers when
 	// it sees the client on a loopback address too.
 	chunk        atomic.Int32
+	chunkMu      sync.Mutex // a hello's agreement and FixChunk
+	chunkFixed   bool       // FixChunk was called: hellos no longer change chunk
 	proposeJumbo atomic.Bool
 
 	heard atomic.Int64 // when the last authenticated datagram arrived (UnixNano; 0: none yet)
@@ -601,6 +603,16 @@ func (p *Path) ProposeJumbo() { p.proposeJumbo.Store(true) }
 
 // ChunkSize is the session's file bytes per data datagram, as agreed by the handshake: the client
 // knows it when Handshake returns, the server when WaitPeers does.
+// FixChunk (server) fixes the session's chunk size at what it is now and returns it: a receiver
+// made before the client's lanes are proven (data before the proof) sizes its memory by it, and
+// a later hello's proposal of jumbo chunks is answered with this size instead.
+func (p *Path) FixChunk() int {
+	p.chunkMu.Lock()
+	defer p.chunkMu.Unlock()
+	p.chunkFixed = true
+	return p.ChunkSize()
+}
+
 func (p *Path) ChunkSize() int {
 	if c := int(p.chunk.Load()); c != 0 {
 		return c

@@ -213,7 +213,7 @@ func (r *Receiver) Progress() *Progress {
 // NewReceiver prepares a receiver that accepts blocks up to window ahead of the writer.
 func NewReceiver(p *Path, plan *fcopy.Plan, w *fcopy.Writer, window int) *Receiver {
 	slots := window * fcopy.WindowSlots
-	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), slots: uint32(slots), chunk: p.ChunkSize(), fbEvery: FeedbackInterval,
+	r := &Receiver{path: p, plan: plan, w: w, window: uint32(window), slots: uint32(slots), chunk: p.FixChunk(), fbEvery: FeedbackInterval,
 		ring: make([]atomic.Pointer[rxBlock], slots), toWrite: make(chan *rxBlock, slots+1),
 		verify: make(chan *rxBlock, slots+1)}
 	r.end.Store(plan.WindowEnd(0, r.window))

@@ -376,6 +376,24 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		return nil, Msg{}, err
 	}
 	clientPub := kex.PublicKey()
+	// A copy's lanes are opened while ssh starts (tens of milliseconds of system calls that would
+	// otherwise sit between the peer's ready and the first data): IPv4 ones, the likely family,
+	// which bindEarly takes or closes once it knows the address.
+	var v4 chan earlyLanes
+	if hello.Role == "recv" || hello.Role == "send" {
+		ch := make(chan earlyLanes, 1)
+		v4 = ch
+		go func() {
+			var e earlyLanes
+			e.conns, e.err = o.laneOpener()(bindFor(netip.IPv4Unspecified()))
+			ch <- e
+		}()
+		defer func() {
+			if v4 != nil { // not handed to bindEarly
+				closeWhenOpened(v4)
+			}
+		}()
+	}
 	// A push's file list follows the hello in chunks (list.go), checked by the peer as it
 	// arrives. A short list goes in the preface, right after the hello: the peer then looks at
 	// its destination and answers "have" as it starts, a round trip before the lanes are open,
@@ -442,7 +460,8 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.ctl.Start(c.cancel)
 	if hello.Role == "recv" || hello.Role == "send" {
-		ch := c.bindEarly(c.ctx, o, host)
+		ch := c.bindEarly(c.ctx, o, host, v4)
+		v4 = nil
 		c.early.Store(&ch)
 	}
 	// The peer sends ready first thing, once ssh has started it (an upload is already done).
@@ -534,15 +553,23 @@ func checkReady(m Msg, ports session.PortRange) error {
 	return nil
 }
 
-// bindEarly opens the lanes for the address ssh goes to (c.info.HostName) in the background,
-// while the peer's ready is read and the session key derived: openPath takes them. Where that
-// name gives no address, openPath finds one as before.
-func (c *conn) bindEarly(ctx context.Context, o *Options, host string) chan earlyLanes {
+// bindEarly finds the address ssh goes to (c.info.HostName) and the lanes for it in the
+// background, while the peer's ready is read and the session key derived: openPath takes them.
+// For an IPv4 address they are v4's, opened while ssh started (start), which it closes otherwise.
+// Where that name gives no address, openPath finds one as before.
+func (c *conn) bindEarly(ctx context.Context, o *Options, host string, v4 chan earlyLanes) chan earlyLanes {
 	ch := make(chan earlyLanes, 1)
 	go func() {
 		var e earlyLanes
-		if e.addr, e.err = serverAddr(ctx, host, c.info.HostName, ""); e.err == nil {
-			e.conns, e.err = o.laneOpener()(bindFor(e.addr))
+		e.addr, e.err = serverAddr(ctx, host, c.info.HostName, "")
+		switch pre := <-v4; {
+		case e.err == nil && e.addr.Is4() && pre.err == nil:
+			e.conns = pre.conns
+		default:
+			closeLanes(pre.conns)
+			if e.err == nil {
+				e.conns, e.err = o.laneOpener()(bindFor(e.addr))
+			}
 		}
 		ch <- e
 	}()

@@ -366,6 +366,7 @@ func stripTop(m map[string][32]byte) map[string][32]byte {
 // (exit code 6) naming the ports, and the remote peer ends too.
 func TestInProcessNoUDP(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
+	e.hostName = serverHost.String() // the lanes opened while the peer starts are the ones used
 	src := t.TempDir()
 	tree(t, src, map[string]int{"f": 1000})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

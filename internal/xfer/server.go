@@ -190,11 +190,16 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 		}
 		window := tuning.ClampWindow(hello.Window)
-		// The receiver starts once the client has proven its lanes, or as soon as its data comes
-		// before that: a client that remembers its path sends data a round trip before its proof
-		// (docs/PROTOCOL.md, "Data before the proof"). The lanes must still be proven in time.
-		if err := path.WaitProvenOrData(ctx, 15*time.Second); err != nil {
-			return fail(err)
+		// A client that remembers its path sends data a round trip before its proof
+		// (docs/PROTOCOL.md, "Data before the proof"), so the receiver starts now, its chunk size
+		// fixed (Path.FixChunk), where ssh's client is another host: only a client on this host
+		// proposes jumbo chunks, and it waits for the handshake to agree on them; there the
+		// receiver starts at the proof, or as soon as data comes before it. The lanes must still
+		// be proven in time.
+		if !sshClient.IsValid() || sshClient.IsLoopback() {
+			if err := path.WaitProvenOrData(ctx, 15*time.Second); err != nil {
+				return fail(err)
+			}
 		}
 		rctx, rcancel := context.WithCancelCause(ctx)
 		defer rcancel(nil)

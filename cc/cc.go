@@ -326,8 +326,9 @@ func (c *Controller) ts(now time.Time) int64 { return int64(now.Sub(c.start)) }
 
 // SeedBandwidth gives STARTUP an estimate of the path's capacity in bits/s (from a packet-train
 // probe), so that its first rounds start near the capacity instead of ramping from the initial
-// window. It only ever raises the starting point, and does nothing once STARTUP is over: the
-// controller's own delivery-rate samples take over from there.
+// window. It only ever raises the starting point, except over a remembered rate
+// (ResumeBandwidth), which it replaces, lower or higher; it does nothing once STARTUP is over:
+// the controller's own delivery-rate samples take over from there.
 func (c *Controller) SeedBandwidth(now time.Time, bps float64) {
 	if c.mode != Startup || !(bps > 0) || math.IsInf(bps, 0) {
 		return

@@ -156,9 +156,9 @@ func TestControlEarly(t *testing.T) {
 }
 
 // TestFeedbackEarly: a server's receiver may acknowledge data before the client has proven its
-// lanes (data before the proof), but only to a lane's first authentic hello's source, only where
-// that is ssh's client, and within maxEarlyFeedback bytes; everything else it sends (data: a
-// pull's sender) still waits for the proof.
+// lanes (data before the proof), but only once authentic data has come, only to a lane's first
+// authentic hello's source, only where that is ssh's client, and within maxEarlyFeedback bytes;
+// everything else it sends (data: a pull's sender) still waits for the proof.
 func TestFeedbackEarly(t *testing.T) {
 	ca := netip.MustParseAddr("198.18.0.1")
 	pt := bytes.Repeat([]byte{7}, 1000)
@@ -172,24 +172,34 @@ func TestFeedbackEarly(t *testing.T) {
 		}
 		return n
 	}
+	// data sends an authentic data datagram on lane 0 (held: the server has no engine here).
+	data := func(e *earlyTrainEnv) {
+		e.seq++
+		pkt := e.cc.Seal(make([]byte, 0, wire.HeaderLen+len(pt)+wire.TagLen), wire.Header{Type: wire.TypeData, Lane: 0, Seq: e.seq}, pt)
+		e.client.Send(e.dst, [][]byte{pkt})
+	}
 	for _, c := range []struct {
-		name      string
-		sshClient netip.Addr
-		hello     bool
-		want      int
+		name        string
+		sshClient   netip.Addr
+		hello, data bool
+		want        int
 	}{
-		{"ssh client's hello", ca, true, 3},
-		{"no hello yet", ca, false, 0},
-		{"hello from another address", netip.MustParseAddr("198.18.0.9"), true, 0},
-		{"no ssh client known", netip.Addr{}, true, 0},
+		{"ssh client's hello, then data", ca, true, true, 3},
+		{"ssh client's hello, no data yet", ca, true, false, 0},
+		{"no hello yet", ca, false, true, 0},
+		{"hello from another address", netip.MustParseAddr("198.18.0.9"), true, true, 0},
+		{"no ssh client known", netip.Addr{}, true, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEarlyTrainEnv(t, ca)
 			e.server.SetSSHClient(c.sshClient)
 			if c.hello {
 				e.hello(false)
-				time.Sleep(50 * time.Millisecond) // heard, unproven
 			}
+			if c.data {
+				data(e)
+			}
+			time.Sleep(50 * time.Millisecond) // heard, unproven
 			sent := 0
 			for range 3 {
 				if e.server.SendOne(0, wire.TypeFeedback, pt) == nil {
@@ -214,6 +224,7 @@ func TestFeedbackEarly(t *testing.T) {
 		e := newEarlyTrainEnv(t, ca)
 		e.server.SetSSHClient(ca)
 		e.hello(false)
+		data(e)
 		time.Sleep(50 * time.Millisecond)
 		sent := 0
 		for range 2 * maxEarlyFeedback / len(pt) {

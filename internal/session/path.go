@@ -100,18 +100,19 @@ type Path struct {
 	cancel context.CancelFunc
 	closed atomic.Bool
 
-	sendMu        [Lanes]sync.Mutex
-	train         trainRx
-	trainBps      atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
-	trainGot      atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
-	trainOnHello  atomic.Bool
-	trainSent     atomic.Bool
-	sshClient     atomic.Pointer[netip.Addr]            // SetSSHClient's address: its hellos need no cookie for the train and early copies
-	helloFrom     [Lanes]atomic.Pointer[netip.AddrPort] // each lane's first authentic hello's source, proven or not
-	earlyFB       [Lanes]atomic.Int64                   // feedback bytes each lane sent to an unproven address (SendOne)
-	dataEarly     chan struct{}                         // closed when the first data datagram is held before the engine (WaitProvenOrData)
-	dataEarlyOnce sync.Once
-	stampsOff     sync.Once // kernel receive timestamps (for the train) switched off
+	sendMu       [Lanes]sync.Mutex
+	train        trainRx
+	trainBps     atomic.Uint64 // 1 + the peer's report of our probe (0: none yet)
+	trainGot     atomic.Uint64 // 1 + this end's measurement of the peer's probe (0: none yet)
+	trainOnHello atomic.Bool
+	trainSent    atomic.Bool
+	sshClient    atomic.Pointer[netip.Addr]            // SetSSHClient's address: its hellos need no cookie for the train and early copies
+	helloFrom    [Lanes]atomic.Pointer[netip.AddrPort] // each lane's first authentic hello's source, proven or not
+	earlyFB      [Lanes]atomic.Int64                   // feedback bytes each lane sent to an unproven address (SendOne)
+	gotData      atomic.Bool                           // an authentic data datagram has come (early feedback answers data only)
+	hsSent       chan struct{}                         // closed once Handshake has sent its first hellos and train
+	hsSentOnce   sync.Once
+	stampsOff    sync.Once // kernel receive timestamps (for the train) switched off
 }
 
 type handlerBox struct {
@@ -178,7 +179,7 @@ func ListenUDP(bind string, opt lane.Options) ([Lanes]lane.PacketConn, error) {
 // NewPath starts a path on four lanes (real UDP sockets, or lanetest's in-memory ones), which it
 // owns from now on: Close closes them.
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
-	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret(), acked: make(chan struct{}, 1), dataEarly: make(chan struct{})}
+	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret(), acked: make(chan struct{}, 1), hsSent: make(chan struct{})}
 	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
 	fec.Warm()                           // the Leopard tables and the coder of whole blocks: under 1 ms, 100 KiB, once
 	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
@@ -245,9 +246,6 @@ func (p *Path) holdEarly(rx *laneRx, h wire.Header, pt []byte, now time.Time) {
 	rx.earlyBytes += len(pt)
 	rx.holding.Store(true)
 	p.EarlyHeld.Add(1)
-	if h.Type == wire.TypeData {
-		p.dataEarlyOnce.Do(func() { close(p.dataEarly) })
-	}
 }
 
 // Holding reports whether a lane still holds datagrams that came before the engine was attached
@@ -374,6 +372,9 @@ const maxEarlyFeedback = 256 << 10
 
 // sendFeedbackEarly (server) sends feedback datagram pkt on unproven lane i (SendOne).
 func (p *Path) sendFeedbackEarly(i int, pkt []byte) error {
+	if !p.gotData.Load() {
+		return fmt.Errorf("lane %d has no proven peer address yet, and no data came", i)
+	}
 	h := p.helloFrom[i].Load()
 	if h == nil || !p.fromSSHClient(*h) {
 		return fmt.Errorf("lane %d has no proven peer address yet", i)
@@ -453,6 +454,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 						p.AuthFailures.Add(1)
 					} else if p.mark(rx, h.Seq, now) {
 						authentic = true
+						if !p.gotData.Load() {
+							p.gotData.Store(true)
+						}
 					}
 					return
 				}
@@ -461,6 +465,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			if err != nil {
 				p.AuthFailures.Add(1)
 				return
+			}
+			if h.Type == wire.TypeData && !p.gotData.Load() {
+				p.gotData.Store(true) // authentic (opened); a replay only repeats what came
 			}
 			if hb == nil && (h.Type == wire.TypeData || h.Type == wire.TypeFeedback) {
 				// No engine yet (the peer's first data can beat the receiver's set-up by tens of
@@ -601,8 +608,6 @@ func (p *Path) debugf(format string, args ...any) {
 // knows the path is loopback and the session runs without FEC.
 func (p *Path) ProposeJumbo() { p.proposeJumbo.Store(true) }
 
-// ChunkSize is the session's file bytes per data datagram, as agreed by the handshake: the client
-// knows it when Handshake returns, the server when WaitPeers does.
 // FixChunk (server) fixes the session's chunk size at what it is now and returns it: a receiver
 // made before the client's lanes are proven (data before the proof) sizes its memory by it, and
 // a later hello's proposal of jumbo chunks is answered with this size instead.
@@ -613,6 +618,8 @@ func (p *Path) FixChunk() int {
 	return p.ChunkSize()
 }
 
+// ChunkSize is the session's file bytes per data datagram, as agreed by the handshake: the client
+// knows it when Handshake returns, the server when WaitPeers does.
 func (p *Path) ChunkSize() int {
 	if c := int(p.chunk.Load()); c != 0 {
 		return c
@@ -660,6 +667,7 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 	if probe && p.trainSent.CompareAndSwap(false, true) {
 		p.sendTrain(0, server[0])
 	}
+	p.hsSentOnce.Do(func() { close(p.hsSent) })
 	// Resend hellos every 100 ms; the handshake ends as soon as the last lane answers (acked), not
 	// at the next resend or a poll (a 5 ms poll cost 2.5 ms of every copy's start on average).
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -719,20 +727,16 @@ func (p *Path) confirm(deadline time.Time) {
 	}
 }
 
+// HandshakeSent is closed once Handshake has sent its first hellos and, where asked, its packet
+// train: data sent beside the handshake goes after them.
+func (p *Path) HandshakeSent() <-chan struct{} { return p.hsSent }
+
 // WaitPeers (server side) waits until the client's address is proven on every lane (hello.go).
 func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
-	return p.waitPeers(ctx, timeout, nil)
+	return p.waitPeers(ctx, timeout)
 }
 
-// WaitProvenOrData (server side) is WaitPeers that also ends when the client's first data
-// datagram has come before that (data before the proof): a client sends data early only with the
-// session's standard chunks, while a client that proposes jumbo chunks waits for the handshake,
-// which agrees on them before the receiver, which sizes its memory by them, is made.
-func (p *Path) WaitProvenOrData(ctx context.Context, timeout time.Duration) error {
-	return p.waitPeers(ctx, timeout, p.dataEarly)
-}
-
-func (p *Path) waitPeers(ctx context.Context, timeout time.Duration, data <-chan struct{}) error {
+func (p *Path) waitPeers(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n := 0
@@ -750,8 +754,6 @@ func (p *Path) waitPeers(ctx context.Context, timeout time.Duration, data <-chan
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-data:
-			return nil
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

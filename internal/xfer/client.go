@@ -336,9 +336,10 @@ type conn struct {
 	// early is the lanes being opened while the peer starts (bindEarly), for openPath; whoever
 	// takes them (takeEarly) owns them.
 	early atomic.Pointer[chan earlyLanes]
-	// handshake is the UDP handshake openPath prepared (its lanes' round trip), and jumbo says
-	// it proposes jumbo chunks.
+	// handshake is the UDP handshake openPath prepared (its lanes' round trip) to addr, and
+	// jumbo says it proposes jumbo chunks.
 	handshake func(context.Context) (time.Duration, error)
+	addr      netip.Addr
 	jumbo     bool
 }
 
@@ -638,7 +639,7 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	o.logf("UDP destination %s", addr)
 	path := session.NewPath(conns, crypto, false)
 	path.SetDebugLog(o.debugLog())
-	c.path = path
+	c.path, c.addr = path, addr
 	c.jumbo = o.Tuning.Jumbo(addr, o.FEC)
 	if c.jumbo {
 		path.ProposeJumbo()
@@ -683,28 +684,34 @@ type besideHandshake struct {
 	err    error
 }
 
-// handshakeBeside starts the handshake openPath prepared in the background, where resume says a
-// remembered path lets data go first, and sets c.rtt to the remembered round trip; a failed
-// handshake ends the session with its error. It returns nil where data must wait for the handshake
-// (no record; jumbo chunks, whose size the handshake agrees on).
-func (c *conn) handshakeBeside(ctx context.Context, o *Options, host string, rec pathRecord, resume bool) *besideHandshake {
-	if !resume || c.jumbo || c.handshake == nil {
-		return nil
-	}
+// handshakeBeside starts the handshake openPath prepared in the background, for data that goes
+// first at rec's rate, and sets c.rtt to rec's round trip. It returns once the handshake's hellos
+// and packet train are out, so the train does not queue behind data. A handshake that fails ends
+// the session with its error; one that fails, or measures a round trip under half or over twice
+// rec's, forgets the record (key): the path is not the one remembered.
+func (c *conn) handshakeBeside(ctx context.Context, o *Options, host string, rec pathRecord, key string) *besideHandshake {
 	rate := rec.RateBps
 	if o.Rate > 0 {
 		rate = min(rate, o.Rate)
 	}
 	hctx, cancel := context.WithCancel(ctx)
 	h := &besideHandshake{rate: rate, cancel: cancel, done: make(chan struct{})}
-	c.rtt = time.Duration(rec.MinRTTus) * time.Microsecond
+	c.rtt = rec.rtt()
 	go func() {
 		defer close(h.done)
 		h.rtt, h.err = c.handshake(hctx)
-		if h.err != nil && hctx.Err() == nil {
+		switch {
+		case h.err != nil && hctx.Err() == nil:
+			forgetPath(o.PathMemory, key)
 			c.cancel(h.err)
+		case h.err == nil && (h.rtt > 2*rec.rtt() || h.rtt < rec.rtt()/2):
+			forgetPath(o.PathMemory, key)
 		}
 	}()
+	select {
+	case <-c.path.HandshakeSent():
+	case <-h.done:
+	}
 	o.logf("data starts before the UDP handshake's answer, at %.0f Mbit/s and a round trip of %s: %s's last push sustained them %s ago",
 		rate/1e6, c.rtt.Round(100*time.Microsecond), host, time.Since(time.Unix(rec.At, 0)).Round(time.Second))
 	return h
@@ -806,30 +813,34 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	defer func() { c.close(closeGrace) }()
 	ctx = c.ctx
 	c.copy = true
-	// A path remembered from an earlier push takes data before the UDP handshake has answered
-	// (pathmem.go); the handshake goes on beside it.
-	rec, resume := recallPath(o.PathMemory, host, c.info.HostName, time.Now(), c.info.Took)
-	rttGuess := c.info.Took / 2
-	if resume {
-		rttGuess = time.Duration(rec.MinRTTus) * time.Microsecond
-	}
-	mem := prepareSender(o.window(rttGuess, window))
-	if err := c.openPath(ctx, &o, host, ready, c.crypto, true, resume); err != nil {
+	// The lanes and the handshake are prepared first; a path remembered from an earlier push
+	// (pathmem.go) then takes data before the handshake has answered, the handshake beside it.
+	if err := c.openPath(ctx, &o, host, ready, c.crypto, true, true); err != nil {
 		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 		return nil, err
 	}
-	hs := c.handshakeBeside(ctx, &o, host, rec, resume)
-	if hs == nil && c.rtt == 0 {
-		// Not resumed after all: the handshake first.
+	key := ""
+	if o.PathMemory != "" {
+		key = pathKey(host, c.addr)
+	}
+	rec, resume := recallPath(o.PathMemory, key, time.Now(), c.info.Took)
+	resume = resume && !c.jumbo // the handshake settles jumbo chunks
+	rttGuess := c.info.Took / 2
+	if resume {
+		rttGuess = rec.rtt()
+	}
+	mem := prepareSender(o.window(rttGuess, window))
+	var hs *besideHandshake
+	if resume {
+		hs = c.handshakeBeside(ctx, &o, host, rec, key)
+		defer hs.stop()
+	} else {
 		rtt, err := c.handshake(ctx)
 		if err != nil {
 			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
 			return nil, err
 		}
 		c.rtt = rtt
-	}
-	if hs != nil {
-		defer hs.stop()
 	}
 	// The receiver says which files it already has (sent as soon as it has looked, so it is here
 	// by now or soon); they leave the plan. Its word is taken only for files of this list.
@@ -897,8 +908,11 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		peerCores = ps.Cores
 	}
 	res.setLimiter(true, side.sender.WindowFull.Seconds(), side.sender.SourceWait.Seconds(), peerCores)
+	if hs != nil && side.sender.ProbeBps > 0 && side.sender.ProbeBps < hs.rate/2 {
+		forgetPath(o.PathMemory, key) // the packet train read under half the remembered rate
+	}
 	if side.sender.CC.MinRTT > 0 && res.DataSeconds >= pathMemoryData.Seconds() && res.WireBytes > 0 {
-		if err := rememberPath(o.PathMemory, host, c.info.HostName, pathRecord{At: time.Now().Unix(),
+		if err := rememberPath(o.PathMemory, key, pathRecord{At: time.Now().Unix(),
 			RateBps: float64(res.WireBytes) * 8 / res.DataSeconds, MinRTTus: side.sender.CC.MinRTT.Microseconds()}); err != nil {
 			o.logf("cannot keep this path's rate for the next copy: %v", err)
 		}

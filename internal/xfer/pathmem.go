@@ -4,20 +4,31 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 )
 
-// A client remembers, per host, the rate its last long push sustained and the path's round trip,
-// so that the next push to that host sends data as soon as the peer has answered over ssh,
+// A client remembers, per path, the rate its last long push sustained and the path's round trip,
+// so that the next push on that path sends data as soon as the peer has answered over ssh,
 // before the UDP handshake's round trip (docs/PROTOCOL.md, "Data before the proof"): at the
 // remembered rate, at most one round trip of it in flight, until the packet train's estimate of
 // this path replaces it (cc.Controller.ResumeBandwidth). It is TCP's cached metrics and QUIC's
-// careful resume in one: a starting point, measured again at once.
+// careful resume in one: a starting point, measured again at once. A path is the ssh host, the
+// UDP destination and the local address the kernel sends to it from (another network, another
+// record); a record whose round trip the handshake contradicts, whose packet train read under
+// half its rate, or whose path gave no UDP is forgotten.
 //
-// The record is a small JSON file per host under Options.PathMemory (farwing copy's:
-// ~/.cache/farwing/paths), mode 0600; deleting it only makes the next push start as a first one.
+// The record is a small JSON file per path under Options.PathMemory (farwing copy's:
+// ~/.cache/farwing/paths), mode 0600, in a directory this user owns and only this user may write;
+// a record that is not a regular file of this user's is ignored. Deleting it only makes the next
+// push start as a first one.
 type pathRecord struct {
 	At       int64   `json:"at"`       // unix seconds of the copy it comes from
 	RateBps  float64 `json:"rate_bps"` // the data phase's wire bytes (UDP payload) over its seconds, in bits/s
@@ -27,43 +38,85 @@ type pathRecord struct {
 const (
 	pathMemoryAge  = 24 * time.Hour // an older record is not used
 	pathMemoryData = time.Second    // a copy whose data phase was shorter is not remembered
+	maxPathRecord  = 4096
 )
 
-// pathFile is host's record under dir; hostName is what ssh connects to for it (ssh -G).
-func pathFile(dir, host, hostName string) string {
-	h := sha256.Sum256([]byte(host + "\x00" + hostName))
-	return filepath.Join(dir, hex.EncodeToString(h[:8]))
+// pathKey names host's path to addr: the ssh host, the UDP destination and the local address
+// this host sends to it from ("" for an invalid addr: no record is kept).
+func pathKey(host string, addr netip.Addr) string {
+	if !addr.IsValid() {
+		return ""
+	}
+	src := ""                                                                                                // no route to addr: the copy will say so
+	if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 9))); err == nil { // connect only: nothing is sent
+		src = c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap().String()
+		c.Close()
+	}
+	h := sha256.Sum256([]byte(host + "\x00" + addr.String() + "\x00" + src))
+	return hex.EncodeToString(h[:8])
 }
 
-// recallPath reads host's record; it is usable when it is recent, plausible and agrees with
-// this session's ssh start (sshTook: at least two round trips, so not shorter than 1.5 of the
-// remembered round trip: a path whose round trip shrank is not the one remembered).
-func recallPath(dir, host, hostName string, now time.Time, sshTook time.Duration) (pathRecord, bool) {
-	if dir == "" {
+// ownDir checks that dir is a directory (not a link) of this user's that no one else may write.
+func ownDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is not a directory of this user's that only this user may write", dir)
+	}
+	return nil
+}
+
+// recallPath reads the record of path key; it is usable when it is recent, plausible and agrees
+// with this session's ssh start (sshTook: at least two round trips, so not shorter than 1.5 of
+// the remembered round trip: a path whose round trip shrank is not the one remembered).
+func recallPath(dir, key string, now time.Time, sshTook time.Duration) (pathRecord, bool) {
+	if dir == "" || key == "" || ownDir(dir) != nil {
 		return pathRecord{}, false
 	}
-	b, err := os.ReadFile(pathFile(dir, host, hostName))
-	if err != nil || len(b) > 4096 {
+	f, err := os.OpenFile(filepath.Join(dir, key), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
 		return pathRecord{}, false
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if st, ok := fi.Sys().(*syscall.Stat_t); err != nil || !fi.Mode().IsRegular() || !ok || int(st.Uid) != os.Getuid() {
+		return pathRecord{}, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPathRecord+1))
 	var r pathRecord
-	if json.Unmarshal(b, &r) != nil {
+	if err != nil || len(b) > maxPathRecord || json.Unmarshal(b, &r) != nil {
 		return pathRecord{}, false
 	}
 	age := now.Sub(time.Unix(r.At, 0))
-	rtt := time.Duration(r.MinRTTus) * time.Microsecond
+	rtt := r.rtt()
 	ok := age >= 0 && age <= pathMemoryAge && r.RateBps >= 1e6 && r.RateBps <= 400e9 &&
 		rtt >= 100*time.Microsecond && rtt <= 5*time.Second && sshTook >= rtt*3/2
 	return r, ok
 }
 
-// rememberPath writes host's record (atomically: a temporary file renamed into place).
-func rememberPath(dir, host, hostName string, r pathRecord) error {
-	if dir == "" {
+func (r pathRecord) rtt() time.Duration { return time.Duration(r.MinRTTus) * time.Microsecond }
+
+// rememberPath writes path key's record (atomically: a temporary file renamed into place), and
+// removes temporary files an interrupted write left over an hour ago.
+func rememberPath(dir, key string, r pathRecord) error {
+	if dir == "" || key == "" {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	if err := ownDir(dir); err != nil {
+		return err
+	}
+	if old, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(old) > 0 {
+		for _, o := range old {
+			if fi, err := os.Lstat(o); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.Remove(o)
+			}
+		}
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -78,10 +131,18 @@ func rememberPath(dir, host, hostName string, r pathRecord) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(f.Name(), pathFile(dir, host, hostName))
+		werr = os.Rename(f.Name(), filepath.Join(dir, key))
 	}
 	if werr != nil {
 		os.Remove(f.Name())
 	}
 	return werr
+}
+
+// forgetPath removes path key's record: the path it describes is not this one.
+func forgetPath(dir, key string) {
+	if dir == "" || key == "" || strings.ContainsRune(key, '/') || ownDir(dir) != nil {
+		return
+	}
+	os.Remove(filepath.Join(dir, key))
 }

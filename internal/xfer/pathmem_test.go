@@ -20,55 +20,92 @@ import (
 )
 
 // TestPathRecord: a remembered path is used only when it is recent, plausible and agrees with
-// this session's ssh start; anything else (no file, another host, garbage) starts as a first copy.
+// this session's ssh start, and only for its own path (ssh host, UDP destination, local source);
+// anything else (no file, another path, garbage, a link, a directory others may write) starts as
+// a first copy. A forgotten record is gone.
 func TestPathRecord(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "paths")
 	now := time.Now()
+	key := pathKey("h", netip.MustParseAddr("127.0.0.2"))
+	if key == "" || key == pathKey("g", netip.MustParseAddr("127.0.0.2")) || key == pathKey("h", netip.MustParseAddr("127.0.0.3")) {
+		t.Fatalf("keys: %q for h, and the same for another host or address", key)
+	}
 	good := pathRecord{At: now.Add(-time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}
-	if err := rememberPath(dir, "h", "198.18.0.2", good); err != nil {
+	if err := rememberPath(dir, key, good); err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(pathFile(dir, "h", "198.18.0.2")); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, key)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("record: %v %v", fi, err)
 	}
-	if r, ok := recallPath(dir, "h", "198.18.0.2", now, 300*time.Millisecond); !ok || r != good {
+	if r, ok := recallPath(dir, key, now, 300*time.Millisecond); !ok || r != good {
 		t.Fatalf("recall: %+v %v, want %+v", r, ok, good)
 	}
 	for _, c := range []struct {
-		name     string
-		host, hn string
-		took     time.Duration
-		rec      *pathRecord
-		raw      string
+		name string
+		key  string
+		took time.Duration
+		rec  *pathRecord
+		raw  string
 	}{
-		{name: "another host", host: "g", hn: "198.18.0.2", took: time.Second},
-		{name: "another address for the host", host: "h", hn: "198.18.0.3", took: time.Second},
-		{name: "ssh started faster than the round trip allows", host: "h", hn: "198.18.0.2", took: 200 * time.Millisecond},
-		{name: "a day old", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Add(-25 * time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}},
-		{name: "from the future", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Add(time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}},
-		{name: "no rate", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Unix(), MinRTTus: 140_000}},
-		{name: "rate beyond reason", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Unix(), RateBps: 1e12, MinRTTus: 140_000}},
-		{name: "no round trip", host: "h", hn: "198.18.0.2", took: time.Second, rec: &pathRecord{At: now.Unix(), RateBps: 390e6}},
-		{name: "garbage", host: "h", hn: "198.18.0.2", took: time.Second, raw: "{not json"},
+		{name: "another path", key: pathKey("g", netip.MustParseAddr("127.0.0.2")), took: time.Second},
+		{name: "ssh started faster than the round trip allows", key: key, took: 200 * time.Millisecond},
+		{name: "a day old", key: key, took: time.Second, rec: &pathRecord{At: now.Add(-25 * time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}},
+		{name: "from the future", key: key, took: time.Second, rec: &pathRecord{At: now.Add(time.Hour).Unix(), RateBps: 390e6, MinRTTus: 140_000}},
+		{name: "no rate", key: key, took: time.Second, rec: &pathRecord{At: now.Unix(), MinRTTus: 140_000}},
+		{name: "rate beyond reason", key: key, took: time.Second, rec: &pathRecord{At: now.Unix(), RateBps: 1e12, MinRTTus: 140_000}},
+		{name: "no round trip", key: key, took: time.Second, rec: &pathRecord{At: now.Unix(), RateBps: 390e6}},
+		{name: "garbage", key: key, took: time.Second, raw: "{not json"},
+		{name: "too long", key: key, took: time.Second, raw: `{"at":1,` + strings.Repeat(" ", maxPathRecord) + `"rate_bps":390e6}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := dir
 			if c.rec != nil || c.raw != "" {
-				d = t.TempDir()
+				d = filepath.Join(t.TempDir(), "paths")
 				if c.rec != nil {
-					if err := rememberPath(d, c.host, c.hn, *c.rec); err != nil {
+					if err := rememberPath(d, c.key, *c.rec); err != nil {
 						t.Fatal(err)
 					}
-				} else if err := os.WriteFile(pathFile(d, c.host, c.hn), []byte(c.raw), 0o600); err != nil {
+				} else if err := os.Mkdir(d, 0o700); err != nil || os.WriteFile(filepath.Join(d, c.key), []byte(c.raw), 0o600) != nil {
 					t.Fatal(err)
 				}
 			}
-			if r, ok := recallPath(d, c.host, c.hn, now, c.took); ok {
+			if r, ok := recallPath(d, c.key, now, c.took); ok {
 				t.Errorf("recalled %+v", r)
 			}
 		})
 	}
-	if _, ok := recallPath("", "h", "198.18.0.2", now, time.Second); ok {
+	t.Run("a link", func(t *testing.T) {
+		d := filepath.Join(t.TempDir(), "paths")
+		if err := rememberPath(d, "target", good); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(d, "target"), filepath.Join(d, key)); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := recallPath(d, key, now, time.Second); ok {
+			t.Errorf("recalled %+v through a link", r)
+		}
+	})
+	t.Run("a directory others may write", func(t *testing.T) {
+		d := filepath.Join(t.TempDir(), "paths")
+		if err := rememberPath(d, key, good); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := recallPath(d, key, now, time.Second); ok {
+			t.Errorf("recalled %+v from a directory anyone may write", r)
+		}
+		if err := rememberPath(d, key, good); err == nil {
+			t.Errorf("wrote a record into a directory anyone may write")
+		}
+	})
+	forgetPath(dir, key)
+	if _, ok := recallPath(dir, key, now, time.Second); ok {
+		t.Errorf("a forgotten record was recalled")
+	}
+	if _, ok := recallPath("", key, now, time.Second); ok {
 		t.Errorf("recalled with no directory")
 	}
 }
@@ -133,7 +170,7 @@ func TestInProcessPathMemory(t *testing.T) {
 	if res.StartBps != 0 {
 		t.Fatalf("a first push started at %.0f bit/s", res.StartBps)
 	}
-	rec, ok := recallPath(o.PathMemory, "host", serverHost.String(), time.Now(), e.took)
+	rec, ok := recallPath(o.PathMemory, pathKey("host", serverHost), time.Now(), e.took)
 	if !ok || rec.RateBps > 33e6 || rec.RateBps < 3e6 || rec.MinRTTus < 10_000 {
 		t.Fatalf("the first push (data %.2f s, %d wire bytes) left the record %+v (usable %v)", res.DataSeconds, res.WireBytes, rec, ok)
 	}
@@ -160,13 +197,14 @@ func TestInProcessPathMemory(t *testing.T) {
 }
 
 // TestInProcessPathMemoryNoUDP: a remembered path whose UDP no longer gets through fails as a
-// first push does, with the handshake's own error (exit 5), though the data went first.
+// first push does, with the handshake's own error (exit 6), though the data went first, and its
+// record is forgotten.
 func TestInProcessPathMemoryNoUDP(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
 	e.hostName, e.took = serverHost.String(), 40*time.Millisecond
 	o := e.options()
 	o.PathMemory = t.TempDir()
-	if err := rememberPath(o.PathMemory, "host", serverHost.String(), pathRecord{At: time.Now().Unix(), RateBps: 50e6, MinRTTus: 10_000}); err != nil {
+	if err := rememberPath(o.PathMemory, pathKey("host", serverHost), pathRecord{At: time.Now().Unix(), RateBps: 50e6, MinRTTus: 10_000}); err != nil {
 		t.Fatal(err)
 	}
 	src := t.TempDir()
@@ -176,6 +214,9 @@ func TestInProcessPathMemoryNoUDP(t *testing.T) {
 	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
 	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP {
 		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
+	}
+	if _, ok := recallPath(o.PathMemory, pathKey("host", serverHost), time.Now(), time.Second); ok {
+		t.Errorf("the record of a path without UDP is still there")
 	}
 }
 

@@ -192,12 +192,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		window := tuning.ClampWindow(hello.Window)
 		// A client that remembers its path sends data a round trip before its proof
 		// (docs/PROTOCOL.md, "Data before the proof"), so the receiver starts now, its chunk size
-		// fixed (Path.FixChunk), where ssh's client is another host: only a client on this host
-		// proposes jumbo chunks, and it waits for the handshake to agree on them; there the
-		// receiver starts at the proof, or as soon as data comes before it. The lanes must still
-		// be proven in time.
+		// fixed (Path.FixChunk), where ssh's client is another host. A client on this host may
+		// propose jumbo chunks, which only the proof settles: there the receiver starts at the
+		// proof (the data that came before it waits in the lanes, and on loopback the proof is
+		// microseconds away). The lanes must be proven within 15 s either way.
 		if !sshClient.IsValid() || sshClient.IsLoopback() {
-			if err := path.WaitProvenOrData(ctx, 15*time.Second); err != nil {
+			if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 				return fail(err)
 			}
 		}
@@ -211,7 +211,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		_, err = runRecv(rctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
 			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
 		if cause := context.Cause(rctx); err != nil && errors.Is(cause, session.ErrNoUDP) {
-			return fail(cause)
+			return cause // runRecv has sent it
 		}
 		return err
 	case "send":

@@ -107,7 +107,9 @@ func (c *copyOptions) options() (xfer.Options, error) {
 	}
 	o.SSH = c.ssh.ssh(c.verbose, c.tun)
 	o.Tuning, o.DebugLog = c.tun, debugLog
-	o.PathMemory = pathMemory()
+	if !c.tun.NoPathMem {
+		o.PathMemory = pathMemory()
+	}
 	return o, nil
 }
 

@@ -41,6 +41,7 @@ type Settings struct {
 	NoHugePages bool // FARWING_HUGEPAGES=0: block buffers come from the heap, not the huge-page arena
 	NoVAES      bool // FARWING_VAES=0: crypto/cipher's AES-GCM even where the CPU has VAES
 	NoJumbo     bool // FARWING_JUMBO=0: standard chunks on loopback too (Jumbo)
+	NoPathMem   bool // FARWING_PATHMEM=0: a push neither reads nor keeps path records (xfer.Options.PathMemory)
 	NoGSO       bool // FARWING_GSO set to a false value ("0", "false", "off", "no"): no UDP segmentation offload
 	NoGRO       bool // FARWING_GRO set to a false value: no UDP receive coalescing
 	// UserGOMAXPROCS and UserGOGC say the user set GOMAXPROCS or GOGC: ShareCPUs and TuneGC
@@ -62,6 +63,7 @@ func FromEnv(getenv func(string) string) Settings {
 		NoHugePages:    getenv("FARWING_HUGEPAGES") == "0",
 		NoVAES:         getenv("FARWING_VAES") == "0",
 		NoJumbo:        getenv("FARWING_JUMBO") == "0",
+		NoPathMem:      getenv("FARWING_PATHMEM") == "0",
 		NoGSO:          off(getenv("FARWING_GSO")),
 		NoGRO:          off(getenv("FARWING_GRO")),
 		UserGOMAXPROCS: getenv("GOMAXPROCS") != "",

@@ -22,14 +22,14 @@ func TestFromEnvEmpty(t *testing.T) {
 // the "=0" switches only at "0", GOMAXPROCS and GOGC when set, the programs' paths as given).
 func TestFromEnv(t *testing.T) {
 	s := FromEnv(env(map[string]string{"FARWING_DEBUG": "yes", ProfileEnv: "/tmp/p", "FARWING_DIRECT": "0",
-		"FARWING_HUGEPAGES": "0", "FARWING_VAES": "0", "FARWING_JUMBO": "0", "FARWING_GSO": "off", "FARWING_GRO": "false",
+		"FARWING_HUGEPAGES": "0", "FARWING_VAES": "0", "FARWING_JUMBO": "0", "FARWING_PATHMEM": "0", "FARWING_GSO": "off", "FARWING_GRO": "false",
 		"GOMAXPROCS": "3", "GOGC": "50", "FARWING_SSH": "/x/ssh", "FARWING_SCP": "/x/scp"}))
 	want := Settings{Debug: true, Profile: "/tmp/p", NoDirectIO: true, NoHugePages: true, NoVAES: true, NoJumbo: true,
-		NoGSO: true, NoGRO: true, UserGOMAXPROCS: true, UserGOGC: true, SSH: "/x/ssh", SCP: "/x/scp"}
+		NoPathMem: true, NoGSO: true, NoGRO: true, UserGOMAXPROCS: true, UserGOGC: true, SSH: "/x/ssh", SCP: "/x/scp"}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}
-	for _, k := range []string{"FARWING_DIRECT", "FARWING_HUGEPAGES", "FARWING_VAES", "FARWING_JUMBO"} {
+	for _, k := range []string{"FARWING_DIRECT", "FARWING_HUGEPAGES", "FARWING_VAES", "FARWING_JUMBO", "FARWING_PATHMEM"} {
 		for _, v := range []string{"1", "false", "off", "junk"} {
 			if s := FromEnv(env(map[string]string{k: v})); s != (Settings{}) {
 				t.Errorf("%s=%s: %+v, want every default (only 0 turns it off)", k, v, s)

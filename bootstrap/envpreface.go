@@ -48,7 +48,7 @@ func DecodeEnvPreface(v string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b[len(b)-1] != '\n' {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
 		return nil, errors.New("not whole lines")
 	}
 	return b, nil

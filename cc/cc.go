@@ -195,8 +195,7 @@ type Controller struct {
 	initBw       float64
 	seedBw       float64 // packet-train estimate (bytes/s); caps STARTUP's overshoot, see setRate
 	iwBw         float64 // initBw from the initial window alone
-	resumed      bool    // initBw and seedBw are a remembered rate's (ResumeBandwidth), not yet measured
-	resumeBps    float64 // that rate, bits/s
+	resumeBps    float64 // a remembered rate (ResumeBandwidth, bits/s) that initBw and seedBw hold until the first measurement; 0: none
 	startupHighQ int     // consecutive RTT samples with a queue over the STARTUP exit threshold
 	fullBw       float64
 	fullCnt      int
@@ -334,16 +333,16 @@ func (c *Controller) SeedBandwidth(now time.Time, bps float64) {
 	if c.mode != Startup || !(bps > 0) || math.IsInf(bps, 0) {
 		return
 	}
-	if c.resumed {
+	if c.resumeBps > 0 {
 		// The first measurement replaces a remembered rate, lower or higher; but a train that
 		// reads over four times the rate this path sustained came in compressed (its datagrams
 		// bunched on the way: 1 copy in ~180 on the lab read 1.9-2.2 Gbit/s of a 400 Mbit/s link,
 		// 4.7-5.4 times, and the start's overshoot then cost loss verdicts): the remembered rate
 		// stays, and STARTUP grows from what the path delivers where it really is faster now.
-		c.resumed, c.initBw, c.seedBw = false, c.iwBw, 0
 		if bps > 4*c.resumeBps {
 			bps = c.resumeBps
 		}
+		c.resumeBps, c.initBw, c.seedBw = 0, c.iwBw, 0
 	}
 	// STARTUP paces at startupGain × bw: seed so that the next round paces at the estimate. A
 	// train reads the rate that reaches the receiver (after any loss on the way, and on the lab's
@@ -368,7 +367,7 @@ func (c *Controller) ResumeBandwidth(now time.Time, bps float64) {
 		return
 	}
 	c.SeedBandwidth(now, bps)
-	c.resumed, c.resumeBps = true, bps
+	c.resumeBps = bps
 }
 
 func (c *Controller) rand01() float64 {

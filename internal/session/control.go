@@ -156,8 +156,8 @@ func (p *Path) sendEarly(i int, seq uint32, msg []byte) bool {
 	return p.sendTo(i, dst, p.sealControl(i, seq, msg)) == nil
 }
 
-// earlyPeer is where lane i's early copies go: its proven peer, or its first hello's source where
-// that is ssh's client (with e.mu held).
+// earlyPeer is where lane i's early copies and feedback go: its proven peer, or its first hello's
+// source where that is ssh's client (reads only atomics).
 func (p *Path) earlyPeer(i int) (dst netip.AddrPort, proven, ok bool) {
 	if p.proven[i].Load() {
 		dst, ok = p.Peer(i)

@@ -351,7 +351,7 @@ func (p *Path) sendTo(i int, dst netip.AddrPort, pkts [][]byte) error {
 }
 
 // SendOne seals pt as a datagram of type t and sends it on lane i. A server's feedback may go
-// to a lane not yet proven (earlyFeedback).
+// to a lane not yet proven (sendFeedbackEarly).
 func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
 	buf := make([]byte, 0, wire.HeaderLen+len(pt)+wire.TagLen)
 	pkt := p.Seal(buf, t, i, p.NextSeq(i), pt)
@@ -362,7 +362,7 @@ func (p *Path) SendOne(i int, t wire.Type, pt []byte) error {
 }
 
 // A client that remembers its path sends data as soon as the server has answered over ssh, a
-// round trip before the cookie's proves its lanes' addresses (docs/PROTOCOL.md, "Data before the
+// round trip before the cookie proves its lanes' addresses (docs/PROTOCOL.md, "Data before the
 // proof"); the server's receiver answers it at once. Until a lane is proven, its feedback goes
 // only where its first authentic hello came from, only where that is ssh's client (the rule of
 // the early train and control copies), and at most maxEarlyFeedback bytes of it in all: a
@@ -375,14 +375,14 @@ func (p *Path) sendFeedbackEarly(i int, pkt []byte) error {
 	if !p.gotData.Load() {
 		return fmt.Errorf("lane %d has no proven peer address yet, and no data came", i)
 	}
-	h := p.helloFrom[i].Load()
-	if h == nil || !p.fromSSHClient(*h) {
+	dst, _, ok := p.earlyPeer(i)
+	if !ok {
 		return fmt.Errorf("lane %d has no proven peer address yet", i)
 	}
 	if p.earlyFB[i].Add(int64(len(pkt))) > maxEarlyFeedback {
 		return fmt.Errorf("lane %d spent its feedback before its address was proven", i)
 	}
-	return p.sendTo(i, *h, [][]byte{pkt})
+	return p.sendTo(i, dst, [][]byte{pkt})
 }
 
 // Heard is when the last fresh authenticated datagram arrived from the peer (the path's opening
@@ -733,10 +733,6 @@ func (p *Path) HandshakeSent() <-chan struct{} { return p.hsSent }
 
 // WaitPeers (server side) waits until the client's address is proven on every lane (hello.go).
 func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
-	return p.waitPeers(ctx, timeout)
-}
-
-func (p *Path) waitPeers(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n := 0

@@ -231,19 +231,31 @@ func checkBenchFile(dir, name string) (string, error) {
 	return sum, nil
 }
 
+// openRegular opens p for reading where it is a regular file, not through a symbolic link and
+// without blocking on a FIFO or a device on the way; it returns the file's own status (fstat).
+func openRegular(p string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file", escape.Quote(filepath.Base(p)))
+	}
+	return f, fi, nil
+}
+
 // SumFile returns the BLAKE3 (hex) of a bench file and removes it, whether or not it could be
 // read. Only a regular file is read: not through a symbolic link, and never a FIFO or a device,
 // whose open or read could block for ever.
 func SumFile(p string) (string, error) {
 	defer os.Remove(p)
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, _, err := openRegular(p)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", escape.Quote(filepath.Base(p)))
-	}
 	h := blake3.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err

@@ -52,8 +52,8 @@ type Options struct {
 	Log func(format string, args ...any)
 	// Tuning is the environment's switches, read once by cmd/farwing (tuning.FromEnv).
 	Tuning tuning.Settings
-	// PathMemory is the directory where a push keeps each host's sustained rate and round trip,
-	// and from which the next push to it starts its data before the UDP handshake answers
+	// PathMemory is the directory where a push keeps each path's sustained rate and round trip,
+	// and from which the next push on it starts its data before the UDP handshake answers
 	// (pathmem.go; "": none).
 	PathMemory string
 	// DebugLog is where the engines print their state when Tuning.Debug is on (FARWING_DEBUG; a
@@ -218,7 +218,7 @@ type Result struct {
 	RateBps       float64            `json:"rate_bps"`
 	CC            *RateStats         `json:"cc,omitempty"`
 	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
-	StartBps      float64            `json:"start_bps,omitempty"` // the rate data started at before the handshake: the last push to this host's (push, path memory)
+	StartBps      float64            `json:"start_bps,omitempty"` // the rate data started at before the handshake: what the last push on this path sustained (push, pathmem.go)
 	MaxRSS        int64              `json:"max_rss_bytes"`       // this process's peak resident memory
 	PeerMaxRSS    int64              `json:"peer_max_rss_bytes"`  // the remote peer's, as it reported it
 	CPUSeconds    float64            `json:"cpu_seconds"`         // this process's user and system CPU time

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -76,13 +75,12 @@ func recallPath(dir, key string, now time.Time, sshTook time.Duration) (pathReco
 	if dir == "" || key == "" || ownDir(dir) != nil {
 		return pathRecord{}, false
 	}
-	f, err := os.OpenFile(filepath.Join(dir, key), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, fi, err := openRegular(filepath.Join(dir, key))
 	if err != nil {
 		return pathRecord{}, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if st, ok := fi.Sys().(*syscall.Stat_t); err != nil || !fi.Mode().IsRegular() || !ok || int(st.Uid) != os.Getuid() {
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
 		return pathRecord{}, false
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxPathRecord+1))
@@ -141,7 +139,7 @@ func rememberPath(dir, key string, r pathRecord) error {
 
 // forgetPath removes path key's record: the path it describes is not this one.
 func forgetPath(dir, key string) {
-	if dir == "" || key == "" || strings.ContainsRune(key, '/') || ownDir(dir) != nil {
+	if dir == "" || key == "" || ownDir(dir) != nil {
 		return
 	}
 	os.Remove(filepath.Join(dir, key))

@@ -196,18 +196,19 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		// propose jumbo chunks, which only the proof settles: there the receiver starts at the
 		// proof (the data that came before it waits in the lanes, and on loopback the proof is
 		// microseconds away). The lanes must be proven within 15 s either way.
+		rctx, rcancel := context.WithCancelCause(ctx)
+		defer rcancel(nil)
 		if !sshClient.IsValid() || sshClient.IsLoopback() {
 			if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 				return fail(err)
 			}
+		} else {
+			go func() {
+				if err := path.WaitPeers(rctx, 15*time.Second); err != nil && rctx.Err() == nil {
+					rcancel(err)
+				}
+			}()
 		}
-		rctx, rcancel := context.WithCancelCause(ctx)
-		defer rcancel(nil)
-		go func() {
-			if err := path.WaitPeers(rctx, 15*time.Second); err != nil && rctx.Err() == nil {
-				rcancel(err)
-			}
-		}()
 		_, err = runRecv(rctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
 			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
 		if cause := context.Cause(rctx); err != nil && errors.Is(cause, session.ErrNoUDP) {

@@ -147,7 +147,9 @@ func ParseFeedback(b []byte, f *Feedback) error {
 			hi := la.Largest
 			if j > 0 {
 				gap, k := binary.Uvarint(b)
-				if k <= 0 || gap == 0 || gap+1 > prevLo {
+				// The next range ends at prevLo-1-gap: at least one number below the previous
+				// range's low end, and not below 0 (gap < prevLo; gap+1 would wrap at 2^64-1).
+				if k <= 0 || gap == 0 || gap >= prevLo {
 					return fmt.Errorf("%w: bad ack gap", ErrFrame)
 				}
 				b = b[k:]

@@ -60,6 +60,9 @@ func FuzzFeedback(f *testing.F) {
 		{Largest: 1000, AckDelay: 30, Ranges: []SeqRange{{990, 1000}, {900, 980}, {1, 10}}}, {}, {Largest: 7, Ranges: []SeqRange{{7, 7}}}, {}}}
 	f.Add(AppendFeedback(nil, &fb, 1400))
 	f.Add([]byte{0x10, 0, 255, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	// Two ranges, the second's gap 2^64-1 (gap+1 wraps): refused.
+	f.Add([]byte{0x10, 0, 1, 0, 0, 0, 0, 5, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 3, 232, 0, 0, 0, 0, 0, 2,
+		10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got Feedback
 		if ParseFeedback(b, &got) != nil {

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	mrand "math/rand/v2"
 	"testing"
@@ -229,5 +230,30 @@ func TestSealDataOpenInto(t *testing.T) {
 	}
 	if err := s.OpenDataInto(h, pkt, dst[:10]); !errors.Is(err, ErrAuth) {
 		t.Fatalf("wrong destination length accepted: %v", err)
+	}
+}
+
+// TestFeedbackGapWraps: an ack gap of 2^64-1 (gap+1 wraps to 0) or of exactly the previous
+// range's low end would put the next range at or above that low end (overlapping it) or below
+// sequence number 0; it is refused, as is every gap that leaves no room below the previous range.
+func TestFeedbackGapWraps(t *testing.T) {
+	frame := func(gap uint64) []byte {
+		b := []byte{0x10, 0, 1, 0, 0, 0, 0, 5, 0, 0, 0, 64}
+		b = binary.BigEndian.AppendUint64(b, 1000) // largest
+		b = binary.BigEndian.AppendUint32(b, 0)
+		b = binary.BigEndian.AppendUint16(b, 2) // two ranges
+		b = binary.AppendUvarint(b, 10)         // [990, 1000]
+		b = binary.AppendUvarint(b, gap)
+		return binary.AppendUvarint(b, 0) // a range of one number
+	}
+	var f Feedback
+	for _, gap := range []uint64{1<<64 - 1, 990, 991, 1 << 63} {
+		if err := ParseFeedback(frame(gap), &f); err == nil {
+			t.Errorf("gap %d below a range starting at 990 accepted: %+v", gap, f.Lanes[0].Ranges)
+		}
+	}
+	// The largest gap that fits: one number, 0, below the range [990, 1000].
+	if err := ParseFeedback(frame(989), &f); err != nil || f.Lanes[0].Ranges[1] != (SeqRange{0, 0}) {
+		t.Fatalf("gap 989: %v %+v", err, f.Lanes[0].Ranges)
 	}
 }

@@ -81,7 +81,7 @@ func FuzzResume(f *testing.F) {
 	f.Add([]byte(`{"farwing_resume":2}`), []byte(`[{"name":"a","size":1}]`), []byte(`[{"file":0,"blocks":4294967295},{"file":0,"blocks":1}]`))
 	f.Fuzz(func(t *testing.T, recb, list, offersb []byte) {
 		if r, err := parseRecord(recb); err == nil {
-			if r.V != recordVersion || r.Blocks > blocksOf(r.Size) || r.Size < 0 || ValidName(r.Name) != nil || strings.Contains(r.Name, "/") {
+			if r.V != recordVersion || uint64(r.Blocks) > blocksOf(r.Size) || r.Size < 0 || ValidName(r.Name) != nil || strings.Contains(r.Name, "/") {
 				t.Fatalf("record accepted: %+v", r)
 			}
 		}

@@ -139,7 +139,10 @@ func (c *TreeCheck) Add(files []File) error {
 			}
 			k = kindHard
 		}
-		if k != kindFile && f.Size != 0 || f.Size < 0 {
+		if err := checkSize(f.Name, f.Size); err != nil {
+			return err
+		}
+		if k != kindFile && f.Size != 0 {
 			return fmt.Errorf("%w: %q is %s of size %d", ErrName, f.Name, f.what(), f.Size)
 		}
 		kinds[f.Name] = k

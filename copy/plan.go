@@ -4,12 +4,36 @@
 package copy
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 )
 
 // BlockSize is the unit of hashing, windowing and verification.
 const BlockSize = 1 << 20
+
+// MaxBlocks is the most blocks one copy can number: a block number is 32 bits wide, and 2^32-1
+// is no block (the end of the numbering). MaxSize is the largest file, and the most bytes all
+// the files of one copy can add up to, that it can number (just under 4 PiB): both ends refuse a
+// size beyond it before any block is numbered (docs/PROTOCOL.md, Trust).
+const (
+	MaxBlocks = 1<<32 - 2
+	MaxSize   = MaxBlocks * BlockSize
+)
+
+// ErrTooLarge marks a size beyond MaxSize.
+var ErrTooLarge = errors.New("too large for one copy")
+
+// checkSize refuses a file size a copy cannot number: negative, or beyond MaxSize.
+func checkSize(name string, size int64) error {
+	switch {
+	case size < 0:
+		return fmt.Errorf("%w: %q has a negative size (%d)", ErrName, name, size)
+	case uint64(size) > MaxSize:
+		return fmt.Errorf("%w: %q is %d bytes, more than the %d bytes (4 PiB) one copy can hold", ErrTooLarge, name, size, int64(MaxSize))
+	}
+	return nil
+}
 
 // File describes one entry of a transfer: a regular file, a directory, a symbolic link or (with
 // -H) a hard link to an earlier file of the list. Only regular files have bytes (blocks).
@@ -80,7 +104,10 @@ func NewPlan(files []File) (*Plan, error) {
 	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files)),
 		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files)), charge: make([]int64, len(files)+1)}
 	for _, f := range files {
-		if f.Size < 0 || !f.Regular() && f.Size != 0 {
+		if err := checkSize(f.Name, f.Size); err != nil {
+			return nil, err
+		}
+		if !f.Regular() && f.Size != 0 {
 			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
 		}
 	}
@@ -96,8 +123,8 @@ func (p *Plan) number() error {
 		p.charge[i] = charge
 		nb := p.blocks(i)
 		n += uint64(nb)
-		if n >= 1<<32-1 {
-			return fmt.Errorf("transfer too large: more than %d blocks", uint32(1<<32-2))
+		if n > MaxBlocks {
+			return fmt.Errorf("%w: its files add up to more than %d blocks (%d bytes, 4 PiB)", ErrTooLarge, MaxBlocks, int64(MaxSize))
 		}
 		t += p.SentBytes(i)
 		if nb > 0 {
@@ -164,14 +191,21 @@ func (p *Plan) WindowEnd(base, window uint32) uint32 {
 	return base + uint32(lo)
 }
 
-func blocksOf(size int64) uint32 { return uint32((size + BlockSize - 1) / BlockSize) }
+// blocksOf is the number of blocks of a file of size bytes, in uint64 arithmetic: right for any
+// size, so that a size beyond MaxSize is seen as such (callers bound it before they narrow it).
+func blocksOf(size int64) uint64 {
+	if size <= 0 {
+		return 0
+	}
+	return (uint64(size) + BlockSize - 1) / BlockSize
+}
 
 // blocks is the number of blocks file i sends: none once it is skipped, none of those kept.
 func (p *Plan) blocks(i int) uint32 {
 	if p.skip[i] {
 		return 0
 	}
-	return blocksOf(p.Files[i].Size) - p.kept[i]
+	return uint32(blocksOf(p.Files[i].Size)) - p.kept[i] // NewPlan bounded the size by MaxSize
 }
 
 // Skip takes the files at indexes have (the receiver's report of what it already has) out of the

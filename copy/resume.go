@@ -91,7 +91,7 @@ func parseRecord(b []byte) (record, error) {
 		return r, fmt.Errorf("resume record of version %d (this build reads %d)", r.V, recordVersion)
 	case r.BlockSize != BlockSize:
 		return r, fmt.Errorf("resume record of block size %d", r.BlockSize)
-	case r.Size < 0 || r.Blocks > blocksOf(r.Size) || r.Blocks > MaxOfferBlocks:
+	case r.Size < 0 || uint64(r.Blocks) > blocksOf(r.Size) || r.Blocks > MaxOfferBlocks:
 		return r, fmt.Errorf("resume record of %d blocks for %d bytes", r.Blocks, r.Size)
 	case r.Name == "" || strings.ContainsRune(r.Name, '/') || ValidName(r.Name) != nil:
 		return r, errors.New("resume record without a valid name")
@@ -464,7 +464,7 @@ func (ps *Partials) Hash(plan *Plan) {
 // hashPrefix returns the block digests (32 bytes each) of the first n blocks of the file r of
 // size bytes, and its tree state after them.
 func hashPrefix(r io.ReaderAt, n uint32, size int64) ([]byte, *fileTree, error) {
-	plan := &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: blocksOf(size), kept: []uint32{0}, skip: []bool{false}, total: size}
+	plan := &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: uint32(min(blocksOf(size), MaxBlocks)), kept: []uint32{0}, skip: []bool{false}, total: size}
 	buf := make([]byte, BlockSize)
 	sums := make([]byte, 0, 32*int(n))
 	tree := &fileTree{}
@@ -605,7 +605,7 @@ type keptPrefix struct {
 func (p *Plan) resume(ks []keptPrefix) error {
 	for _, k := range ks {
 		if k.file < 0 || k.file >= len(p.Files) || !p.Files[k.file].Regular() || p.skip[k.file] ||
-			k.blocks > blocksOf(p.Files[k.file].Size) || k.tree == nil || k.tree.count() != uint64(k.blocks) {
+			uint64(k.blocks) > blocksOf(p.Files[k.file].Size) || k.tree == nil || k.tree.count() != uint64(k.blocks) {
 			return fmt.Errorf("internal: resume of file %d", k.file)
 		}
 	}
@@ -648,7 +648,7 @@ func CheckOffers(plan *Plan, offers []Offer, noResume bool) error {
 			return fmt.Errorf("file index %d (%s) is not a regular file", o.File, plan.Files[o.File].what())
 		case plan.skip[o.File]:
 			return fmt.Errorf("file index %d is already there", o.File)
-		case o.Blocks == 0 || o.Blocks > MaxOfferBlocks || o.Blocks > blocksOf(plan.Files[o.File].Size):
+		case o.Blocks == 0 || o.Blocks > MaxOfferBlocks || uint64(o.Blocks) > blocksOf(plan.Files[o.File].Size):
 			return fmt.Errorf("%d blocks offered of file index %d (%d bytes)", o.Blocks, o.File, plan.Files[o.File].Size)
 		}
 		prev = o.File

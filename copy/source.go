@@ -140,6 +140,7 @@ type collector struct {
 	o      CollectOptions
 	s      *Sources
 	inodes map[devIno]string // HardLinks: the first name listed for a file with several links
+	blocks uint64            // the blocks of the regular files listed so far (at most MaxBlocks)
 }
 
 // add lists the entry f found at p; its name must pass ValidName: a name the receiver would
@@ -174,6 +175,11 @@ func (c *collector) file(p, name string, st fs.FileInfo) error {
 		return err
 	}
 	f.Size = st.Size()
+	c.blocks += blocksOf(f.Size)
+	if uint64(f.Size) > MaxSize || c.blocks > MaxBlocks {
+		return fmt.Errorf("%w: %s: the sources add up to more than the %d bytes (4 PiB) one copy can hold; copy them in parts",
+			ErrSource, escape.Text(p), int64(MaxSize))
+	}
 	id := idOf(st)
 	f.Dev, f.Ino = id.dev, id.ino
 	return c.add(f, p)

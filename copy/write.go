@@ -303,6 +303,9 @@ type WriterCalls struct {
 	// Linkat makes a hard link (linkat(2)); where the destination cannot link (EXDEV, EPERM,
 	// EMLINK, EOPNOTSUPP) the writer copies the file instead.
 	Linkat func(olddirfd int, oldpath string, newdirfd int, newpath string, flags int) error
+	// Truncate gives a new partial file its length (ftruncate), which the file system may refuse
+	// (EFBIG: a length beyond what it can hold).
+	Truncate func(f *os.File, size int64) error
 }
 
 // WriterStats counts what a Writer did.
@@ -338,6 +341,9 @@ func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	}
 	if w.calls.Linkat == nil {
 		w.calls.Linkat = unix.Linkat
+	}
+	if w.calls.Truncate == nil {
+		w.calls.Truncate = (*os.File).Truncate
 	}
 	for _, f := range plan.Files {
 		if f.Hard != "" {
@@ -700,7 +706,11 @@ func (w *Writer) open(i int) error {
 		if sz > w.ckEvery { // a smaller file is placed before its first checkpoint could come
 			w.startRecords(wf, fd, 0)
 		}
-		_ = f.Truncate(sz) // reserve the length; blocks fill it in
+		// Reserve the length; blocks fill it in. A length the file system cannot hold (EFBIG)
+		// fails the copy here, never later as a file shorter than what was verified.
+		if err := w.calls.Truncate(f, sz); err != nil {
+			return fmt.Errorf("%w: %s: cannot make a file of %d bytes: %v", ErrDest, escape.Text(wf.final), sz, unwrapPath(err))
+		}
 		// Direct I/O for files of a block or more: the page cache costs more CPU than the disk
 		// (on this project's VM, buffered writes took 1.9 CPU s/GiB with fsync, O_DIRECT 0.07),
 		// and a copied file is not read back soon. WriterOptions.NoDirectIO turns it off.

@@ -66,7 +66,7 @@ func ExitCode(err error) int {
 		return ExitPlatform
 	case errors.Is(err, bootstrap.ErrInstall):
 		return ExitInstall
-	case errors.Is(err, ErrProtocol), errors.Is(err, fcopy.ErrName):
+	case errors.Is(err, ErrProtocol), errors.Is(err, fcopy.ErrName), errors.Is(err, fcopy.ErrTooLarge):
 		return ExitProtocol
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return ExitSSH

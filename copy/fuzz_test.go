@@ -43,7 +43,7 @@ func FuzzPlan(f *testing.F) {
 				t.Fatalf("plan took %+v", fl)
 			}
 		}
-		if MatchRequest([]string{req}, CollectOptions{Recursive: recursive}, files) != nil {
+		if _, err := MatchRequest([]string{req}, CollectOptions{Recursive: recursive}, files); err != nil {
 			return
 		}
 		base, known := requestBase(req)

@@ -74,7 +74,7 @@ func TestMatchRequestPattern(t *testing.T) {
 		{[]string{"dir/[.bin"}, false, []File{f("a.bin")}, false},
 		{[]string{"dir/?.bin"}, false, []File{f("ab.bin")}, false},
 	} {
-		err := MatchRequest(c.req, CollectOptions{Recursive: c.r}, c.files)
+		_, err := MatchRequest(c.req, CollectOptions{Recursive: c.r}, c.files)
 		if (err == nil) != c.ok {
 			t.Errorf("%q (-r %v) with %v: %v, want ok %v", c.req, c.r, c.files, err, c.ok)
 		}

@@ -201,9 +201,10 @@ func HashPath(p string, size int64) ([32]byte, error) {
 	return sum, nil
 }
 
-// keep gives the skipped file f, already at its destination, what a copy would have given it
-// besides its bytes: its mode (less the umask) and, with preserve, its modification time. Its
-// contents are never touched.
+// keep checks the skipped file f, already at its destination, and with preserve (-p) gives it
+// what such a copy would have given it besides its bytes: the source's mode (less the umask) and
+// modification time. Without -p it keeps its own, as scp and rsync leave a file that is there.
+// Its contents are never touched.
 func (w *Writer) keep(f File) error {
 	dir, base, _ := cutLast(w.target.rel(f.Name))
 	final := w.target.Path(f.Name)
@@ -219,16 +220,17 @@ func (w *Writer) keep(f File) error {
 		// Hard links of the list to this file link to the inode kept here (hardlink checks it).
 		w.hardIDs[f.Name] = devIno{uint64(st.Dev), uint64(st.Ino)}
 	}
+	if !w.preserve {
+		return nil // a file already there keeps its mode and times, as scp and rsync leave them
+	}
 	if mode := uint32(f.Mode.Perm() &^ umask); uint32(st.Mode)&0o7777 != mode {
 		if err := chmodNoFollow(dfd, base, mode); err != nil {
 			return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(final), err)
 		}
 	}
-	if w.preserve {
-		if sec, nsec := st.Mtim.Unix(); sec*1e9+nsec != f.MTime {
-			ts := unix.NsecToTimespec(f.MTime)
-			_ = unix.UtimesNanoAt(dfd, base, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-		}
+	if sec, nsec := st.Mtim.Unix(); sec*1e9+nsec != f.MTime {
+		ts := unix.NsecToTimespec(f.MTime)
+		_ = unix.UtimesNanoAt(dfd, base, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	return nil
 }

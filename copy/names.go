@@ -174,7 +174,11 @@ func cutLast(name string) (dir, base string, ok bool) {
 // names that match it, as the remote's Glob expands it; a name starting with "." only for a
 // pattern that does. The client cannot see which directory the remote read them from: what it
 // checks is that every name is one the pattern could have produced.
-func MatchRequest(paths []string, o CollectOptions, files []File) error {
+//
+// It returns the top-level names that only the remote chose (those of requests for "", "~", "."
+// or "x/.."): the destination must not have them already (Target.Fresh), or a remote could fill
+// ~/bin or ~/Documents by naming its home directory so.
+func MatchRequest(paths []string, o CollectOptions, files []File) (fresh []string, err error) {
 	want := map[string]bool{} // base names asked for
 	var patterns []string     // base names that are patterns
 	free := 0                 // requests whose base name only the remote knows
@@ -183,7 +187,7 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 		switch {
 		case ok && IsPattern(b):
 			if _, err := path.Match(b, ""); err != nil {
-				return fmt.Errorf("%w: %q is not a valid pattern", ErrName, p)
+				return nil, fmt.Errorf("%w: %q is not a valid pattern", ErrName, p)
 			}
 			patterns = append(patterns, b)
 			want[b] = true // a name that holds the pattern's characters itself (Glob)
@@ -198,14 +202,14 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 		top, _, below := strings.Cut(f.Name, "/")
 		if below || f.Dir {
 			if !o.Recursive {
-				return fmt.Errorf("%w: the remote sent %q, but the copy is not recursive (-r)", ErrName, f.Name)
+				return nil, fmt.Errorf("%w: the remote sent %q, but the copy is not recursive (-r)", ErrName, f.Name)
 			}
 		}
 		switch {
 		case f.Link != "" && (!below || o.Follow):
-			return fmt.Errorf("%w: the remote sent %q as a symbolic link, which this request cannot bring (a link given as a source, or any with -L, is followed)", ErrName, f.Name)
+			return nil, fmt.Errorf("%w: the remote sent %q as a symbolic link, which this request cannot bring (a link given as a source, or any with -L, is followed)", ErrName, f.Name)
 		case f.Hard != "" && !o.HardLinks:
-			return fmt.Errorf("%w: the remote sent %q as a hard link, but -H was not given", ErrName, f.Name)
+			return nil, fmt.Errorf("%w: the remote sent %q as a hard link, but -H was not given", ErrName, f.Name)
 		}
 		if below || got[top] {
 			continue // checkTree has its directory before it
@@ -217,17 +221,18 @@ func MatchRequest(paths []string, o CollectOptions, files []File) error {
 			// No home directory (or other directory such a request names) is called ".ssh" or
 			// ".config", but a pull of "host:" into one's home would then overwrite its dot
 			// directories: CVE-2019-6111's shape in the one place the name cannot be predicted.
-			return fmt.Errorf("%w: the remote sent %q for a request of its home directory (or another whose name only it knows); such a directory's name never starts with \".\" (name the remote directory, or copy into a new destination)", ErrName, f.Name)
+			return nil, fmt.Errorf("%w: the remote sent %q for a request of its home directory (or another whose name only it knows); such a directory's name never starts with \".\" (name the remote directory, or copy into a new destination)", ErrName, f.Name)
 		case free > 0 && f.Dir:
 			free-- // what such a request names is a directory (the remote's home, "/", "x/..")
+			fresh = append(fresh, top)
 		case free > 0:
-			return fmt.Errorf("%w: the remote sent %q as %s for a request of its home directory (or another whose name only it knows), which brings a directory", ErrName, f.Name, f.what())
+			return nil, fmt.Errorf("%w: the remote sent %q as %s for a request of its home directory (or another whose name only it knows), which brings a directory", ErrName, f.Name, f.what())
 		default:
-			return fmt.Errorf("%w: the remote sent %q, which was not asked for", ErrName, f.Name)
+			return nil, fmt.Errorf("%w: the remote sent %q, which was not asked for", ErrName, f.Name)
 		}
 		got[top] = true
 	}
-	return nil
+	return fresh, nil
 }
 
 // IsPattern says whether p holds one of Glob's special characters (*, ? or [; a backslash

@@ -195,7 +195,7 @@ func TestManyEntriesMemory(t *testing.T) {
 	if _, err := NewPlan(files); err != nil {
 		t.Fatal(err)
 	}
-	if err := MatchRequest([]string{"t"}, CollectOptions{Recursive: true}, files); err != nil {
+	if _, err := MatchRequest([]string{"t"}, CollectOptions{Recursive: true}, files); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ResolveTarget(t.TempDir(), files); err != nil {
@@ -256,7 +256,7 @@ func TestProbePullFreeRequestDotName(t *testing.T) {
 	d := func(n string) File { return File{Name: n, Dir: true, Mode: 0o700} }
 	list := []File{d(".ssh"), {Name: ".ssh/authorized_keys", Size: 10, Mode: 0o600}}
 	for _, req := range []string{"", "~", "."} {
-		if err := MatchRequest([]string{req}, CollectOptions{Recursive: true}, list); err == nil {
+		if _, err := MatchRequest([]string{req}, CollectOptions{Recursive: true}, list); err == nil {
 			t.Errorf("a pull -r of %q accepted a top-level %q of the remote's choosing", req, ".ssh")
 		}
 	}

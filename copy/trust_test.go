@@ -100,3 +100,94 @@ func TestTruncateErrorFails(t *testing.T) {
 		t.Fatal("the file was placed")
 	}
 }
+
+// TestFreshNameNotMerged: a top-level name only the remote chose (a pull of "host:") is refused
+// where the destination has it already, before anything is written (Target.Fresh) and again when
+// the writer comes to make it (a directory made in between); a new one is made.
+func TestFreshNameNotMerged(t *testing.T) {
+	d := func(n string) File { return File{Name: n, Dir: true, Mode: 0o755} }
+	f := func(n string) File { return File{Name: n, Size: 10, Mode: 0o755} }
+	files := []File{d("bin"), f("bin/ls")}
+
+	dst := t.TempDir()
+	os.Mkdir(filepath.Join(dst, "bin"), 0o700)
+	target, err := ResolveTarget(dst, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Fresh([]string{"bin"}); !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("Fresh with bin there: %v", err)
+	}
+
+	dst = t.TempDir()
+	if target, err = ResolveTarget(dst, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Fresh([]string{"bin"}); err != nil {
+		t.Fatalf("Fresh with no bin: %v", err)
+	}
+	os.Mkdir(filepath.Join(dst, "bin"), 0o700) // made after the check
+	if err := writeAll(t, files, target, WriterOptions{}); !errors.Is(err, ErrDest) {
+		t.Fatalf("writing into a bin made after the check: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "bin", "ls")); err == nil {
+		t.Fatal("bin/ls was written into the directory that was there")
+	}
+
+	dst = t.TempDir()
+	target, _ = ResolveTarget(dst, files)
+	if err := target.Fresh([]string{"bin"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeAll(t, files, target, WriterOptions{}); err != nil {
+		t.Fatalf("a new bin: %v", err)
+	}
+}
+
+// modeOf is the permission bits of p.
+func modeOf(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// TestExistingModesKept: without -p a directory that was there keeps its mode (0700 stays 0700,
+// not the remote's 0755; 0500, which the copy opens to write in, gets it back) and so does a
+// file the copy replaces; what the copy makes gets the source's mode less the umask; with -p
+// everything gets the source's.
+func TestExistingModesKept(t *testing.T) {
+	old := umask
+	umask = 0o022
+	defer func() { umask = old }()
+	files := []File{
+		{Name: "priv", Dir: true, Mode: 0o755},
+		{Name: "priv/x", Size: 10, Mode: 0o644},
+		{Name: "ro", Dir: true, Mode: 0o777},
+		{Name: "ro/y", Size: 10, Mode: 0o644},
+		{Name: "new", Dir: true, Mode: 0o750},
+		{Name: "new/z", Size: 10, Mode: 0o640},
+	}
+	for _, preserve := range []bool{false, true} {
+		dst := t.TempDir()
+		os.Mkdir(filepath.Join(dst, "priv"), 0o700)
+		os.WriteFile(filepath.Join(dst, "priv", "x"), []byte("secret"), 0o600)
+		os.Mkdir(filepath.Join(dst, "ro"), 0o700)
+		os.Chmod(filepath.Join(dst, "ro"), 0o500)
+		if err := writeAll(t, files, &Target{root: dst, into: true}, WriterOptions{Preserve: preserve}); err != nil {
+			t.Fatalf("-p %v: %v", preserve, err)
+		}
+		want := map[string]os.FileMode{"priv": 0o700, "priv/x": 0o600, "ro": 0o500, "ro/y": 0o644, "new": 0o750, "new/z": 0o640}
+		if preserve {
+			want = map[string]os.FileMode{"priv": 0o755, "priv/x": 0o644, "ro": 0o755, "ro/y": 0o644, "new": 0o750, "new/z": 0o640}
+		}
+		for name, m := range want {
+			if got := modeOf(t, filepath.Join(dst, name)); got != m {
+				t.Errorf("-p %v: %s has mode %04o, want %04o", preserve, name, got, m)
+			}
+		}
+		os.Chmod(filepath.Join(dst, "ro"), 0o700) // for the test's cleanup
+	}
+}

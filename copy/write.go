@@ -33,6 +33,32 @@ type Target struct {
 	root string
 	into bool   // the destination is an existing directory: files go inside it under their names
 	base string // !into: the name that replaces the transfer's top-level name
+	// fresh are top-level names only the remote chose (MatchRequest): the copy must make them.
+	fresh map[string]bool
+}
+
+// Fresh marks top-level names of the list that only the remote chose (MatchRequest's answer for
+// a request of "host:", "~", "." or "x/.."): each must be made by this copy, and one that stands
+// at the destination already is refused (ErrDest), now and again when the writer makes it. A
+// destination that did not exist gets the client's name (scp's rule), which is the client's own.
+func (t *Target) Fresh(names []string) error {
+	for _, n := range names {
+		if t.fresh == nil {
+			t.fresh = map[string]bool{}
+		}
+		t.fresh[n] = true
+		if _, err := os.Lstat(t.Path(n)); !errors.Is(err, os.ErrNotExist) {
+			return t.freshErr(n)
+		}
+	}
+	return nil
+}
+
+// freshErr is the error for a name only the remote chose that the destination has already.
+func (t *Target) freshErr(name string) error {
+	return fmt.Errorf("%w: the remote named what this request brings %s, and %s exists already; a name only the remote knows "+
+		"(a request of its home directory, \".\" or \"x/..\") never lands on what is there: name the remote directory (host:/home/NAME) or copy into a new directory",
+		ErrDest, escape.Quote(name), escape.Text(t.Path(name)))
 }
 
 // ResolveTarget applies scp's rules for DST: an existing directory (or a path ending in "/")
@@ -224,7 +250,10 @@ type Writer struct {
 	hardIDs map[string]devIno
 	// hardFirst is the plan index of each file that hard links name (copyLocal copies it).
 	hardFirst map[string]int
-	records   bool      // write resume records (resume.go)
+	// existing holds the directories of the plan that stood at the destination before the copy
+	// (relative to the root), with their modes then: without -p they keep them (mkdir).
+	existing map[string]uint32
+	records  bool      // write resume records (resume.go)
 	resume    *Partials // the kept partial files of resumed files
 	kept      bool      // Interrupt left partial files for a resume: the registry entry stays
 
@@ -325,7 +354,7 @@ func (w *Writer) Stats() WriterStats {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done, directIO: !o.NoDirectIO,
-		temps: map[*wfile]bool{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
+		temps: map[*wfile]bool{}, existing: map[string]uint32{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
 		ckEvery: o.CheckpointEvery, syncEvery: o.DataSyncEvery, calls: o.Calls}
 	if w.ckEvery <= 0 {
 		w.ckEvery, w.ckGap = checkpointEvery, checkpointGap
@@ -476,22 +505,45 @@ func (w *Writer) finishUpTo(ctx context.Context, file int) error {
 }
 
 // mkdir creates the directory f, or opens the one already there, writable by this user until
-// finishDirs gives it its mode.
+// finishDirs gives it its mode. A directory that was there keeps its mode without -p (scp's and
+// rsync's rule: a copy into ~ must not open a private directory to others, or close it to its
+// owner): its mode is noted, and where this user could not write it, u+rwx is added until
+// finishDirs gives the mode back. A top-level name only the remote chose (Target.Fresh) must be
+// made by this copy: one already there is refused, never merged into.
 func (w *Writer) mkdir(f File) error {
-	fd, err := w.dirs.open(w.target.rel(f.Name), f.Mode.Perm()|0o700)
+	rel := w.target.rel(f.Name)
+	parent, base, _ := cutLast(rel)
+	pfd, err := w.dirs.open(parent, 0o755)
+	if err != nil {
+		return err
+	}
+	err = unix.Mkdirat(pfd, base, uint32(f.Mode.Perm()|0o700))
+	made := err == nil
+	switch {
+	case err != nil && !errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("%w: mkdir %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
+	case !made && w.target.fresh[f.Name]:
+		return w.target.freshErr(f.Name)
+	}
+	fd, err := w.dirs.open(rel, 0o755) // never through a link: one standing there stops the copy
 	if err != nil {
 		return err
 	}
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Mode&0o700 != 0o700 {
-		_ = unix.Fchmod(fd, uint32(st.Mode)&0o7777|0o700) // a directory left read-only by an earlier copy
+	if !made && unix.Fstat(fd, &st) == nil {
+		w.existing[rel] = st.Mode & 0o7777
+		if st.Mode&0o700 != 0o700 {
+			_ = unix.Fchmod(fd, st.Mode&0o7777|0o700) // given back by finishDirs
+		}
 	}
 	return nil
 }
 
-// finishDirs gives every directory of the plan its mode (less the umask, as a new file gets)
-// and, with preserve, its modification time, once everything in it is written: deepest first,
-// so that a directory without write or search permission is closed only after its contents.
+// finishDirs gives the directories of the plan their modes once everything in them is written,
+// deepest first, so that a directory without write or search permission is closed only after its
+// contents: a directory this copy made gets the source's mode less the umask (as a new file
+// does), one that was there keeps its own (mkdir), and with -p every one gets the source's mode
+// and its modification time.
 func (w *Writer) finishDirs() error {
 	if w.sink {
 		return nil
@@ -507,11 +559,18 @@ func (w *Writer) finishDirs() error {
 		if err != nil {
 			return err
 		}
+		mode, existed := w.existing[rel]
+		if existed && !w.preserve && mode&0o700 == 0o700 {
+			continue // there before, and left as it was
+		}
+		if !existed || w.preserve {
+			mode = uint32(f.Mode.Perm() &^ umask)
+		}
 		fd, err := openDirAt(pfd, base, 0, false)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
 		}
-		err = unix.Fchmod(fd, uint32(f.Mode.Perm()&^umask))
+		err = unix.Fchmod(fd, mode)
 		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("%w: chmod %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
@@ -1039,9 +1098,16 @@ func (w *Writer) place(wf *wfile, f File) error {
 }
 
 // rename gives the synced temporary file of f its mode (and, with preserve, its times) and
-// renames it into place in its directory fd, then closes it.
+// renames it into place in its directory fd, then closes it. The mode is the source's less the
+// umask for a new file; a file that replaces a regular file keeps that file's permission bits
+// without -p (as scp and rsync leave an existing file's mode: a private file stays private).
 func (w *Writer) rename(wf *wfile, f File, fd int) error {
-	if err := wf.f.Chmod(f.Mode.Perm() &^ umask); err != nil {
+	mode := f.Mode.Perm() &^ umask
+	var st unix.Stat_t
+	if !w.preserve && unix.Fstatat(fd, wf.base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		mode = os.FileMode(st.Mode & 0o777)
+	}
+	if err := wf.f.Chmod(mode); err != nil {
 		return writeErr("chmod", wf, err)
 	}
 	if w.preserve {

@@ -181,7 +181,7 @@ func TestBigListStages(t *testing.T) {
 		}
 		tCheck := time.Since(t0)
 		t0 = time.Now()
-		if err := fcopy.MatchRequest([]string{src}, fcopy.CollectOptions{Recursive: true}, files); err != nil {
+		if _, err := fcopy.MatchRequest([]string{src}, fcopy.CollectOptions{Recursive: true}, files); err != nil {
 			t.Fatal(err)
 		}
 		tMatch := time.Since(t0)

@@ -954,8 +954,9 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	// The remote chooses the names of what this end writes: take only what was asked for.
 	plan, err := fcopy.NewPlan(files.Files)
+	var fresh []string // top-level names only the remote chose
 	if err == nil {
-		err = fcopy.MatchRequest(srcs, o.collect(), files.Files)
+		fresh, err = fcopy.MatchRequest(srcs, o.collect(), files.Files)
 	}
 	if err == nil && files.Skipped != nil {
 		err = files.Skipped.Check()
@@ -973,7 +974,10 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	var have []int
 	var parts *fcopy.Partials
 	if !o.Sink {
-		if target, have, err = fcopy.ResolveTargetHave(dst, files.Files, o.Compare); err != nil {
+		if target, have, err = fcopy.ResolveTargetHave(dst, files.Files, o.Compare); err == nil {
+			err = target.Fresh(fresh)
+		}
+		if err != nil {
 			what := "the client cannot write its destination"
 			if errors.Is(err, fcopy.ErrName) {
 				what, err = "refusing the remote's file list", fmt.Errorf("refusing the remote's file list: %w", err)

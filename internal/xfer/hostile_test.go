@@ -124,14 +124,14 @@ func TestPullTakesWhatWasAsked(t *testing.T) {
 		{[]string{"."}, true, []fcopy.File{d("alice"), f("alice/.profile")}},
 		{[]string{""}, true, []fcopy.File{d("alice")}},
 	} {
-		if err := fcopy.MatchRequest(c.paths, fcopy.CollectOptions{Recursive: c.r}, c.files); err != nil {
+		if _, err := fcopy.MatchRequest(c.paths, fcopy.CollectOptions{Recursive: c.r}, c.files); err != nil {
 			t.Errorf("%q (-r %v): %v", c.paths, c.r, err)
 		}
 		if _, err := fcopy.NewPlan(c.files); err != nil {
 			t.Errorf("%q: plan: %v", c.paths, err)
 		}
 	}
-	if err := fcopy.MatchRequest([]string{"."}, fcopy.CollectOptions{Recursive: true}, []fcopy.File{d("alice"), d("bob")}); err == nil {
+	if _, err := fcopy.MatchRequest([]string{"."}, fcopy.CollectOptions{Recursive: true}, []fcopy.File{d("alice"), d("bob")}); err == nil {
 		t.Error("one request for the home directory brought two top-level names")
 	}
 }

@@ -92,3 +92,98 @@ func TestPushRefusesHugeSource(t *testing.T) {
 	}
 	emptyDir(t, dst)
 }
+
+// TestPullHomeRequestNotMerged: a remote that answers a pull of its home directory ("host:",
+// "host:.", "host:x/..") with bin/ls is refused where the destination has a bin already, with the
+// destination's code, and bin is left as it was; the remote is told. Before, ~/bin/ls was written
+// (and ~/bin is on Debian's PATH).
+func TestPullHomeRequestNotMerged(t *testing.T) {
+	for _, req := range []string{"", ".", "x/.."} {
+		e := newEnv(t, lanetest.Link{}, 1)
+		told := make(chan Msg, 1)
+		e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+			return sendFiles(ctl, Msg{T: "files"}, []fcopy.File{{Name: "bin", Dir: true, Mode: 0o755}, {Name: "bin/ls", Size: 10, Mode: 0o755}})
+		}, told)
+		home := t.TempDir()
+		bin := filepath.Join(home, "bin")
+		os.Mkdir(bin, 0o700)
+		o := e.options()
+		o.Recursive = true
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := Pull(ctx, o, "host", []string{req}, home)
+		cancel()
+		if ExitCode(err) != ExitDest || !strings.Contains(err.Error(), "exists already") {
+			t.Fatalf("pull of %q with bin there: %v (exit %d)", req, err, ExitCode(err))
+		}
+		noControlBytes(t, err.Error())
+		emptyDir(t, bin)
+		if m := modeOfPath(t, bin); m != 0o700 {
+			t.Errorf("bin's mode changed to %04o", m)
+		}
+		select {
+		case m := <-told:
+			if m.Code != ExitDest {
+				t.Errorf("the remote was told %q with code %d", m.Err, m.Code)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the client did not tell the remote why it stopped")
+		}
+	}
+}
+
+func modeOfPath(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// TestCopyKeepsExistingModes: `farwing copy -r host:t/d local/` where local/d exists as 0700
+// leaves it 0700 (it became 0755, readable by others); a file already there that the copy skips
+// keeps its mode 0600, and one it replaces too. A push's server does the same.
+func TestCopyKeepsExistingModes(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	remote, local := t.TempDir(), t.TempDir()
+	tree(t, remote, map[string]int{"t/d/same": 100, "t/d/other": 200})
+	os.Chmod(filepath.Join(remote, "t", "d"), 0o755)
+	os.Chmod(filepath.Join(remote, "t", "d", "same"), 0o644)
+	os.Chmod(filepath.Join(remote, "t", "d", "other"), 0o644)
+	d := filepath.Join(local, "d")
+	os.Mkdir(d, 0o700)
+	os.Chmod(d, 0o700)
+	b, _ := os.ReadFile(filepath.Join(remote, "t", "d", "same"))
+	os.WriteFile(filepath.Join(d, "same"), b, 0o600)
+	st, _ := os.Stat(filepath.Join(remote, "t", "d", "same"))
+	os.Chtimes(filepath.Join(d, "same"), st.ModTime(), st.ModTime())
+	os.WriteFile(filepath.Join(d, "other"), []byte("old"), 0o600)
+	o := e.options()
+	o.Recursive = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Pull(ctx, o, "host", []string{filepath.Join(remote, "t", "d")}, local+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SkippedFiles != 1 || len(res.Files) != 1 {
+		t.Fatalf("skipped %d, copied %d", res.SkippedFiles, len(res.Files))
+	}
+	for name, want := range map[string]os.FileMode{"d": 0o700, "d/same": 0o600, "d/other": 0o600} {
+		if got := modeOfPath(t, filepath.Join(local, name)); got != want {
+			t.Errorf("pull: %s has mode %04o, want %04o", name, got, want)
+		}
+	}
+	sameBytes(t, filepath.Join(remote, "t", "d", "other"), filepath.Join(d, "other"))
+
+	// A push into a directory the server has as 0700.
+	dst := t.TempDir()
+	os.Mkdir(filepath.Join(dst, "d"), 0o700)
+	os.Chmod(filepath.Join(dst, "d"), 0o700)
+	if _, err := Push(ctx, o, []string{filepath.Join(remote, "t", "d")}, "host", dst); err != nil {
+		t.Fatal(err)
+	}
+	if got := modeOfPath(t, filepath.Join(dst, "d")); got != 0o700 {
+		t.Errorf("push: d has mode %04o, want 0700", got)
+	}
+}

@@ -254,8 +254,8 @@ type Writer struct {
 	// (relative to the root), with their modes then: without -p they keep them (mkdir).
 	existing map[string]uint32
 	records  bool      // write resume records (resume.go)
-	resume    *Partials // the kept partial files of resumed files
-	kept      bool      // Interrupt left partial files for a resume: the registry entry stays
+	resume   *Partials // the kept partial files of resumed files
+	kept     bool      // Interrupt left partial files for a resume: the registry entry stays
 
 	ckEvery   int64         // a checkpoint every this many bytes of a file (WriterOptions.CheckpointEvery)
 	ckGap     time.Duration // at least this long apart

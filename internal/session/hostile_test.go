@@ -5,6 +5,8 @@ package session
 // datagrams from anywhere.
 
 import (
+	"bytes"
+	cryptorand "crypto/rand"
 	mathrand "math/rand/v2"
 	"net/netip"
 	"sync"
@@ -285,4 +287,80 @@ func TestFloodDuringTransfer(t *testing.T) {
 		t.Fatalf("the flood reached the engines: %d invalid data, %d bad feedback", rs.Invalid, st.BadFeedback)
 	}
 	t.Logf("flood: %d datagrams to the receiver, %d to the sender", sentTo[0], sentTo[1])
+}
+
+// TestForgedClaimKeepsAuthenticCopy: a forged datagram for a chunk holds the chunk's claim while
+// it is decrypted into the block (SealedData on one lane); the authentic copy, opened in place
+// and so already acknowledged on another lane, arrives during that opening. It must not be
+// dropped as a duplicate: once the forgery's opening fails and gives the claim up, the authentic
+// copy is placed, intact, and counted once (the sender never sends an acknowledged chunk again).
+func TestForgedClaimKeepsAuthenticCopy(t *testing.T) {
+	key := make([]byte, wire.KeyLen)
+	cryptorand.Read(key)
+	client, _ := wire.NewCrypto(key, 7, wire.ClientToServer)
+	server, _ := wire.NewCrypto(key, 7, wire.ServerToClient)
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 3 * wire.ChunkSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReceiver(&Path{crypto: server}, plan, nil, 4)
+	b := newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize), wire.ChunkSize)
+	r.ring[0].Store(b)
+	file := make([]byte, 3*wire.ChunkSize)
+	cryptorand.Read(file)
+	seal := func(lane uint8, seq uint64, payload []byte) []byte {
+		buf := make([]byte, wire.DataAADLen, wire.MaxDatagramV6)
+		wire.DataFrame{Kind: wire.KindChunk, Block: 0, Chunk: 1}.Put(buf[wire.HeaderLen:])
+		return client.SealData(buf, wire.Header{Lane: lane, Seq: seq}, payload)
+	}
+	want := file[wire.ChunkSize : 2*wire.ChunkSize]
+	good := seal(2, 9, want)                                 // lane 2: the authentic copy
+	forged := seal(1, 5, want)                               // lane 1: right session, lane and frame ...
+	cryptorand.Read(forged[wire.DataAADLen : len(forged)-8]) // ... wrong bytes
+	hf, err := server.Check(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg, err := server.Check(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Lane 1, SealedData on the forgery, first half: the chunk is new, so it is claimed and
+	// its destination is the block's memory.
+	_, _, dst := r.chunkDest(forged)
+	if dst == nil || !b.claim(1) {
+		t.Fatal("the forgery's chunk is not new in the block")
+	}
+	// Lane 2: the authentic copy finds the chunk claimed (SealedData leaves it to the path), is
+	// opened in place (here the path would mark it in the replay window: acknowledged) and handed
+	// to Datagram.
+	if taken, _ := r.SealedData(2, hg, good, time.Now()); taken {
+		t.Fatal("a chunk claimed on another lane was taken")
+	}
+	pt, err := server.OpenChecked(hg, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		r.Datagram(2, hg, pt, time.Now())
+		close(done)
+	}()
+	select { // Before the fix Datagram returned here at once, the chunk counted a duplicate.
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Lane 1, second half: the forgery fails to open (crypto/cipher clears what it wrote into
+	// the block) and gives the claim up.
+	if err := server.OpenDataInto(hf, forged, dst); err == nil {
+		t.Fatal("the forgery opened")
+	}
+	b.unclaim(1)
+	<-done
+	st := r.Stats()
+	if !b.isPlaced(1) || !bytes.Equal(b.data[wire.ChunkSize:2*wire.ChunkSize], want) || b.nHave.Load() != 1 || st.Duplicates != 0 {
+		t.Fatalf("the authentic copy: placed %v, intact %v, chunks counted %d, duplicates %d; want it placed, intact, counted once, no duplicate",
+			b.isPlaced(1), bytes.Equal(b.data[wire.ChunkSize:2*wire.ChunkSize], want), b.nHave.Load(), st.Duplicates)
+	}
 }

@@ -22,7 +22,9 @@ func chunksIn(n, chunk int) int { return (n + chunk - 1) / chunk }
 // claimed by setting its bit in have (atomic OR), copied, marked in placed, and then counted in
 // nHave; the goroutine whose count completes the block hands it on, and by then every copy has
 // happened before. A block object is never reused for another block id, so a late duplicate
-// holding a stale pointer only finds its bit already set. FEC state (rxFEC) appears with the
+// holding a stale pointer only finds its bit already set. A claim not yet placed is a copy in
+// progress, which may be a forgery that gives its claim up (SealedData): an authentic copy that
+// finds one waits for it rather than count itself a duplicate (Datagram). FEC state (rxFEC) appears with the
 // block's first parity datagram.
 type rxBlock struct {
 	id      uint32
@@ -331,7 +333,16 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 			cnt.invalid.Add(1)
 			return
 		}
-		if !b.claim(c) {
+		for !b.claim(c) {
+			if !b.isPlaced(c) {
+				// Claimed, not placed: another lane is decrypting a copy into the block
+				// (SealedData) or copying one in. This datagram is authentic and already
+				// acknowledged, so it must not be dropped on the word of a copy that may be a
+				// forgery: wait until that one is placed or gives its claim up (a failed
+				// opening), then claim again. Neither waits on anything.
+				runtime.Gosched()
+				continue
+			}
 			cnt.duplicates.Add(1)
 			if fx := b.fec.Load(); fx != nil && fx.wasRebuilt(c) {
 				cnt.late.Add(1)

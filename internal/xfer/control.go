@@ -626,15 +626,41 @@ func (d *digests) fail(err error) {
 	d.cond.Broadcast()
 }
 
+// digestWait bounds the wait for a file's digest once the receiver has all of the file's data
+// (wait). The sender sends the digest as soon as it has read the file, before the file's last
+// block leaves it: it is due by the time the data is in, so a sender that sends data and pings
+// but never the digest is given up on as silent, as one that stops half way through a list.
+const digestWait = PeerIdle
+
+// wait returns the digest of file i, which the receiver has all the data of: at once if it came,
+// or when it comes, within digestWait; or why it cannot come.
 func (d *digests) wait(i int) ([32]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	late := false
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
 		if s, ok := d.got[i]; ok {
 			return s, nil
 		}
 		if d.err != nil {
 			return [32]byte{}, d.err
+		}
+		if late {
+			return [32]byte{}, fmt.Errorf("%w: the sender's digest of file %d did not come within %s of its data", session.ErrSilent, i, digestWait)
+		}
+		if t == nil {
+			t = time.AfterFunc(digestWait, func() {
+				d.mu.Lock()
+				late = true
+				d.mu.Unlock()
+				d.cond.Broadcast()
+			})
 		}
 		d.cond.Wait()
 	}

@@ -131,34 +131,109 @@ func Close(conns []*net.TCPConn) {
 	}
 }
 
+// Limits on the connections Accept has not yet taken: each has tokenWait to send its token, and
+// at most maxPending wait at once (beyond that the one that has waited longest is closed: a
+// rightful stream sends its token as it connects, so only an idle stranger waits long).
+const (
+	tokenWait  = 5 * time.Second
+	maxPending = 64
+)
+
 // Accept takes n connections from ln that each send token first, within the given time; others
-// are closed and not counted. It closes ln when done.
+// are closed and not counted. Tokens are read concurrently, each connection's within tokenWait,
+// so strangers that connect and say nothing hold no one up. It closes ln when done.
 func Accept(ctx context.Context, ln *net.TCPListener, n int, token []byte, within time.Duration) ([]*net.TCPConn, error) {
 	defer ln.Close()
 	deadline := time.Now().Add(within)
 	ln.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Now()) })
 	defer stop()
-	var conns []*net.TCPConn
-	for len(conns) < n {
-		c, err := ln.AcceptTCP()
-		if err != nil {
-			Close(conns)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+
+	// The accepting goroutine hands each connection over; acceptErr is set before incoming is
+	// closed.
+	incoming := make(chan *net.TCPConn)
+	var acceptErr error
+	go func() {
+		defer close(incoming)
+		for {
+			c, err := ln.AcceptTCP()
+			if err != nil {
+				acceptErr = err
+				return
 			}
-			return nil, fmt.Errorf("%d of %d bench streams connected within %s: %w", len(conns), n, within, err)
+			incoming <- c
 		}
-		got := make([]byte, TokenLen)
-		c.SetReadDeadline(time.Now().Add(min(5*time.Second, time.Until(deadline))))
-		if _, err := io.ReadFull(c, got); err != nil || subtle.ConstantTimeCompare(got, token) != 1 {
-			c.Close() // not the bench's: a port scan, another user
-			continue
-		}
-		c.SetReadDeadline(time.Time{})
-		conns = append(conns, c)
+	}()
+	// Each pending connection's token is read by a goroutine of its own, which reports here.
+	type read struct {
+		c  *net.TCPConn
+		ok bool
 	}
-	return conns, nil
+	reads := make(chan read)
+	var (
+		conns   []*net.TCPConn
+		pending []*net.TCPConn // oldest first
+		live    int            // token readers that have not reported
+	)
+	drop := func(c *net.TCPConn) bool {
+		if i := slices.Index(pending, c); i >= 0 {
+			pending = slices.Delete(pending, i, i+1)
+			return true
+		}
+		return false
+	}
+	done, quit := ctx.Done(), false
+	for in := incoming; in != nil || live > 0; {
+		if len(conns) == n || quit {
+			// Enough, or given up: no more connections, and the pending ones are closed.
+			ln.SetDeadline(time.Now())
+			for _, c := range pending {
+				c.Close()
+			}
+			pending = nil
+		}
+		select {
+		case c, ok := <-in:
+			if !ok {
+				in = nil
+				continue
+			}
+			if len(conns) == n || quit {
+				c.Close()
+				continue
+			}
+			if len(pending) == maxPending {
+				pending[0].Close() // its reader reports it, not ok
+				pending = pending[1:]
+			}
+			pending = append(pending, c)
+			live++
+			go func() {
+				got := make([]byte, TokenLen)
+				c.SetReadDeadline(time.Now().Add(min(tokenWait, time.Until(deadline))))
+				_, err := io.ReadFull(c, got)
+				reads <- read{c, err == nil && subtle.ConstantTimeCompare(got, token) == 1}
+			}()
+		case r := <-reads:
+			live--
+			if !drop(r.c) || !r.ok || len(conns) == n || quit {
+				r.c.Close() // not the bench's (a port scan, another user), or closed already
+				continue
+			}
+			r.c.SetReadDeadline(time.Time{})
+			conns = append(conns, r.c)
+		case <-done:
+			done, quit = nil, true
+		}
+	}
+	if len(conns) == n && ctx.Err() == nil {
+		return conns, nil
+	}
+	Close(conns)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("%d of %d bench streams connected within %s: %w", len(conns), n, within, acceptErr)
 }
 
 // Receive reads every stream to its end, or until the deadline, and returns the bytes and the

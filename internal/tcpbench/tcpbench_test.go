@@ -2,7 +2,10 @@ package tcpbench
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -113,5 +116,67 @@ func TestAcceptTimesOut(t *testing.T) {
 	_, err = Accept(context.Background(), ln, 1, NewToken(), 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "0 of 1 bench streams") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestAcceptIdleStrangers: strangers that connect first and say nothing (or half a token) do not
+// use up the listener's window: the rightful streams, which connect after them and send their
+// token at once, are taken, and the strangers are closed, not counted. More strangers than may
+// wait at once (maxPending) only close the ones that have waited longest.
+func TestAcceptIdleStrangers(t *testing.T) {
+	for _, strangers := range []int{3, maxPending + 8} {
+		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idle []net.Conn
+		for i := range strangers {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 1 {
+				c.Write(make([]byte, TokenLen/2)) // half a token, then nothing
+			}
+			idle = append(idle, c)
+		}
+		token := NewToken()
+		type accepted struct {
+			conns []*net.TCPConn
+			err   error
+		}
+		got := make(chan accepted, 1)
+		go func() {
+			// Before the fix a stranger's token was read for min(5 s, the window): the first
+			// idle one used all of it.
+			conns, err := Accept(context.Background(), ln, 2, token, 5*time.Second)
+			got <- accepted{conns, err}
+		}()
+		conns, err := Dial(context.Background(), ln.Addr().String(), 2, "", token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := <-got
+		if a.err != nil || len(a.conns) != 2 {
+			t.Fatalf("%d idle strangers first: %d streams accepted, %v; want the 2 rightful ones", strangers, len(a.conns), a.err)
+		}
+		// The strangers are closed (their reads end, not time out), and the rightful streams
+		// carry bytes.
+		for i, c := range idle {
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("stranger %d of %d: %v, want its connection closed", i, strangers, err)
+			}
+			c.Close()
+		}
+		for i, c := range conns {
+			c.Write([]byte{byte(i)})
+			b := make([]byte, 1)
+			if _, err := io.ReadFull(a.conns[i], b); err != nil {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+		}
+		Close(conns)
+		Close(a.conns)
 	}
 }

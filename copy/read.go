@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/farwing/farwing/internal/escape"
 )
 
 // Block is one block of file data with its digest.
@@ -195,7 +197,10 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 		if fi, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
 			if st, err := fi.Stat(); err == nil && st.Size() != f.Size {
 				c.Close()
-				return fmt.Errorf("%s: file changed size while being read (%d → %d bytes)", f.Name, f.Size, st.Size())
+				return fmt.Errorf("%w: %s: file changed size while being read (%d → %d bytes)", ErrSource, escape.Text(f.Name), f.Size, st.Size())
+			} else if err == nil && f.MTime != 0 && st.ModTime().UnixNano() != f.MTime {
+				c.Close()
+				return fmt.Errorf("%w: %s: file changed while being read (its modification time moved); copy again to send it as it is now", ErrSource, escape.Text(f.Name))
 			}
 		}
 		c.Close()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,12 @@ type Sources struct {
 	Files   []File
 	Paths   []string // local path of each entry of Files
 	Skipped Skipped  // what Collect left out; the caller warns (Skipped.Warning)
+
+	// What Open needs to open each entry as it was listed: the source arguments, and for each
+	// entry the argument it was found under; whether links below them were followed.
+	args   []string
+	argOf  []int32
+	follow bool
 }
 
 // CollectOptions are how Collect walks the sources.
@@ -90,9 +97,10 @@ func (s *Skipped) loop(p string) {
 // and devices, sockets and FIFOs are left out and counted in Skipped. The sources are only
 // read, never changed.
 func Collect(args []string, o CollectOptions) (*Sources, error) {
-	c := &collector{o: o, s: &Sources{}, inodes: map[devIno]string{}}
+	c := &collector{o: o, s: &Sources{args: args, follow: o.Follow}, inodes: map[devIno]string{}}
 	seen := map[string]bool{}
-	for _, a := range args {
+	for ai, a := range args {
+		c.arg = int32(ai)
 		st, err := os.Stat(a)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrSource, a, unwrapPath(err))
@@ -141,6 +149,7 @@ type collector struct {
 	s      *Sources
 	inodes map[devIno]string // HardLinks: the first name listed for a file with several links
 	blocks uint64            // the blocks of the regular files listed so far (at most MaxBlocks)
+	arg    int32             // the index of the argument being walked
 }
 
 // add lists the entry f found at p; its name must pass ValidName: a name the receiver would
@@ -156,6 +165,7 @@ func (c *collector) add(f File, p string) error {
 	}
 	c.s.Files = append(c.s.Files, f)
 	c.s.Paths = append(c.s.Paths, p)
+	c.s.argOf = append(c.s.argOf, c.arg)
 	return nil
 }
 
@@ -262,14 +272,121 @@ func readable(p string) error {
 	return nil
 }
 
-// Open returns an Opener over the sources' paths.
+// Open returns an Opener of the listed regular files that opens each as it was listed, never
+// another file put at its name since: below its source argument (which is followed, as Collect
+// follows it), each directory of its name is opened relative to its parent and the file relative
+// to its directory, without following a symbolic link (unless Collect followed them: -L), and
+// without blocking (O_NONBLOCK: a FIFO put there does not hold the copy); then the open file must
+// be a regular file of the listed device, inode, size and modification time. Anything else is an
+// error naming the file (ErrSource, exit 3): the copy stops rather than send the wrong bytes
+// under the listed name, or skip a file the receiver expects (docs/PROTOCOL.md, Names).
 func (s *Sources) Open() Opener {
-	return func(i int) (io.ReaderAt, io.Closer, error) {
-		f, err := os.Open(s.Paths[i])
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %v", ErrSource, s.Paths[i], unwrapPath(err))
+	o := &opener{s: s, dirFD: -1, last: s.lastFile()}
+	return o.open
+}
+
+// opener opens the sources' files for Open, keeping the descriptor of the last directory it
+// opened a file in: files are listed, and read, directory by directory.
+type opener struct {
+	mu    sync.Mutex
+	s     *Sources
+	dirFD int    // the last directory, -1 for none
+	arg   int32  // its argument
+	dir   string // its path below the argument
+	last  int    // the index of the list's last regular file
+}
+
+func (o *opener) open(i int) (io.ReaderAt, io.Closer, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.s
+	f, p := s.Files[i], s.Paths[i]
+	if i >= len(s.argOf) { // Sources made by hand (tests): no listing to go by but the path
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		return o.checked(fd, err, f, p)
+	}
+	arg := s.args[s.argOf[i]]
+	_, rest, below := strings.Cut(f.Name, "/")
+	if !below { // the argument itself, followed as Collect followed it
+		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		return o.checked(fd, err, f, p)
+	}
+	nofollow := unix.O_NOFOLLOW
+	if s.follow {
+		nofollow = 0
+	}
+	dir, base, _ := cutLast(rest)
+	if o.dirFD < 0 || o.arg != s.argOf[i] || o.dir != dir {
+		o.closeDir()
+		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		for _, e := range strings.Split(dir, "/") {
+			if err != nil || e == "" {
+				break
+			}
+			var next int
+			next, err = unix.Openat(fd, e, unix.O_RDONLY|unix.O_DIRECTORY|nofollow|unix.O_CLOEXEC, 0)
+			unix.Close(fd)
+			fd = next
 		}
-		return f, f, nil
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+				return nil, nil, fmt.Errorf("%w: %s: a directory on its path is no longer the one listed (a symbolic link or a file now); nothing of it was sent", ErrSource, escape.Text(p))
+			}
+			return nil, nil, fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
+		}
+		o.dirFD, o.arg, o.dir = fd, s.argOf[i], dir
+	}
+	fd, err := unix.Openat(o.dirFD, base, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|nofollow|unix.O_CLOEXEC, 0)
+	if i == o.last {
+		o.closeDir() // the list's last file: nothing to keep the directory open for
+	}
+	return o.checked(fd, err, f, p)
+}
+
+// lastFile is the index of the last regular file of the list (-1: none).
+func (s *Sources) lastFile() int {
+	for i := len(s.Files) - 1; i >= 0; i-- {
+		if s.Files[i].Regular() {
+			return i
+		}
+	}
+	return -1
+}
+
+// checked is the file fd opened for f (listed at p), if it is the file that was listed.
+func (o *opener) checked(fd int, err error, f File, p string) (io.ReaderAt, io.Closer, error) {
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, nil, fmt.Errorf("%w: %s is a symbolic link now, not the file that was listed; nothing of it was sent", ErrSource, escape.Text(p))
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
+	}
+	file := os.NewFile(uintptr(fd), p)
+	st, err := file.Stat()
+	if err == nil && !sameListed(f, st) {
+		err = errChanged
+	}
+	if err != nil {
+		file.Close()
+		return nil, nil, fmt.Errorf("%w: %s %v; nothing of it was sent (copy again to send it as it is now)", ErrSource, escape.Text(p), err)
+	}
+	return file, file, nil
+}
+
+var errChanged = errors.New("changed after it was listed (another file, size or modification time)")
+
+// sameListed reports whether st is the regular file f was listed as: the same device and inode
+// (where the listing has them), size and modification time.
+func sameListed(f File, st fs.FileInfo) bool {
+	id := idOf(st)
+	return st.Mode().IsRegular() && st.Size() == f.Size && st.ModTime().UnixNano() == f.MTime &&
+		(f.Dev == 0 && f.Ino == 0 || id.dev == f.Dev && id.ino == f.Ino)
+}
+
+func (o *opener) closeDir() {
+	if o.dirFD >= 0 {
+		unix.Close(o.dirFD)
+		o.dirFD = -1
 	}
 }
 

@@ -6,11 +6,14 @@ package copy
 // swapped before they are read.
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -189,5 +192,131 @@ func TestExistingModesKept(t *testing.T) {
 			}
 		}
 		os.Chmod(filepath.Join(dst, "ro"), 0o700) // for the test's cleanup
+	}
+}
+
+// readAll reads every block of the sources' plan with opener open, as the sender does, and
+// returns the bytes read per file name.
+func readAll(t *testing.T, s *Sources, open Opener) (map[string][]byte, error) {
+	t.Helper()
+	plan, err := NewPlan(s.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan *Block, 64)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Read(context.Background(), plan, open, NewPool(8), out, func(int, [32]byte) {})
+		close(out)
+	}()
+	got := map[string][]byte{}
+	for b := range out {
+		i, _, _ := plan.Locate(b.ID)
+		got[plan.Files[i].Name] = append(got[plan.Files[i].Name], b.Data...)
+	}
+	return got, <-errc
+}
+
+// TestSenderReadsWhatItListed: between the listing and the read, another user who can write the
+// source swaps a directory for a link to the victim's (~/.ssh), a file for another of the same
+// size and time, or puts a FIFO there; the sender stops with an error naming the file and sends
+// none of the victim's bytes, and a FIFO does not hold it. Before, Open was os.Open(path): the
+// victim's key left under the listed name.
+func TestSenderReadsWhatItListed(t *testing.T) {
+	secret := []byte("-----BEGIN OPENSSH PRIVATE KEY-----")
+	for _, c := range []struct {
+		what   string
+		follow bool
+		swap   func(src, victim string)
+	}{
+		{"a directory swapped for a link", false, func(src, victim string) {
+			os.Rename(filepath.Join(src, "t", "sub"), filepath.Join(src, "old"))
+			os.Symlink(victim, filepath.Join(src, "t", "sub"))
+		}},
+		{"a file swapped for a link", false, func(src, victim string) {
+			os.Remove(filepath.Join(src, "t", "sub", "id"))
+			os.Symlink(filepath.Join(victim, "id"), filepath.Join(src, "t", "sub", "id"))
+		}},
+		{"a file swapped for another of its size and time", false, func(src, victim string) {
+			p := filepath.Join(src, "t", "sub", "id")
+			st, _ := os.Stat(p)
+			os.Remove(p)
+			os.Link(filepath.Join(victim, "id"), p)
+			os.Chtimes(p, st.ModTime(), st.ModTime())
+		}},
+		{"a file swapped for a FIFO", false, func(src, victim string) {
+			p := filepath.Join(src, "t", "sub", "id")
+			os.Remove(p)
+			unix.Mkfifo(p, 0o644)
+		}},
+		{"a followed link pointed elsewhere (-L)", true, func(src, victim string) {
+			os.Remove(filepath.Join(src, "t", "sub"))
+			os.Symlink(victim, filepath.Join(src, "t", "sub"))
+		}},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			src, victim := t.TempDir(), t.TempDir()
+			os.WriteFile(filepath.Join(victim, "id"), secret, 0o600)
+			os.MkdirAll(filepath.Join(src, "t"), 0o755)
+			if c.follow {
+				os.Mkdir(filepath.Join(src, "real"), 0o755)
+				os.Symlink(filepath.Join(src, "real"), filepath.Join(src, "t", "sub"))
+			} else {
+				os.Mkdir(filepath.Join(src, "t", "sub"), 0o755)
+			}
+			os.WriteFile(filepath.Join(src, "t", "sub", "id"), make([]byte, len(secret)), 0o644)
+			vst, _ := os.Stat(filepath.Join(victim, "id"))
+			os.Chtimes(filepath.Join(src, "t", "sub", "id"), vst.ModTime(), vst.ModTime())
+			os.WriteFile(filepath.Join(src, "t", "z"), []byte("after"), 0o644)
+			s, err := Collect([]string{filepath.Join(src, "t")}, CollectOptions{Recursive: true, Follow: c.follow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.swap(src, victim)
+			done := make(chan struct{})
+			var got map[string][]byte
+			go func() {
+				defer close(done)
+				got, err = readAll(t, s, s.Open())
+			}()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the read is held (a FIFO opened for reading blocks)")
+			}
+			if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), filepath.Join("t", "sub", "id")) {
+				t.Fatalf("read after the swap: %v", err)
+			}
+			for name, b := range got {
+				if strings.Contains(string(b), string(secret)) {
+					t.Fatalf("the victim's bytes were read as %s", name)
+				}
+			}
+		})
+	}
+}
+
+// TestSenderFileChangedWhileRead: a file whose modification time moves while it is read (written
+// in place, the same size) stops the copy, naming it, instead of sending a mix of two versions.
+func TestSenderFileChangedWhileRead(t *testing.T) {
+	src := t.TempDir()
+	p := filepath.Join(src, "f")
+	os.WriteFile(p, make([]byte, 3*BlockSize), 0o644)
+	s, err := Collect([]string{p}, CollectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := s.Open()
+	touching := func(i int) (io.ReaderAt, io.Closer, error) {
+		r, c, err := open(i)
+		later := time.Now().Add(time.Hour)
+		os.Chtimes(p, later, later)
+		return r, c, err
+	}
+	if _, err := readAll(t, s, touching); !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), "changed while being read") {
+		t.Fatalf("a file changed while read: %v", err)
+	}
+	if got, err := readAll(t, s, s.Open()); err == nil || len(got) != 0 {
+		t.Fatalf("read again after the change: %v, %d files", err, len(got))
 	}
 }

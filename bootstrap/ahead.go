@@ -11,6 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/farwing/farwing/internal/privdir"
 )
 
 // Upload ahead: on what is most likely first contact, the client does not wait a round trip for
@@ -118,7 +121,7 @@ func (a *ahead) start(b []byte) []byte {
 // installed) on the account ssh reaches for host: ssh's user, host name and port where `ssh -G`
 // told them (cfg), else host as given. "" where there is no cache directory.
 func installedRecord(id Identity, cfg map[string]string, host string) string {
-	dir := localPeerDir()
+	dir := localPeerDir("installed")
 	if dir == "" || len(id.Hash) < 16 {
 		return ""
 	}
@@ -127,24 +130,28 @@ func installedRecord(id Identity, cfg map[string]string, host string) string {
 		key = strings.Join([]string{"ssh", cfg["user"], cfg["hostname"], cfg["port"]}, "\x00")
 	}
 	h := sha256.Sum256([]byte(key))
-	return filepath.Join(dir, "installed", "farwing-"+id.Hash[:16]+"-"+hex.EncodeToString(h[:8]))
+	return filepath.Join(dir, "farwing-"+id.Hash[:16]+"-"+hex.EncodeToString(h[:8]))
 }
 
 // noteInstalled records that a build runs on an account (a failure to record only costs the next
-// contact its guess); records made more than pruneDays ago go, as the remote's builds do.
+// contact its guess); records made more than pruneDays ago go, as the remote's builds do. The
+// record's directory is checked again (privdir.Check: installedRecord found it private), and the
+// record is made O_EXCL|O_NOFOLLOW: an empty file of its own, never through a link.
 func noteInstalled(rec string) {
 	if rec == "" {
 		return
 	}
-	if _, err := os.Stat(rec); err == nil {
+	if _, err := os.Lstat(rec); err == nil {
 		return
 	}
-	if os.MkdirAll(filepath.Dir(rec), 0o700) == nil {
-		if f, err := os.OpenFile(rec, os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			f.Close()
-		}
+	dir := filepath.Dir(rec)
+	if privdir.Check(dir) != nil {
+		return
 	}
-	tidyPacked(filepath.Dir(rec), rec)
+	if f, err := os.OpenFile(rec, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600); err == nil {
+		f.Close()
+	}
+	tidyPacked(dir, rec)
 }
 
 // Forget removes the record that this build was installed on host's account, so that the next

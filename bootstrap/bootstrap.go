@@ -53,7 +53,9 @@ type SSH struct {
 	// host (ControlMaster or ControlPath set), nor where the socket path would be too long.
 	Persist time.Duration
 	// Notice, when set, is told what first contact is doing that takes time (one line, e.g.
-	// "installing farwing on HOST (10.2 MB)"), for a terminal that would otherwise stay silent.
+	// "installing farwing on HOST (10.2 MB)"), for a terminal that would otherwise stay silent,
+	// and which of this user's cache directories it does not use because others could write
+	// them (cacheNotice).
 	Notice func(line string)
 	// Uploading, when set, is told how much of the peer the remote has stored while it is
 	// installed (stored of total bytes, as acknowledged; the last call with stored == total).
@@ -154,19 +156,11 @@ func (s SSH) config(ctx context.Context, host string) (map[string]string, error)
 	return cfg, nil
 }
 
-// controlDir is where shared ssh connection sockets live: private to the user, short enough for
-// a unix socket path.
-func controlDir() (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir := base + "/farwing/ssh"
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	return dir, nil
-}
+// controlDir is where shared ssh connection sockets live: farwing/ssh of this user's cache, made
+// where it is missing and refused (an error wrapping privdir.ErrNotPrivate) where it or farwing/
+// is not private (cacheDir), since ssh would take a socket someone else planted there for the
+// host's. It is asked for each ssh command that names it, so it is checked for each.
+func controlDir() (string, error) { return cacheDir("ssh") }
 
 // sshCmd runs remoteCmd on host with the user's ssh options, after first (options that must win:
 // ssh keeps the first value it is given).
@@ -265,6 +259,16 @@ const hashFunc = `h() { hv=$(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256s
 // head -c, or dd bs=1 where head has no -c.
 const readFunc = `if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi`
 
+// privFunc defines the remote shell's v DIR, which succeeds where DIR is private: a directory, not
+// a symbolic link, owned by this user (test -O), neither group- nor other-writable (the 6th and
+// 9th characters of ls -ld's mode string: POSIX's format, as BSD's and macOS's ls print it too).
+// Otherwise it sets c to why: link, nodir (missing or not a directory), owner or mode (a mode
+// that allows others to write, or that ls did not print). Everything the script keeps or runs is
+// in the cache directory, which it uses only once v says so: no one else can then plant a file,
+// a link or another build at the names it writes and runs (test -O and -L are the shell's own;
+// ls is the one process it costs).
+const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif [ ! -d "$1" ]; then c=nodir; elif [ ! -O "$1" ]; then c=owner; else case $(ls -ld "$1" 2>/dev/null) in d????w*|d???????w*) c=mode;; d*) ;; *) c=mode;; esac; fi; [ -z "$c" ]; }`
+
 // emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -307,13 +311,19 @@ func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string
 	}
 	h16 := id.Hash[:16]
 	return hashFunc + `
+` + privFunc + `
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 p="$d/farwing-` + h16 + `"
-if [ -x "$p" ] && h "$p" && [ "$hv" = "` + id.Hash + `" ]; then
+if v "$d" && [ -x "$p" ] && [ ! -L "$p" ] && [ -O "$p" ] && h "$p" && [ "$hv" = "` + id.Hash + `" ]; then
   exec "$p" serve ` + AnnounceFlag + ` "$p" ` + serveArgs + skip + `
 fi
 s=$(uname -s -m); m=${s##* }; s=${s%% *}
-mkdir -p "$d" 2>/dev/null && [ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
+[ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null
+if ! v "$d"; then
+  if [ "$c" = nodir ]; then echo "FARWING-PEER nodir $s $m $d"; else echo "FARWING-PEER unsafe $s $m $c $d"; fi
+  exit 0
+fi
+[ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
 h /dev/null; [ "$hv" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
 ` + readFunc + `
 ` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
@@ -352,6 +362,7 @@ while read -r w a; do
   esac
 done
 [ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
+# $d is private (v): no other user can have left a file or a link at the parts' names or at $t.
 t="$d/.farwing-` + h16 + `.$$.tmp"
 for x; do set -- "$@" "$q.$x.tmp"; shift; done
 if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
@@ -385,6 +396,12 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
 	// is this user's, whatever ssh -G says).
+	for _, line := range cacheNotice(s.Persist > 0) {
+		s.notice(line)
+	}
+	if _, err := controlDir(); err != nil {
+		s.Persist = 0 // no socket directory that only this user can write: no sharing
+	}
 	var checked chan func() bool
 	if s.Persist > 0 {
 		checked = make(chan func() bool, 1)
@@ -517,7 +534,7 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		return nil, err
 	}
 	switch {
-	case st.State != "need" && st.State != "nodir" && st.State != "nohash":
+	case st.State != "need" && st.State != "nodir" && st.State != "nohash" && st.State != "unsafe":
 		return fail(fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(st.State)))
 	case !Compatible(st.OS, st.Arch):
 		return fail(fmt.Errorf("%w: %s is %s %s, but this farwing is built for %s/%s; install a matching build on %s",
@@ -525,6 +542,8 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	case st.State == "nodir":
 		return fail(fmt.Errorf("%w on %s: its cache directory %s cannot be created or written; fix its permissions, or set XDG_CACHE_HOME for that account",
 			ErrInstall, host, escape.Text(st.Path)))
+	case st.State == "unsafe":
+		return fail(unsafeCache(host, st))
 	case st.State == "nohash":
 		return fail(fmt.Errorf("%w on %s: it has no SHA-256 tool (openssl, sha256sum, shasum or sha256), so the uploaded build could not be checked before it runs; install coreutils or openssl there",
 			ErrInstall, host))
@@ -592,6 +611,18 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	return p, nil
 }
 
+// unsafeCache is the error for a remote whose cache directory is not private (the status unsafe):
+// what is wrong, by whom it could be used, and the fix, as privdir says it for this user's own.
+func unsafeCache(host string, st peerStatus) error {
+	dir := escape.Text(st.Path)
+	why := map[string]string{
+		"link":  "is a symbolic link; remove it there (farwing makes the directory itself), or set XDG_CACHE_HOME for that account",
+		"owner": "belongs to another user; remove it there (farwing makes the directory itself), or set XDG_CACHE_HOME for that account",
+		"mode":  "can be written by other users, who could replace the build farwing runs from it; run chmod go-w " + shellQuote(dir) + " there",
+	}[st.Why]
+	return fmt.Errorf("%w on %s: its cache directory %s %s", ErrInstall, escape.Text(host), dir, why)
+}
+
 // payload is the peer as it travels in format: the executable as it is (raw), or compressed with
 // gzip. The compressed form is kept in this user's cache, so only the first install of a build
 // compresses it (about 0.4 s for 10 MB); a cached one is used only when it unpacks to this build.
@@ -619,27 +650,19 @@ func payload(id Identity, format string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// keepFile puts b in this user's cache at p (mode 0600, renamed into place whole) and tidies p's
-// directory (tidyPacked); errors are ignored: what the cache keeps only saves time.
-func keepFile(p string, b []byte) {
-	if os.MkdirAll(filepath.Dir(p), 0o700) != nil {
-		return
-	}
-	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, p) != nil {
-		os.Remove(tmp)
-	}
-	tidyPacked(filepath.Dir(p), p)
-}
-
 // tidyPacked removes from dir the files named farwing-* (compressed builds, records of this
-// build's hash) made more than pruneDays ago, as installing does on the remote, except keep.
+// build's hash) made more than pruneDays ago, as installing does on the remote, except keep, and
+// keepFile's temporary files left for a day.
 func tidyPacked(dir, keep string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		if info, err := e.Info(); err == nil && p != keep && info.Mode().IsRegular() && strings.HasPrefix(e.Name(), "farwing-") &&
-			time.Since(info.ModTime()) > pruneDays*24*time.Hour {
+		info, err := e.Info()
+		if err != nil || p == keep || !info.Mode().IsRegular() {
+			continue
+		}
+		age := time.Since(info.ModTime())
+		if strings.HasPrefix(e.Name(), "farwing-") && age > pruneDays*24*time.Hour || strings.HasPrefix(e.Name(), ".tmp-") && age > 24*time.Hour {
 			os.Remove(p)
 		}
 	}
@@ -661,13 +684,15 @@ func packedCache(id Identity) string {
 }
 
 // localPeerDir is where this user's cache keeps what it knows of the peer: builds' gzip forms,
-// and (installed/) the records of installs ("" when there is no cache).
-func localPeerDir() string {
-	base, err := os.UserCacheDir()
+// with sub the records of this executable's hash (self) or of installs (installed). It is ""
+// where there is no cache, or where it is not private (cacheDir): nothing is read from it or
+// written to it then.
+func localPeerDir(sub ...string) string {
+	dir, err := cacheDir(append([]string{"peer"}, sub...)...)
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(base, "farwing", "peer")
+	return dir
 }
 
 // readIdentity reads the executable id names, checking that it is still that build.
@@ -697,15 +722,17 @@ func gzipOf(b []byte, hash string) bool {
 
 // peerStatus is a line of the remote shell: "FARWING-PEER STATE OS ARCH PATH" for the states ok
 // (PATH: the running peer), nodir and nohash (PATH: the cache directory); "FARWING-PEER need OS
-// ARCH FORMATS PATH" (FORMATS: what it can unpack, comma-separated, e.g. "gzip,raw"); or a bare
-// "FARWING-PEER STATE" (badhash, norename, badupload).
-type peerStatus struct{ State, OS, Arch, Formats, Path string }
+// ARCH FORMATS PATH" (FORMATS: what it can unpack, comma-separated, e.g. "gzip,raw");
+// "FARWING-PEER unsafe OS ARCH WHY PATH" (the cache directory is not private, WHY: link, owner or
+// mode; privFunc); or a bare "FARWING-PEER STATE" (badhash, norename, badupload).
+type peerStatus struct{ State, OS, Arch, Formats, Why, Path string }
 
 // maxStatus bounds the status line: a remote that never ends its line cannot fill memory.
 const maxStatus = 4096
 
-// parseStatus checks a status line: a known state, and for ok, need, nodir and nohash an OS, an
-// architecture and an absolute path (which may hold spaces), for need the formats too.
+// parseStatus checks a status line: a known state, and for ok, need, nodir, nohash and unsafe an
+// OS, an architecture and an absolute path (which may hold spaces), for need the formats too, for
+// unsafe why.
 func parseStatus(line string) (peerStatus, error) {
 	rest, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "FARWING-PEER ")
 	if !ok || len(line) > maxStatus {
@@ -726,6 +753,12 @@ func parseStatus(line string) (peerStatus, error) {
 			return peerStatus{}, fmt.Errorf("malformed status %q", rest)
 		}
 		st.OS, st.Arch, st.Formats, st.Path = f[1], f[2], f[3], f[4]
+	case "unsafe":
+		f := strings.SplitN(rest, " ", 5)
+		if len(f) != 5 || f[1] == "" || f[2] == "" || !slices.Contains([]string{"link", "owner", "mode"}, f[3]) || !strings.HasPrefix(f[4], "/") {
+			return peerStatus{}, fmt.Errorf("malformed status %q", rest)
+		}
+		st.OS, st.Arch, st.Why, st.Path = f[1], f[2], f[3], f[4]
 	case "badhash", "norename", "badupload":
 		if rest != st.State {
 			return peerStatus{}, fmt.Errorf("malformed status %q", rest)

@@ -42,7 +42,7 @@ func TestSSHArgs(t *testing.T) {
 }
 
 // baseTools are the commands the remote script uses besides a hash tool and gzip.
-var baseTools = []string{"sh", "uname", "mkdir", "head", "dd", "rm", "chmod", "mv", "find", "cat", "env", "touch", "wc"}
+var baseTools = []string{"sh", "uname", "mkdir", "head", "dd", "rm", "chmod", "mv", "find", "cat", "env", "touch", "wc", "ls"}
 
 // toolbox is a PATH directory holding only the named commands (links to the system's), so that the
 // remote script runs as on a host without the others.
@@ -96,10 +96,7 @@ func gzipped(t *testing.T, b []byte) []byte {
 // remoteSh runs script as the remote shell would: /bin/sh with only HOME and PATH, stdin given.
 func remoteSh(t *testing.T, home, path, script string, stdin []byte) string {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", "umask 027\n"+script)
-	cmd.Env = []string{"HOME=" + home, "PATH=" + path}
-	cmd.Stdin = bytes.NewReader(stdin)
-	out, err := cmd.Output()
+	out, err := remoteCmd(home, path, script, stdin).Output()
 	if err != nil {
 		t.Fatalf("remote script: %v: %q", err, out)
 	}

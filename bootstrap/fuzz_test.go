@@ -7,8 +7,8 @@ import (
 )
 
 // FuzzStatus: the remote shell's status line is parsed without panicking; what is accepted has a
-// known state, and for ok/need/nodir/nohash an OS, an architecture and an absolute path (need: the
-// formats too), and re-forms the line it came from.
+// known state, and for ok/need/nodir/nohash/unsafe an OS, an architecture and an absolute path
+// (need: the formats too; unsafe: why, one of three words), and re-forms the line it came from.
 func FuzzStatus(f *testing.F) {
 	for _, s := range []string{
 		"FARWING-PEER ok Linux x86_64 /home/u/.cache/farwing/farwing-0123456789abcdef\n",
@@ -16,6 +16,8 @@ func FuzzStatus(f *testing.F) {
 		"FARWING-PEER nohash Linux x86_64 /home/u/.cache/farwing\n", "FARWING-PEER badupload\n",
 		"FARWING-PEER nodir Darwin arm64 /Users/u/Library/Caches/farwing",
 		"FARWING-PEER badhash\n", "FARWING-PEER norename", "FARWING-PEER ok Linux",
+		"FARWING-PEER unsafe Linux x86_64 mode /home/u/.cache/farwing\n", "FARWING-PEER unsafe Linux x86_64 /home/u/.cache/farwing\n",
+		"FARWING-PEER unsafe Linux x86_64 other /p\n",
 		"Welcome to the machine\n", "FARWING-PEER ok \x1b[2J x /p",
 	} {
 		f.Add(s)
@@ -26,14 +28,17 @@ func FuzzStatus(f *testing.F) {
 			return
 		}
 		switch st.State {
-		case "ok", "need", "nodir", "nohash":
+		case "ok", "need", "nodir", "nohash", "unsafe":
 			if st.OS == "" || st.Arch == "" || !strings.HasPrefix(st.Path, "/") || strings.Contains(st.OS+st.Arch+st.Formats, " ") ||
-				(st.State == "need") != (st.Formats != "") {
+				(st.State == "need") != (st.Formats != "") || (st.State == "unsafe") != (st.Why == "link" || st.Why == "owner" || st.Why == "mode") {
 				t.Fatalf("%q parsed as %+v", line, st)
 			}
 			re := "FARWING-PEER " + st.State + " " + st.OS + " " + st.Arch + " " + st.Path
-			if st.State == "need" {
+			switch st.State {
+			case "need":
 				re = "FARWING-PEER need " + st.OS + " " + st.Arch + " " + st.Formats + " " + st.Path
+			case "unsafe":
+				re = "FARWING-PEER unsafe " + st.OS + " " + st.Arch + " " + st.Why + " " + st.Path
 			}
 			if re != strings.TrimRight(line, "\r\n") {
 				t.Fatalf("%q re-forms as %q", line, re)

@@ -55,16 +55,17 @@ func fileKey(p string) (string, error) {
 	return fmt.Sprintf("%d:%d:%d:%d.%09d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
 }
 
-// selfRecord is where the hash of the executable at exe is recorded ("" without a cache): one
-// record per path, so that builds run from different paths do not replace each other's; those
-// untouched for pruneDays go as a record is written (keepFile).
+// selfRecord is where the hash of the executable at exe is recorded ("" without a cache, or where
+// it is not private: localPeerDir): one record per path, so that builds run from different paths
+// do not replace each other's; those untouched for pruneDays go as a record is written
+// (keepFile).
 func selfRecord(exe string) string {
-	dir := localPeerDir()
+	dir := localPeerDir("self")
 	if dir == "" {
 		return ""
 	}
 	h := sha256.Sum256([]byte(exe))
-	return filepath.Join(dir, "self", "farwing-"+hex.EncodeToString(h[:8]))
+	return filepath.Join(dir, "farwing-"+hex.EncodeToString(h[:8]))
 }
 
 // forgetSelf removes the record of the executable at exe.

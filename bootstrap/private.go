@@ -1,0 +1,86 @@
+package bootstrap
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/farwing/farwing/internal/privdir"
+)
+
+// This user's cache keeps what bootstrap knows between runs in farwing/ of os.UserCacheDir: the
+// shared ssh connections' sockets (ssh/), the builds' gzip forms (peer/), the records of this
+// executable's hash (peer/self/) and of installs (peer/installed/). Each is used only where it is
+// private (internal/privdir: a directory of this user's, not a link, that no other user may
+// write), and so is farwing/ above it, which could otherwise be emptied and refilled by another:
+// a socket planted there would receive ssh's session (OpenSSH's mux client does not check who
+// owns the master it connects to), a hash record would name another build to run on the remote,
+// and a file written there could be a link to another. Where one is not private:
+//   - ssh/: no connection sharing for the copy (it works as scp's would), with a notice that names
+//     the directory and the fix (cacheNotice);
+//   - peer/ and below: the cache is not read or written, with a notice likewise; it only saves
+//     time (a hash, a compression, a guess that the remote lacks the build).
+
+// cacheDir is base/farwing/elem... of this user's cache (os.UserCacheDir), each level made where
+// it is missing (mode 0700) and checked (privdir.Make). Its error wraps privdir.ErrNotPrivate
+// where one of them is not private, and names it and the fix.
+func cacheDir(elem ...string) (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := base
+	for _, e := range append([]string{"farwing"}, elem...) {
+		dir = filepath.Join(dir, e)
+		if err := privdir.Make(dir); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// cacheNotice is one line for each of this user's cache directories that Start will not use
+// because it is not private (what it costs, which directory, the fix), none where all are; mux says
+// whether connection sharing was asked for (Persist).
+func cacheNotice(mux bool) []string {
+	var lines []string
+	var said error
+	if _, err := cacheDir("peer"); errors.Is(err, privdir.ErrNotPrivate) {
+		said = err
+		lines = append(lines, "not using this user's cache of farwing builds: "+err.Error())
+	}
+	if !mux {
+		return lines
+	}
+	if _, err := controlDir(); errors.Is(err, privdir.ErrNotPrivate) {
+		if said != nil && err.Error() == said.Error() { // farwing/ itself: one line
+			lines[0] = "not using this user's cache of farwing builds, nor sharing the ssh connection: " + err.Error()
+		} else {
+			lines = append(lines, "not sharing the ssh connection: "+err.Error())
+		}
+	}
+	return lines
+}
+
+// keepFile puts b in this user's cache at p (mode 0600, renamed into place whole) and tidies p's
+// directory (tidyPacked); errors are ignored: what the cache keeps only saves time. p's directory
+// must be private (it is checked again here): the temporary file has a name no one can foresee
+// and is made O_EXCL (os.CreateTemp), so it is never a planted file or link.
+func keepFile(p string, b []byte) {
+	dir := filepath.Dir(p)
+	if privdir.Check(dir) != nil {
+		return
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(b)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil || os.Rename(f.Name(), p) != nil {
+		os.Remove(f.Name())
+	}
+	tidyPacked(dir, p)
+}

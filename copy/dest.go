@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/privdir"
 )
 
 // The destination side of a transfer writes every byte below one directory, its root, and never
@@ -265,14 +266,29 @@ func registryDir() (string, error) {
 	return filepath.Join(base, "farwing", "partial"), nil
 }
 
+// checkRegistry makes the registry's directory where it is missing, and refuses one that is not
+// this user's alone (privdir.Check): its entries name files that SweepPartials removes, so an
+// entry someone else wrote there could have this user's copy remove that user's partial files
+// anywhere. A cache directory that cannot be made (a read-only home) only means no registry.
+func checkRegistry() error {
+	dir, err := registryDir()
+	if err != nil {
+		return nil
+	}
+	if err := privdir.Make(dir); errors.Is(err, privdir.ErrNotPrivate) {
+		return fmt.Errorf("%w: farwing's registry of partial files: %v", ErrDest, err)
+	}
+	return nil
+}
+
 // registry is one Writer's entry.
 type registry struct{ f *os.File }
 
 // newRegistry creates and locks an entry; nil (no registry, only the sweep of directories) when
-// the cache directory cannot be written.
+// the cache directory cannot be written or is not this user's alone (checkRegistry).
 func newRegistry() *registry {
 	dir, err := registryDir()
-	if err != nil || os.MkdirAll(dir, 0o700) != nil {
+	if err != nil || privdir.Make(dir) != nil {
 		return nil
 	}
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -320,7 +336,7 @@ func (r *registry) close() {
 // files it removed.
 func SweepPartials() int {
 	dir, err := registryDir()
-	if err != nil {
+	if err != nil || privdir.Check(dir) != nil {
 		return 0
 	}
 	ents, err := os.ReadDir(dir)

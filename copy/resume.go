@@ -155,14 +155,22 @@ func readRecordAt(dirfd int, name string) (record, error) {
 
 // writeRecordAt writes r as the record of the temporary file part in dirfd: to a temporary
 // record, synced, renamed over the record, and the directory synced, so that a crash leaves the
-// old record or the new one, never a part of one.
+// old record or the new one, never a part of one. The temporary record's name can be guessed
+// from the partial file's, in a directory others may write: it is created new (O_EXCL, never
+// through a link, never blocking on a FIFO), and whatever stands at its name (a record a crash
+// left, or something planted: a FIFO, a hard link to another file) is unlinked first, never
+// opened; what cannot be unlinked (another user's, in a sticky directory) fails the checkpoint.
 func writeRecordAt(dirfd int, part string, r record) error {
 	s := strings.TrimSuffix(part, partSuffix)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	fd, err := unix.Openat(dirfd, s+rtmpSuffix, unix.O_CREAT|unix.O_TRUNC|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	const flags = unix.O_CREAT | unix.O_EXCL | unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	fd, err := unix.Openat(dirfd, s+rtmpSuffix, flags, 0o600)
+	if errors.Is(err, unix.EEXIST) && unix.Unlinkat(dirfd, s+rtmpSuffix, 0) == nil {
+		fd, err = unix.Openat(dirfd, s+rtmpSuffix, flags, 0o600)
+	}
 	if err != nil {
 		return err
 	}

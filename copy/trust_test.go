@@ -320,3 +320,93 @@ func TestSenderFileChangedWhileRead(t *testing.T) {
 		t.Fatalf("read again after the change: %v, %d files", err, len(got))
 	}
 }
+
+// TestRecordTempPlanted: the resume record's temporary name can be guessed from the partial
+// file's, in a directory others may write. A FIFO planted there does not hold the checkpoint (it
+// held it for ever, under its lock), and a hard link or a symbolic link planted there to another
+// file leaves that file as it was (O_TRUNC truncated it where protected_hardlinks=0): the name is
+// unlinked and made anew, and the record is written.
+func TestRecordTempPlanted(t *testing.T) {
+	dir := t.TempDir()
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep me"), 0o644)
+	part := partName("f")
+	stem := strings.TrimSuffix(part, partSuffix)
+	tmp := filepath.Join(dir, stem+rtmpSuffix)
+	for _, c := range []struct {
+		what  string
+		plant func() error
+	}{
+		{"a FIFO", func() error { return unix.Mkfifo(tmp, 0o666) }},
+		{"a hard link", func() error { return os.Link(victim, tmp) }},
+		{"a symbolic link", func() error { return os.Symlink(victim, tmp) }},
+	} {
+		if err := c.plant(); err != nil {
+			t.Fatal(err)
+		}
+		rec := newRecord("f", File{Name: "f", Size: 5 * BlockSize, MTime: 1})
+		rec.Blocks = 2
+		done := make(chan error, 1)
+		go func() { done <- writeRecordAt(dfd, part, rec) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s planted: %v", c.what, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s planted holds the checkpoint", c.what)
+		}
+		got, err := readRecordAt(dfd, stem+recSuffix)
+		if err != nil || got.Blocks != 2 {
+			t.Fatalf("%s planted: record %+v, %v", c.what, got, err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+			t.Fatalf("%s planted: the other file now holds %q", c.what, b)
+		}
+		if _, err := os.Lstat(tmp); err == nil {
+			t.Fatalf("%s planted: the temporary record is left", c.what)
+		}
+	}
+}
+
+// TestRegistryDirNotPrivate: a partial-file registry directory that another user can write is
+// refused with an error naming it and the fix, before anything is written, and its entries are
+// not swept: an entry planted there named another user's partial file, which the sweep removed.
+func TestRegistryDirNotPrivate(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	reg := filepath.Join(cache, "farwing", "partial")
+	files := []File{{Name: "f", Size: 10, Mode: 0o644}}
+	if _, err := ResolveTarget(t.TempDir(), files); err != nil {
+		t.Fatalf("a new registry: %v", err)
+	}
+	if m := modeOf(t, reg); m != 0o700 {
+		t.Fatalf("registry made with mode %04o", m)
+	}
+	os.Chmod(reg, 0o777)
+	victimDir := t.TempDir()
+	victim := filepath.Join(victimDir, partName("work"))
+	os.WriteFile(victim, []byte("someone's partial file"), 0o600)
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	os.Chtimes(victim, old, old)
+	os.WriteFile(filepath.Join(reg, "0123456789abcdef.list"), []byte(victim+"\n"), 0o666)
+	_, err := ResolveTarget(t.TempDir(), files)
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), reg) || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Fatalf("a registry others can write: %v", err)
+	}
+	if n := SweepPartials(); n != 0 {
+		t.Fatalf("the sweep removed %d file(s) listed in a registry others can write", n)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the planted entry's file is gone: %v", err)
+	}
+	os.Chmod(reg, 0o700)
+	if n := SweepPartials(); n != 1 {
+		t.Fatalf("the sweep of a private registry removed %d file(s), want 1 (the test's own entry)", n)
+	}
+}

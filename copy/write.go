@@ -73,6 +73,9 @@ func ResolveTarget(dst string, files []File) (*Target, error) {
 
 // resolveTarget is ResolveTarget without the check of what stands at the destination.
 func resolveTarget(dst string, files []File) (*Target, error) {
+	if err := checkRegistry(); err != nil {
+		return nil, err
+	}
 	if dst == "" {
 		dst = "."
 	}

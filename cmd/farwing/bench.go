@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -259,13 +261,28 @@ func writeLedger(name string, l *bench.Ledger) error {
 	if err != nil {
 		return err
 	}
-	tmp := name + ".tmp"
-	// Its strings hold the remote's words (errors, host facts): no raw control or bidirectional
-	// character for whoever views the file.
-	if err := os.WriteFile(tmp, append(escape.JSON(b), '\n'), 0o644); err != nil {
+	// A temporary file of a name no one can guess, made new (O_EXCL: never a file or a link
+	// someone put there), renamed over the ledger: its directory may be one others can write.
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := fmt.Sprintf("%s.%x.tmp", name, rnd)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, name)
+	// Its strings hold the remote's words (errors, host facts): no raw control or bidirectional
+	// character for whoever views the file.
+	_, err = f.Write(append(escape.JSON(b), '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // printTables prints the throughput and copy tables in the published layout, with their notes.

@@ -1057,15 +1057,15 @@ const muxAnswer = 5 * time.Second
 var errMuxSilent = errors.New("the shared ssh connection did not answer")
 
 // checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
-// that does not answer within muxCheck is stopped or hung: its socket is removed, so that ssh
-// makes a new master in its place. It returns a function that says what it found (Notice, Log)
-// and returns true when a master answered that it runs: for the caller to call once it knows
-// that the connection is shared.
+// that does not answer within muxCheck is stopped or hung: it is ended and its socket removed, so
+// that ssh makes a new master in its place (retireMaster). It returns a function that says what
+// it found (Notice, Log) and returns true when a master answered that it runs: for the caller to
+// call once it knows that the connection is shared.
 func (s SSH) checkMux(ctx context.Context, host string) func() bool {
 	out, hung, err := s.control(ctx, host, "check")
 	switch {
 	case hung:
-		s.removeSocket(ctx, host)
+		s.retireMaster(ctx, host, false)
 		return func() bool {
 			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
 			return false
@@ -1082,13 +1082,10 @@ func (s SSH) checkMux(ctx context.Context, host string) func() bool {
 	}
 }
 
-// dropMux ends the shared connection for host (`ssh -O exit`), or removes its socket when the
-// master does not answer that either.
-func (s SSH) dropMux(ctx context.Context, host string) {
-	if _, hung, err := s.control(ctx, host, "exit"); hung || err != nil {
-		s.removeSocket(ctx, host)
-	}
-}
+// dropMux ends the shared connection for host, whose master answers but whose sessions carry
+// nothing: `ssh -O exit`, and the master is killed where it has not ended a moment later (one
+// waiting on a dead connection); its socket is removed (retireMaster).
+func (s SSH) dropMux(ctx context.Context, host string) { s.retireMaster(ctx, host, true) }
 
 // control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
 // it ran out of time, and how it ended.
@@ -1101,17 +1098,20 @@ func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error
 	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
 }
 
-// removeSocket removes the shared connection's socket for host (its name from `ssh -G`), if it
-// is a socket in this user's control directory; a master still running there, stopped or hung,
-// is left alone and serves nobody.
-func (s SSH) removeSocket(ctx context.Context, host string) {
+// socketPath is the path of the shared connection's socket for host (from `ssh -G`), "" where
+// it is not one in this user's control directory.
+func (s SSH) socketPath(ctx context.Context, host string) string {
 	cfg, err := s.config(ctx, host)
 	dir, derr := controlDir()
 	path := cfg["controlpath"]
 	if err != nil || derr != nil || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
-		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
-		return
+		return ""
 	}
+	return path
+}
+
+// removeSocket removes the shared connection's socket at path (socketPath), if it is a socket.
+func (s SSH) removeSocket(path string) {
 	if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSocket == 0 {
 		return
 	}

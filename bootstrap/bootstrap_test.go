@@ -520,8 +520,12 @@ func fakeRemote(t *testing.T) (dir, ssh, log string) {
 }
 
 // TestMain: with BOOTSTRAP_TEST_THROTTLE set, the test binary copies its standard input to its
-// output at that many bytes a second (the fake ssh's slow main session).
+// output at that many bytes a second (the fake ssh's slow main session); with
+// BOOTSTRAP_TEST_MASTER set it is a shared connection's master (fakeMaster).
 func TestMain(m *testing.M) {
+	if path := os.Getenv("BOOTSTRAP_TEST_MASTER"); path != "" {
+		fakeMaster(path)
+	}
 	if r, err := strconv.Atoi(os.Getenv("BOOTSTRAP_TEST_THROTTLE")); err == nil && r > 0 {
 		buf := make([]byte, max(1, r/20))
 		for {

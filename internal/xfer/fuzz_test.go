@@ -85,3 +85,39 @@ func FuzzListChunk(f *testing.F) {
 		}
 	})
 }
+
+// FuzzListChunkText: a chunk's text is decoded entry by entry as it inflates, with runs of space
+// between tokens made one (list.go, textCounter); within the chunk's bounds it takes exactly what
+// json.Unmarshal takes of the whole text, and refuses what it refuses.
+func FuzzListChunkText(f *testing.F) {
+	f.Add([]byte(`[{"name":"t","dir":true} , {"name":"t/a","size":3}]`))
+	f.Add([]byte(` [ { "name" : "a  b\\" , "size" : 1 2 } ] `))
+	f.Add([]byte(`[{"name":"a\"  ","link":"x"}]` + "\n\t "))
+	f.Add([]byte(`[{"name":"t"}] x`))
+	f.Add([]byte(`[{"name":"t", "mode": 4 2 0}]`))
+	f.Add([]byte(`[tr ue]`))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		var d inflater
+		var got []fcopy.File
+		err := d.decode(deflateRaw(text), &got)
+		var want []fcopy.File
+		werr := json.Unmarshal(text, &want)
+		if werr == nil && (len(want) > maxChunkEntries || len(text) > maxChunkRaw) {
+			return // beyond the chunk's bounds: refused by decode, see TestListChunkStreams
+		}
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: decode %v, json.Unmarshal %v", text, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d entries, json.Unmarshal %d", text, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%q: entry %d %+v, json.Unmarshal %+v", text, i, got[i], want[i])
+			}
+		}
+	})
+}

@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"context"
 	"encoding/json"
@@ -19,15 +20,27 @@ import (
 // transfer (push: hello; pull: files) announces the number of entries, and "list" messages then
 // carry them in order, each a DEFLATE-compressed JSON array of at most maxChunkEntries entries and
 // maxChunkRaw bytes. The receiver checks every chunk as it arrives (sizes, the count announced,
-// the names by the one rule, no name twice across chunks) and never holds more than one chunk's
-// text at a time, so a list of 100,000 entries costs it the entries themselves (some 150 bytes
-// each, names aside), not a 64 MiB line and its decoding.
+// the names by the one rule, no name twice across chunks) and decodes it entry by entry as it
+// inflates, never holding a chunk's text, so a list of 100,000 entries costs it the entries
+// themselves (some 150 bytes each, names aside), not a 64 MiB line and its decoding.
+//
+// The limits, coherent: a control line is at most maxMessage (64 MiB: a "have" of maxListEntries
+// indexes fits); a chunk at most maxChunkWire on the wire (~2.7 MiB: maxChunkRaw of text that does
+// not compress, in base64), maxChunkRaw of text and maxChunkEntries entries; a whole list at most
+// maxListEntries entries and listBudget(entries) of text: maxListBytes in all, and no more than
+// maxChunkRaw plus maxEntryText per entry announced. DEFLATE inflates up to a thousandfold, so
+// without the last bound a list of a few entries and a few MB on the wire inflated to 1 GiB of
+// text; with it a list's text is what its entries can take (a list of 100,000 entries of 200-byte
+// names takes 487 bytes per entry: docs/PERFORMANCE.md).
 const (
 	// maxListEntries bounds a list's entries, at both ends: a sender with more refuses to start
 	// (exit 3), a receiver refuses an announcement of more (exit 10).
 	maxListEntries = 4_000_000
 	// maxListBytes bounds the JSON text of a whole list, decompressed.
 	maxListBytes = 1 << 30
+	// maxEntryText is the text a list may take per entry announced, on average, beyond
+	// maxChunkRaw (listBudget).
+	maxEntryText = 1 << 10
 	// maxChunkEntries and maxChunkRaw bound one chunk as the receiver takes it: entries, its JSON
 	// text decompressed, and its message on the wire (the compressed text in base64, which can be
 	// a third longer than the text when the text does not compress).
@@ -35,6 +48,18 @@ const (
 	maxChunkRaw     = 2 << 20
 	maxChunkWire    = maxChunkRaw/3*4 + 4096
 )
+
+// listBudget is the most text a list of n entries may take: maxChunkRaw (a few entries of the
+// longest names and link targets fit) and maxEntryText per entry, at most maxListBytes.
+func listBudget(n int) int64 {
+	return min(maxListBytes, maxChunkRaw+int64(max(n, 0))*maxEntryText)
+}
+
+// budgetText says what listBudget allows, for errors.
+func budgetText(n int) string {
+	return fmt.Sprintf("%d bytes, the most a list of %d entries may take (%d MiB and %d bytes per entry, %d MiB in all)",
+		listBudget(n), n, maxChunkRaw>>20, maxEntryText, maxListBytes>>20)
+}
 
 // chunkEntries and chunkRaw are where a sender cuts its chunks (chunkEntries is a variable: this
 // package's tests cut smaller ones, to have many chunks of a small tree). One entry is at most
@@ -62,17 +87,19 @@ func checkListSize(files []fcopy.File) error {
 
 // encodeList encodes files into chunks, in order, in the background: each is a "list"
 // message's payload. The channel is closed after the last one; a list whose text exceeds
-// maxListBytes ends with an error in errc instead.
-func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) { return encodeChunks(files) }
+// listBudget ends with an error in errc instead.
+func encodeList(files []fcopy.File) (<-chan []byte, <-chan error) {
+	return encodeChunks(files, listBudget(len(files)))
+}
 
 // encodeChunks encodes items into chunks in the background (cutChunks), for a list that is
-// sent while other work goes on.
-func encodeChunks[T any](items []T) (<-chan []byte, <-chan error) {
+// sent while other work goes on; their text may take at most limit bytes.
+func encodeChunks[T any](items []T, limit int64) (<-chan []byte, <-chan error) {
 	out := make(chan []byte, 16)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(out)
-		var c chunker
+		c := chunker{limit: limit, entries: len(items)}
 		errc <- cutChunks(&c, items, func(z []byte) error { out <- z; return nil })
 	}()
 	return out, errc
@@ -84,11 +111,15 @@ type chunker struct {
 	raw, z bytes.Buffer
 	fw     *flate.Writer
 	total  int64
+	// limit bounds the text of all the chunks (0: maxListBytes), of a list of entries entries
+	// (for the error).
+	limit   int64
+	entries int
 }
 
 // cutChunks encodes items into chunks of a JSON array each, DEFLATE-compressed, cut at
 // chunkEntries items or chunkRaw bytes of text (list and results messages), and hands each to
-// emit (a copy it may keep), in order. Text beyond maxListBytes, over all the calls on c, is an
+// emit (a copy it may keep), in order. Text beyond c's limit, over all the calls on c, is an
 // error, as is emit's.
 func cutChunks[T any](c *chunker, items []T, emit func([]byte) error) error {
 	if c.fw == nil {
@@ -124,6 +155,9 @@ func cutChunks[T any](c *chunker, items []T, emit func([]byte) error) error {
 		}
 		c.raw.Write(b)
 		n++
+		if c.limit > 0 && c.total+int64(c.raw.Len()) > c.limit {
+			return fmt.Errorf("%w: %w: the names and attributes of the list take more than %s; copy the tree in parts", fcopy.ErrSource, ErrListLimit, budgetText(c.entries))
+		}
 		if c.total+int64(c.raw.Len()) > maxListBytes {
 			return fmt.Errorf("%w: %w: more than %d MiB of names and attributes; copy the tree in parts", fcopy.ErrSource, ErrListLimit, maxListBytes>>20)
 		}
@@ -134,36 +168,137 @@ func cutChunks[T any](c *chunker, items []T, emit func([]byte) error) error {
 	return nil
 }
 
-// inflater decodes chunks: one DEFLATE reader and one buffer for all of them.
+// inflater decodes chunks: one DEFLATE reader for all of them, the text counted as it inflates.
 type inflater struct {
 	fr    io.ReadCloser
-	raw   bytes.Buffer
+	z     bytes.Reader
+	in    textCounter
 	total int64 // text decompressed so far
+	// limit bounds total (0: maxListBytes); over it, decode says tooMuch.
+	limit   int64
+	tooMuch string
 }
 
-// decode decompresses the chunk z (at most maxChunkRaw bytes of text, maxListBytes in all) and
-// unmarshals its JSON array into v; it returns what is wrong with it.
+// textCounter counts the text a chunk's decoder reads and stops it at the chunk's bound or the
+// list's: the text is refused as it inflates, not once inflated. It hands the decoder the text
+// with each run of space between tokens made one space (a JSON decoder keeps the space it skips
+// until the next token: a chunk of spaces would be held whole), so the decoder holds one entry
+// at a time.
+type textCounter struct {
+	d     *inflater
+	n     int64 // this chunk's text
+	over  error // why it was stopped
+	inErr error // the DEFLATE reader's error, other than io.EOF
+	// Where the text is: in a string, just after a backslash in one, just after space.
+	inString, escaped, space bool
+}
+
+func (t *textCounter) Read(p []byte) (int, error) {
+	for {
+		if t.over != nil {
+			return 0, t.over
+		}
+		n, err := t.d.fr.Read(p)
+		t.n += int64(n)
+		t.d.total += int64(n)
+		switch limit := cmp.Or(t.d.limit, maxListBytes); {
+		case t.n > maxChunkRaw:
+			t.over = fmt.Errorf("more than %d KiB of text", maxChunkRaw>>10)
+		case t.d.total > limit:
+			t.over = errors.New(cmp.Or(t.d.tooMuch, fmt.Sprintf("the text exceeds %d MiB", limit>>20)))
+		}
+		if t.over != nil {
+			return 0, t.over
+		}
+		if err != nil && err != io.EOF {
+			t.inErr = err
+		}
+		k := 0
+		for _, c := range p[:n] {
+			space := false
+			switch {
+			case t.escaped:
+				t.escaped = false
+			case t.inString:
+				t.escaped = c == '\\'
+				t.inString = c != '"'
+			case c == '"':
+				t.inString = true
+			case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+				if t.space {
+					continue // one space stands for a run: it still parts two tokens
+				}
+				space = true
+			}
+			t.space = space
+			p[k] = c
+			k++
+		}
+		if k > 0 || err != nil {
+			return k, err
+		}
+	}
+}
+
+// decode decompresses the chunk z (at most maxChunkRaw bytes of text, the inflater's limit in
+// all) and decodes its JSON array into v (a *[]fcopy.File or *[]fcopy.FileResult, appended to)
+// entry by entry, at most maxChunkEntries; it returns what is wrong with it.
 func (d *inflater) decode(z []byte, v any) error {
+	switch v := v.(type) {
+	case *[]fcopy.File:
+		return decodeChunk(d, z, v)
+	case *[]fcopy.FileResult:
+		return decodeChunk(d, z, v)
+	}
+	return fmt.Errorf("cannot decode a chunk into %T", v)
+}
+
+func decodeChunk[T any](d *inflater, z []byte, dst *[]T) error {
 	if len(z) == 0 {
 		return errors.New("empty")
 	}
+	d.z.Reset(z)
 	if d.fr == nil {
-		d.fr = flate.NewReader(bytes.NewReader(z))
+		d.fr = flate.NewReader(&d.z)
 	} else {
-		d.fr.(flate.Resetter).Reset(bytes.NewReader(z), nil)
+		d.fr.(flate.Resetter).Reset(&d.z, nil)
 	}
-	d.raw.Reset()
-	if _, err := d.raw.ReadFrom(io.LimitReader(d.fr, maxChunkRaw+1)); err != nil {
-		return fmt.Errorf("not DEFLATE data (%v)", err)
-	}
-	if d.raw.Len() > maxChunkRaw {
-		return fmt.Errorf("more than %d KiB of text", maxChunkRaw>>10)
-	}
-	if d.total += int64(d.raw.Len()); d.total > maxListBytes {
-		return fmt.Errorf("the text exceeds %d MiB", maxListBytes>>20)
-	}
-	if err := json.Unmarshal(d.raw.Bytes(), v); err != nil {
+	d.in = textCounter{d: d}
+	dec := json.NewDecoder(&d.in)
+	// Each error of the decoder's says first whether the text was stopped or was not DEFLATE.
+	why := func(err error) error {
+		switch {
+		case d.in.over != nil:
+			return d.in.over
+		case d.in.inErr != nil:
+			return fmt.Errorf("not DEFLATE data (%v)", d.in.inErr)
+		}
 		return fmt.Errorf("malformed (%v)", err)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		if err == nil {
+			err = fmt.Errorf("%v where a JSON array starts", tok)
+		}
+		return why(err)
+	}
+	for n := 0; dec.More(); n++ {
+		if n == maxChunkEntries {
+			return fmt.Errorf("more than %d entries", maxChunkEntries)
+		}
+		*dst = append(*dst, *new(T))
+		if err := dec.Decode(&(*dst)[len(*dst)-1]); err != nil {
+			return why(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return why(err)
+	}
+	// Nothing but space after the array, and the end of a whole DEFLATE stream.
+	if _, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = errors.New("more after the array")
+		}
+		return why(err)
 	}
 	return nil
 }
@@ -210,31 +345,34 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 	}
 	files := make([]fcopy.File, 0, min(n, 1<<16))
 	check := fcopy.NewTreeCheck(n)
-	var d inflater
+	d := inflater{limit: listBudget(n), tooMuch: "the list's text is over " + budgetText(n)}
 	for chunk := 0; len(files) < n; chunk++ {
 		m, err := ctl.Expect(ctx, "list", listWait)
 		if err != nil {
 			return nil, err
 		}
+		had := len(files)
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: refusing the file list: chunk %d (after %d of %d entries): %s", ErrProtocol, chunk, len(files), n, fmt.Sprintf(format, args...))
+			return fmt.Errorf("%w: refusing the file list: chunk %d (after %d of %d entries): %s", ErrProtocol, chunk, had, n, fmt.Sprintf(format, args...))
 		}
-		var part []fcopy.File
-		if err := d.decode(m.Z, &part); err != nil {
+		if err := d.decode(m.Z, &files); err != nil { // appended to files, bounded
 			return nil, bad("%v", err)
 		}
+		part := files[had:]
 		switch {
 		case len(part) == 0:
 			return nil, bad("no entries")
-		case len(part) > maxChunkEntries:
-			return nil, bad("%d entries, more than %d", len(part), maxChunkEntries)
-		case len(part) > n-len(files):
+		case len(part) > n-had:
 			return nil, bad("%d entries, more than the %d announced", len(part), n)
+		}
+		for i := range part {
+			if s := part[i].Sum; s != "" && !isDigest(s) {
+				return nil, bad("%s: a blake3 that is not 64 hex digits", escape.Quote(part[i].Name))
+			}
 		}
 		if err := check.Add(part); err != nil {
 			return nil, fmt.Errorf("refusing the file list: %w", err)
 		}
-		files = append(files, part...)
 	}
 	return files, nil
 }
@@ -350,16 +488,17 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 		}
 		switch m.T {
 		case "results":
-			var part []fcopy.FileResult
-			if err := d.decode(m.Z, &part); err != nil {
+			had := len(results)
+			if err := d.decode(m.Z, &results); err != nil { // appended to results, bounded
+				results = results[:had]
 				return Msg{}, bad("%v", err)
 			}
+			part := results[had:]
 			switch {
 			case len(part) == 0:
 				return Msg{}, bad("no results")
-			case len(part) > maxChunkEntries:
-				return Msg{}, bad("%d results, more than %d", len(part), maxChunkEntries)
-			case len(part) > want-len(results):
+			case len(part) > want-had:
+				results = results[:had]
 				return Msg{}, bad("%d results, more than the files sent", len(part))
 			}
 			if take != nil {
@@ -367,7 +506,6 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 					return Msg{}, err
 				}
 			}
-			results = append(results, part...)
 		case "done":
 			if m.Entries != len(results) {
 				return Msg{}, bad("done announces %d results, %d came", m.Entries, len(results))

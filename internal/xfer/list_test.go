@@ -124,6 +124,20 @@ func hostileLists(t *testing.T) []struct {
 		endless = append(endless, deflated(t, []fcopy.File{{Name: fmt.Sprintf("t/e%da", i), Size: 1}, {Name: fmt.Sprintf("t/e%db", i), Size: 1}}))
 	}
 	endless[0] = deflated(t, []fcopy.File{{Name: "t", Dir: true}, {Name: "t/e0", Size: 1}})
+	// 8 chunks of 8 valid entries each and 2 MiB less a little of spaces: 16 MiB of text.
+	var padded [][]byte
+	for c := range 8 {
+		var part []fcopy.File
+		for i := range 8 {
+			part = append(part, fcopy.File{Name: fmt.Sprintf("t/p%d-%d", c, i), Size: 1, Mode: 0o644})
+		}
+		if c == 0 {
+			part[0] = fcopy.File{Name: "t", Dir: true, Mode: 0o755}
+		}
+		b, _ := json.Marshal(part)
+		text := append(b[:len(b)-1:len(b)-1], bytes.Repeat([]byte{' '}, maxChunkRaw-len(b)-64)...)
+		padded = append(padded, deflateRaw(append(text, ']')))
+	}
 	return []struct {
 		name    string
 		entries int
@@ -140,7 +154,11 @@ func hostileLists(t *testing.T) []struct {
 		{"endless", 5, endless, "more than the 5 announced"},
 		{"not DEFLATE", 3, [][]byte{[]byte("[{\"name\":\"t\"}]")}, "not DEFLATE data"},
 		{"empty chunk", 3, [][]byte{deflateRaw([]byte("[]"))}, "no entries"},
-		{"too many in one chunk", maxChunkEntries + 1, [][]byte{deflated(t, listOf(maxChunkEntries))}, "4097 entries, more than 4096"},
+		{"too many in one chunk", maxChunkEntries + 1, [][]byte{deflated(t, listOf(maxChunkEntries))}, "more than 4096 entries"},
+		// A few KB on the wire that inflate to 16 MiB of text for 64 entries (DEFLATE inflates up
+		// to a thousandfold: the same 512 times over was 1 GiB, which the list's bound allowed).
+		{"inflated beyond its entries", 64, padded, "the list's text is over 2162688 bytes, the most a list of 64 entries may take"},
+		{"a blake3 that is not a digest", 3, [][]byte{deflated(t, []fcopy.File{{Name: "t", Dir: true}, {Name: "t/a", Size: 1, Sum: strings.Repeat("ab", 1000)}})}, `"t/a": a blake3 that is not 64 hex digits`},
 	}
 }
 
@@ -226,7 +244,9 @@ func TestListSilent(t *testing.T) {
 // TestListMemory: a list of 50,000 entries sent and received in chunks costs the receiver its
 // entries and their names, and no more: the heap it keeps is at most 256 bytes per entry
 // (a File is 112 bytes, a name of 26 bytes takes 32) and what it allocates on the way at most
-// 2 KiB per entry (no copy of the whole list per chunk, no text of the whole list at once).
+// 512 bytes per entry (no copy of the whole list per chunk, no text of the whole list or of a
+// chunk at once: each chunk is decoded entry by entry as it inflates; 723 bytes when each chunk's
+// text was inflated whole first).
 func TestListMemory(t *testing.T) {
 	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
 	for d := range 50 {
@@ -267,13 +287,73 @@ func TestListMemory(t *testing.T) {
 	if len(got) != n || got[n-1] != files[n-1] || got[1234] != files[1234] {
 		t.Fatalf("received %d entries, the last %+v", len(got), got[len(got)-1])
 	}
-	if kept > 256 || alloc > 2048 {
-		t.Fatalf("the receiver keeps %.0f and allocates %.0f bytes per entry, want at most 256 and 2048", kept, alloc)
+	if kept > 256 || alloc > 512 {
+		t.Fatalf("the receiver keeps %.0f and allocates %.0f bytes per entry, want at most 256 and 512", kept, alloc)
 	}
 	if _, err := fcopy.NewPlan(got); err != nil {
 		t.Fatal(err)
 	}
 	runtime.KeepAlive(got)
+}
+
+// TestListChunkStreams: a chunk is decoded as it inflates, entry by entry: a chunk of one entry
+// and 2 MiB of spaces (a few KB on the wire) costs the receiver no buffer of its text, and one
+// whose text goes beyond the bound is stopped there, not inflated whole first.
+func TestListChunkStreams(t *testing.T) {
+	entry := `[{"name":"t","dir":true,"mode":493}`
+	padded := deflateRaw([]byte(entry + strings.Repeat(" ", maxChunkRaw-len(entry)-1) + "]"))
+	var d inflater
+	var warm []fcopy.File
+	if err := d.decode(deflated(t, listOf(1)), &warm); err != nil { // the DEFLATE reader, made once
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	var got []fcopy.File
+	err := d.decode(padded, &got)
+	runtime.ReadMemStats(&m1)
+	alloc := m1.TotalAlloc - m0.TotalAlloc
+	t.Logf("a chunk of %d bytes on the wire, %d of text: %d bytes allocated to decode it", len(padded), maxChunkRaw, alloc)
+	if err != nil || len(got) != 1 || got[0].Name != "t" {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if alloc > 64<<10 {
+		t.Fatalf("decoding a chunk of %d bytes of text allocated %d bytes: its text was held", maxChunkRaw, alloc)
+	}
+	// One byte more is refused as the text goes past the bound: the decoder never reads further.
+	over := deflateRaw([]byte(entry + strings.Repeat(" ", maxChunkRaw-len(entry)) + "]"))
+	d = inflater{}
+	if err := d.decode(over, &got); err == nil || !strings.Contains(err.Error(), "more than 2048 KiB of text") || d.total > maxChunkRaw+64<<10 {
+		t.Fatalf("a chunk of %d bytes of text: %v, %d bytes inflated", maxChunkRaw+1, err, d.total)
+	}
+}
+
+// TestListBudget: a sender refuses (exit 3, before anything is sent) a list whose text is beyond
+// what its entries may take, as the receiver would (listBudget): 100 entries of the longest names
+// of characters JSON escapes ("<" is "\u003c") are 2.4 MB of text; a list of as many short names
+// and one such long name passes.
+func TestListBudget(t *testing.T) {
+	long := func(i int) string {
+		return fmt.Sprintf("t/%03d", i) + strings.Repeat("<", 250) + "/" + strings.Repeat("<", 4096-257)
+	}
+	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
+	for i := range 100 {
+		files = append(files, fcopy.File{Name: long(i)[:255+2], Dir: true}, fcopy.File{Name: long(i), Size: 1})
+	}
+	chunks, errc := encodeList(files)
+	err := sendList(nil, chunks, errc)
+	if !errors.Is(err, ErrListLimit) || ExitCode(err) != ExitSource || !strings.Contains(err.Error(), "the most a list of 201 entries may take") {
+		t.Fatalf("a list of %d entries of 24 KiB of text each: %v (exit %d)", len(files), err, ExitCode(err))
+	}
+	short := listOf(200)
+	short[1].Name = long(0)[:255+2]
+	short = append(short[:2], append([]fcopy.File{{Name: long(0), Size: 1}}, short[2:]...)...)
+	short[1].Dir = true
+	chunks, errc = encodeList(short)
+	if err := sendList(nil, chunks, errc); err != nil {
+		t.Fatalf("a list of short names and one long one: %v", err)
+	}
 }
 
 // TestListLimit: a sender refuses a list beyond what one copy carries before it starts, exit 3.

@@ -112,8 +112,11 @@ func (s SSH) common(portFlag string) []string {
 }
 
 // maxControlPath is the longest control socket directory used: a unix socket path holds 107
-// bytes, and the name is 8 hex digits, a dash and %C's 40.
-const maxControlPath = 107 - 50
+// bytes on Linux (103 on the BSDs and macOS), the name is 8 hex digits, a dash and %C's 40 after
+// the directory's slash, and a master first binds its socket at that path with a dot and 16
+// random characters added (OpenSSH's muxserver_listen), failing the whole ssh command where that
+// is too long ("unix_listener: path ... too long for Unix domain socket", exit 255): 40 bytes.
+var maxControlPath = map[bool]int{true: 107, false: 103}[runtime.GOOS == "linux"] - len("/12345678-") - 40 - len(".0123456789abcdef")
 
 // useMux says whether Persist should add its own connection sharing, given ssh's configuration
 // for the host (`ssh -G`): not when the user's configuration shares connections already (a

@@ -832,7 +832,11 @@ func TestSharedConnection(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("no ssh client installed")
 	}
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "fws") // short: the control directory holds at most 40 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
 	t.Setenv("XDG_CACHE_HOME", dir)
 	t.Setenv("HOME", dir)
 	cfg := func(body string) string {
@@ -880,11 +884,24 @@ func TestSharedConnection(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, "farwing", "ssh")); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("control directory: %v %v", st.Mode(), err)
 	}
-	// A socket directory too long for a unix socket path turns sharing off.
-	long := filepath.Join(dir, strings.Repeat("d", 80))
-	t.Setenv("XDG_CACHE_HOME", long)
-	if s := (SSH{Config: cfg(""), Persist: time.Minute}); s.useMux(sshConfig(t, s)) {
-		t.Error("sharing with a socket path over 107 bytes")
+	// A socket directory too long for a unix socket path turns sharing off: one where the master
+	// binds its socket first (the path, a dot and 16 characters) is too long is, though the
+	// path itself would fit (ssh failed then, exit 255).
+	if maxControlPath != 40 && runtime.GOOS == "linux" {
+		t.Errorf("the longest control directory is %d bytes, want 40 (107 - 67)", maxControlPath)
+	}
+	for _, n := range []int{maxControlPath, maxControlPath + 1, 107 - 50, 80} {
+		base, err := os.MkdirTemp("", "fwl") // short, below t.TempDir's length
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(base)
+		cache := base + "/" + strings.Repeat("d", n-len(base+"/"+"/farwing/ssh"))
+		t.Setenv("XDG_CACHE_HOME", cache)
+		want := n <= maxControlPath
+		if s := (SSH{Config: cfg(""), Persist: time.Minute}); s.useMux(sshConfig(t, s)) != want {
+			t.Errorf("control directory of %d bytes: sharing %v, want %v", n, !want, want)
+		}
 	}
 }
 

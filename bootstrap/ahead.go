@@ -28,7 +28,7 @@ import (
 //   - ok (the peer was there after all): `farwing serve --skip L:A` drops them after the L bytes
 //     of the preface, so its control channel is unchanged; they cost only their bytes on the wire,
 //     since the peer answers the preface that comes before them;
-//   - nodir, nohash: the shell exits without reading them.
+//   - nodir, nohash, unsafe: the shell exits without reading them.
 //
 // "Most likely first contact" is no record that this build was installed on the account ssh
 // reaches (installedRecord). The bytes come from this user's cache of the build's gzip form, or,

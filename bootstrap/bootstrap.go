@@ -276,7 +276,9 @@ const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif [ ! -d "$1" ]; the
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
-// intact; the peer prints the status line itself (AnnounceFlag). With --skip it is told to drop
+// intact, this user's own file (not a link) in a cache directory that is private (privFunc); the
+// peer prints the status line itself (AnnounceFlag). It makes a missing cache directory with mode
+// 0700, and says unsafe (nothing run, nothing read) where the directory is not private. With --skip it is told to drop
 // the aheadLen bytes of an upload's start that follow the preface, where the client wrote them
 // (ahead.go). Otherwise it reads and drops the preface
 // (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes

@@ -23,6 +23,14 @@ func remoteCmd(home, path, script string, stdin []byte) *exec.Cmd {
 	return cmd
 }
 
+// otherUID is a user id that is not this user's (giving a file to it needs root).
+func otherUID() int {
+	if os.Getuid() == 65534 {
+		return 65533
+	}
+	return 65534
+}
+
 // statUID is the owner of the file st describes.
 func statUID(st os.FileInfo) uint32 { return st.Sys().(*syscall.Stat_t).Uid }
 
@@ -62,7 +70,7 @@ func TestRemoteCacheNotPrivate(t *testing.T) {
 		{"mode", func(dir string) error { os.MkdirAll(dir, 0o700); return os.Chmod(dir, 0o775) }},
 		{"mode", func(dir string) error { os.MkdirAll(dir, 0o700); return os.Chmod(dir, 0o1777) }},
 		{"link", func(dir string) error { os.MkdirAll(filepath.Dir(dir), 0o700); return os.Symlink(elsewhere, dir) }},
-		{"owner", func(dir string) error { os.MkdirAll(dir, 0o700); return os.Chown(dir, 65534, 65534) }},
+		{"owner", func(dir string) error { os.MkdirAll(dir, 0o700); return os.Chown(dir, otherUID(), -1) }},
 	} {
 		home := t.TempDir()
 		dir := home + "/.cache/farwing"
@@ -104,7 +112,7 @@ func TestRemoteCacheNotPrivate(t *testing.T) {
 	os.MkdirAll(dir, 0o700)
 	peer := dir + "/farwing-" + id.Hash[:16]
 	os.WriteFile(peer, raw, 0o755)
-	if err := os.Chown(peer, 65534, 65534); err == nil {
+	if err := os.Chown(peer, otherUID(), -1); err == nil {
 		out := remoteSh(t, home, all, script, cat(upload("raw", raw), []byte("C\n")))
 		if want := "FARWING-PEER need " + uname + " gzip,raw " + dir + "\n" + stored(raw) + "FARWING-PEER ok " + uname + " " + peer + "\nserved serve umask=0027\nC\n"; out != want {
 			t.Errorf("a cached build of another user's: %q, want %q", out, want)

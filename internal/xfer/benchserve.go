@@ -21,6 +21,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/privdir"
 	"github.com/farwing/farwing/internal/tcpbench"
 )
 
@@ -206,7 +207,7 @@ func benchDir() (string, error) {
 		return "", err
 	}
 	base = filepath.Join(base, "farwing")
-	if err := os.MkdirAll(base, 0o700); err != nil {
+	if err := privdir.Make(base); err != nil { // where this peer runs from: this user's alone
 		return "", err
 	}
 	old, _ := filepath.Glob(filepath.Join(base, "bench-*"))

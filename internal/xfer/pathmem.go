@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/farwing/farwing/internal/privdir"
 )
 
 // A client remembers, per path, the rate its last long push sustained and the path's round trip,
@@ -55,24 +56,11 @@ func pathKey(host string, addr netip.Addr) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// ownDir checks that dir is a directory (not a link) of this user's that no one else may write.
-func ownDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s is not a directory of this user's that only this user may write", dir)
-	}
-	return nil
-}
-
 // recallPath reads the record of path key; it is usable when it is recent, plausible and agrees
 // with this session's ssh start (sshTook: at least two round trips, so not shorter than 1.5 of
 // the remembered round trip: a path whose round trip shrank is not the one remembered).
 func recallPath(dir, key string, now time.Time, sshTook time.Duration) (pathRecord, bool) {
-	if dir == "" || key == "" || ownDir(dir) != nil {
+	if dir == "" || key == "" || privdir.Check(dir) != nil {
 		return pathRecord{}, false
 	}
 	f, fi, err := openRegular(filepath.Join(dir, key))
@@ -103,10 +91,7 @@ func rememberPath(dir, key string, r pathRecord) error {
 	if dir == "" || key == "" {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := ownDir(dir); err != nil {
+	if err := privdir.Make(dir); err != nil {
 		return err
 	}
 	if old, _ := filepath.Glob(filepath.Join(dir, ".tmp-*")); len(old) > 0 {
@@ -139,7 +124,7 @@ func rememberPath(dir, key string, r pathRecord) error {
 
 // forgetPath removes path key's record: the path it describes is not this one.
 func forgetPath(dir, key string) {
-	if dir == "" || key == "" || ownDir(dir) != nil {
+	if dir == "" || key == "" || privdir.Check(dir) != nil {
 		return
 	}
 	os.Remove(filepath.Join(dir, key))

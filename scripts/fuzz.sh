@@ -21,7 +21,7 @@ targets=( # package target executions-in-CI
 	"./internal/wire FuzzSeqWindow 10000" "./internal/wire FuzzOpen 20000"
 	"./internal/session FuzzTrainRate 30000" "./internal/session FuzzHello 20000"
 	"./internal/session FuzzReceiverData 20000" "./internal/session FuzzSenderFeedback 1500" "./internal/session FuzzControl 20000"
-	"./internal/xfer FuzzControl 20000" "./internal/xfer FuzzListChunk 10000" "./copy FuzzPlan 40000" "./copy FuzzResume 20000" "./bootstrap FuzzStatus 60000" "./bootstrap FuzzUploadLine 30000"
+	"./internal/xfer FuzzControl 20000" "./internal/xfer FuzzListChunk 10000" "./internal/xfer FuzzListChunkText 10000" "./copy FuzzPlan 40000" "./copy FuzzResume 20000" "./bootstrap FuzzStatus 60000" "./bootstrap FuzzUploadLine 30000"
 	"./internal/escape FuzzText 40000"
 )
 for tg in "${targets[@]}"; do

@@ -68,6 +68,7 @@ type SSH struct {
 	Log     func(format string, args ...any)
 	mux     bool          // Start found that Persist applies to this host
 	muxLive bool          // Start found a shared connection that answers locally: the first session rides on it
+	muxPid  int           // ... and the pid its master gave (0: none said)
 	proxy   string        // the ProxyCommand Start chose ("" none)
 	SSHPath string        // default "ssh"
 	upload  *uploadTuning // nil: defaultUpload
@@ -407,9 +408,9 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	if _, err := controlDir(); err != nil {
 		s.Persist = 0 // no socket directory that only this user can write: no sharing
 	}
-	var checked chan func() bool
+	var checked chan func() (bool, int)
 	if s.Persist > 0 {
-		checked = make(chan func() bool, 1)
+		checked = make(chan func() (bool, int), 1)
 		m := s
 		m.mux = true
 		go func() { checked <- m.checkMux(ctx, host) }()
@@ -419,7 +420,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	if checked != nil {
 		say := <-checked
 		if s.mux {
-			s.muxLive = say()
+			s.muxLive, s.muxPid = say()
 		}
 	}
 	if hashed != nil {
@@ -1063,34 +1064,39 @@ var errMuxSilent = errors.New("the shared ssh connection did not answer")
 
 // checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
 // that does not answer within muxCheck is stopped or hung: it is ended and its socket removed, so
-// that ssh makes a new master in its place (retireMaster). It returns a function that says what
-// it found (Notice, Log) and returns true when a master answered that it runs: for the caller to
-// call once it knows that the connection is shared.
-func (s SSH) checkMux(ctx context.Context, host string) func() bool {
+// that ssh makes a new master in its place (retireHung); where none answers, masters that no
+// socket reaches are ended (clearOrphans). It returns a function that says what it found
+// (Notice, Log) and returns true when a master answered that it runs, with the pid it gave (0
+// where it did not): for the caller to call once it knows that the connection is shared.
+func (s SSH) checkMux(ctx context.Context, host string) func() (bool, int) {
+	snap := make(chan []int, 1) // the masters there as the check begins (a /proc scan, ms: meanwhile)
+	go func() { snap <- s.mastersHere() }()
 	out, hung, err := s.control(ctx, host, "check")
+	before := <-snap
 	switch {
 	case hung:
-		s.retireMaster(ctx, host, false)
-		return func() bool {
+		s.retireHung(ctx, host, before)
+		return func() (bool, int) {
 			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
-			return false
+			return false, 0
 		}
 	case err != nil:
-		return func() bool {
+		s.clearOrphans(ctx, host, before)
+		return func() (bool, int) {
 			s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
-			return false
+			return false, 0
 		}
 	}
-	return func() bool {
+	return func() (bool, int) {
 		s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
-		return true
+		return true, masterPID(out)
 	}
 }
 
-// dropMux ends the shared connection for host, whose master answers but whose sessions carry
-// nothing: `ssh -O exit`, and the master is killed where it has not ended a moment later (one
-// waiting on a dead connection); its socket is removed (retireMaster).
-func (s SSH) dropMux(ctx context.Context, host string) { s.retireMaster(ctx, host, true) }
+// dropMux ends the shared connection for host, whose master answered checkMux (as muxPid) but
+// whose sessions carry nothing: `ssh -O exit`, and the master is killed where it has not ended a
+// moment later (one waiting on a dead connection); its socket is removed (retireSilent).
+func (s SSH) dropMux(ctx context.Context, host string) { s.retireSilent(ctx, host, s.muxPid) }
 
 // control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
 // it ran out of time, and how it ended.

@@ -932,7 +932,7 @@ func TestDeafSharedSocket(t *testing.T) {
 	if !strings.HasPrefix(path, filepath.Join(dir, "farwing", "ssh")+"/") {
 		t.Fatalf("control path %q", path)
 	}
-	if s.checkMux(ctx, "h")() {
+	if live, _ := s.checkMux(ctx, "h")(); live {
 		t.Fatal("checkMux: a master runs where there is no socket")
 	}
 	for _, drop := range []bool{false, true} {
@@ -956,7 +956,7 @@ func TestDeafSharedSocket(t *testing.T) {
 		}()
 		if drop {
 			s.dropMux(ctx, "h")
-		} else if s.checkMux(ctx, "h")() {
+		} else if live, _ := s.checkMux(ctx, "h")(); live {
 			t.Error("checkMux: a deaf socket answers")
 		}
 		l.Close()

@@ -33,14 +33,19 @@ const (
 // SIGTERM, removes the path and exits, as OpenSSH's master unlinks its ControlPath when it ends.
 // With BOOTSTRAP_TEST_MASTER_ANSWERS it answers `ssh -O check` with its pid and `ssh -O exit`
 // with ok, and goes on running (a master stuck on a dead connection); without, it accepts and
-// never answers (a stopped or hung master).
+// never answers (a stopped or hung master). With BOOTSTRAP_TEST_MASTER_ORPHAN it listens
+// elsewhere (an orphan: its socket at the path was removed).
 func fakeMaster(path string) {
 	linger, err := time.ParseDuration(os.Getenv("BOOTSTRAP_TEST_MASTER_LINGER"))
 	if err != nil {
 		os.Exit(2)
 	}
 	answers := os.Getenv("BOOTSTRAP_TEST_MASTER_ANSWERS") != ""
-	l, err := net.Listen("unix", path)
+	at := path
+	if os.Getenv("BOOTSTRAP_TEST_MASTER_ORPHAN") != "" {
+		at = path + ".orphan"
+	}
+	l, err := net.Listen("unix", at)
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(2)
@@ -65,6 +70,7 @@ func fakeMaster(path string) {
 	case <-time.After(linger):
 	}
 	os.Remove(path)
+	os.Remove(at)
 	os.Exit(0)
 }
 
@@ -103,9 +109,9 @@ func answerMux(c net.Conn) {
 }
 
 // startFakeMaster starts fakeMaster for the socket path as OpenSSH's master for it would run: a
-// program named ssh titled "ssh: PATH [mux]", this user's. It returns once the master listens,
-// with a channel that gets its Wait's error when it ends.
-func startFakeMaster(t *testing.T, path string, linger time.Duration, answers bool) (*exec.Cmd, chan error) {
+// program named ssh titled "ssh: PATH [mux]", this user's; how is "deaf", "answers" or "orphan".
+// It returns once the master listens, with a channel that gets its Wait's error when it ends.
+func startFakeMaster(t *testing.T, path string, linger time.Duration, how string) (*exec.Cmd, chan error) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -118,8 +124,11 @@ func startFakeMaster(t *testing.T, path string, linger time.Duration, answers bo
 	cmd := exec.Command(ssh)
 	cmd.Args = []string{"ssh: " + path + " [mux]"}
 	cmd.Env = append(os.Environ(), "BOOTSTRAP_TEST_MASTER="+path, "BOOTSTRAP_TEST_MASTER_LINGER="+linger.String())
-	if answers {
+	switch how {
+	case "answers":
 		cmd.Env = append(cmd.Env, "BOOTSTRAP_TEST_MASTER_ANSWERS=1")
+	case "orphan":
+		cmd.Env = append(cmd.Env, "BOOTSTRAP_TEST_MASTER_ORPHAN=1")
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -140,11 +149,13 @@ func startFakeMaster(t *testing.T, path string, linger time.Duration, answers bo
 }
 
 // TestReplacedMasterKeepsNewSocket (issue 37, point 7): a shared connection's master that is
-// replaced (one that does not answer `ssh -O check`: checkMux; one that answers but whose
-// sessions carry nothing, so that `ssh -O exit` is answered but it stays: dropMux) is ended before
-// its socket is removed, so when a new master listens at the same path, the old one cannot take
-// that socket with it: here the old master would otherwise live on for 8 s and then unlink the
-// path, as OpenSSH's does when it ends. -v says which process was ended.
+// replaced is ended before a new master may listen at its socket's path, so that it cannot take
+// the new socket with it: here each old master would otherwise live on for 8 s and then unlink
+// the path, as OpenSSH's does when it ends. Replaced are one that does not answer `ssh -O check`
+// (checkMux), one that answers, and answers `ssh -O exit`, but stays (its sessions carry nothing,
+// it waits on a dead connection: dropMux), and an orphan: a master still running for the path
+// whose socket there is gone (checkMux, finding none). A master for the path made after the
+// check began (by another copy) is not ended. -v says which process was ended.
 func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("a master that does not answer is found by its title in /proc: Linux only")
@@ -153,10 +164,9 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 		t.Skip("no ssh client installed")
 	}
 	const linger = 8 * time.Second
-	for _, c := range []struct {
-		name    string
-		answers bool
-	}{{"does not answer", false}, {"answers but stays", true}} {
+	for _, c := range []struct{ name, how string }{
+		{"does not answer", "deaf"}, {"answers but stays", "answers"}, {"orphan", "orphan"},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir, err := os.MkdirTemp("", "fwm") // short: a socket path holds 107 bytes
 			if err != nil {
@@ -174,15 +184,35 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 			if path == "" {
 				t.Fatal("no control socket path")
 			}
-			old, ended := startFakeMaster(t, path, linger, c.answers)
+			old, ended := startFakeMaster(t, path, linger, c.how)
 			t0 := time.Now()
-			if c.answers {
-				if !s.checkMux(ctx, "h")() {
-					t.Fatalf("checkMux: the answering master does not run; log %q", log)
-				}
+			type found struct {
+				live bool
+				pid  int
+			}
+			checked := make(chan found, 1)
+			go func() {
+				live, pid := s.checkMux(ctx, "h")()
+				checked <- found{live, pid}
+			}()
+			// A master for the path that another copy makes while this one checks is not
+			// this one's to end.
+			var late *exec.Cmd
+			if c.how == "deaf" {
+				time.Sleep(500 * time.Millisecond)
+				late, _ = startFakeMaster(t, path, time.Minute, "orphan")
+			}
+			f := <-checked
+			live, pid := f.live, f.pid
+			if late != nil && processGone(late.Process.Pid) {
+				t.Error("a master made after the check began was ended")
+			}
+			if live != (c.how == "answers") || c.how == "answers" && pid != old.Process.Pid {
+				t.Fatalf("checkMux: live %v, pid %d; log %q", live, pid, log)
+			}
+			if live {
+				s.muxPid = pid
 				s.dropMux(ctx, "h")
-			} else if s.checkMux(ctx, "h")() {
-				t.Fatal("checkMux: a master that does not answer runs")
 			}
 			// The new master's socket at the same path.
 			l, err := net.Listen("unix", path)
@@ -202,7 +232,11 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 			if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSocket == 0 {
 				t.Errorf("the old master took the new master's socket with it: %v", err)
 			}
-			if all := strings.Join(log, "\n"); !strings.Contains(all, fmt.Sprintf("ended the shared ssh connection's old master (pid %d)", old.Process.Pid)) {
+			said := fmt.Sprintf("ended the shared ssh connection's old master (pid %d)", old.Process.Pid)
+			if c.how == "orphan" {
+				said = fmt.Sprintf("ended a master of the shared ssh connection whose socket was gone (pid %d)", old.Process.Pid)
+			}
+			if all := strings.Join(log, "\n"); !strings.Contains(all, said) {
 				t.Errorf("-v said %q", all)
 			}
 		})

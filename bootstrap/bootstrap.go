@@ -279,9 +279,9 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
 // intact, this user's own file (not a link) in a cache directory that is private (privFunc); the
 // peer prints the status line itself (AnnounceFlag). It makes a missing cache directory with mode
-// 0700, and says unsafe (nothing run, nothing read) where the directory is not private. With --skip it is told to drop
-// the aheadLen bytes of an upload's start that follow the preface, where the client wrote them
-// (ahead.go). Otherwise it reads and drops the preface
+// 0700, and says unsafe (nothing run, nothing read) where the directory is not private. With
+// --skip it is told to drop the aheadLen bytes of an upload's start that follow the preface,
+// where the client wrote them (ahead.go). Otherwise it reads and drops the preface
 // (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes
 // (with gzip they are the upload's start, read as below), reports what is needed with the formats it can unpack, and reads the peer from its
 // standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
@@ -399,15 +399,15 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 			hashed <- err
 		}()
 	}
-	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
-	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
-	// is this user's, whatever ssh -G says).
 	for _, line := range cacheNotice(s.Persist > 0) {
 		s.notice(line)
 	}
 	if _, err := controlDir(); err != nil {
 		s.Persist = 0 // no socket directory that only this user can write: no sharing
 	}
+	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
+	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
+	// is this user's, whatever ssh -G says).
 	var checked chan func() (bool, int)
 	if s.Persist > 0 {
 		checked = make(chan func() (bool, int), 1)

@@ -39,8 +39,10 @@ const (
 	// maxListBytes bounds the JSON text of a whole list, decompressed.
 	maxListBytes = 1 << 30
 	// maxEntryText is the text a list may take per entry announced, on average, beyond
-	// maxChunkRaw (listBudget).
-	maxEntryText = 1 << 10
+	// maxChunkRaw (listBudget): what the longest entry an honest sender lists takes (a name of
+	// 4096 bytes, a link target of 4095 and the other fields, some 8.4 KB), with room for JSON's
+	// escapes, so that only a list padded beyond its entries meets it.
+	maxEntryText = 16 << 10
 	// maxChunkEntries and maxChunkRaw bound one chunk as the receiver takes it: entries, its JSON
 	// text decompressed, and its message on the wire (the compressed text in base64, which can be
 	// a third longer than the text when the text does not compress).

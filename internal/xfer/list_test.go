@@ -330,20 +330,22 @@ func TestListChunkStreams(t *testing.T) {
 }
 
 // TestListBudget: a sender refuses (exit 3, before anything is sent) a list whose text is beyond
-// what its entries may take, as the receiver would (listBudget): 100 entries of the longest names
-// of characters JSON escapes ("<" is "\u003c") are 2.4 MB of text; a list of as many short names
-// and one such long name passes.
+// what its entries may take, as the receiver would (listBudget): 300 links whose targets are the
+// longest, of a character JSON escapes ("<" is "\u003c"), are 7.4 MB of text; a list of short names
+// and one long name passes.
 func TestListBudget(t *testing.T) {
 	long := func(i int) string {
 		return fmt.Sprintf("t/%03d", i) + strings.Repeat("<", 250) + "/" + strings.Repeat("<", 4096-257)
 	}
+	// Links whose targets are 4095 bytes of "<", which JSON writes as "\u003c": 24 KiB of text
+	// an entry, more than maxEntryText on average.
 	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}}
-	for i := range 100 {
-		files = append(files, fcopy.File{Name: long(i)[:255+2], Dir: true}, fcopy.File{Name: long(i), Size: 1})
+	for i := range 300 {
+		files = append(files, fcopy.File{Name: fmt.Sprintf("t/l%03d", i), Link: strings.Repeat("<", 4095)})
 	}
 	chunks, errc := encodeList(files)
 	err := sendList(nil, chunks, errc)
-	if !errors.Is(err, ErrListLimit) || ExitCode(err) != ExitSource || !strings.Contains(err.Error(), "the most a list of 201 entries may take") {
+	if !errors.Is(err, ErrListLimit) || ExitCode(err) != ExitSource || !strings.Contains(err.Error(), "the most a list of 301 entries may take") {
 		t.Fatalf("a list of %d entries of 24 KiB of text each: %v (exit %d)", len(files), err, ExitCode(err))
 	}
 	short := listOf(200)

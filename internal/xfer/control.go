@@ -335,9 +335,16 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 	differs := func(seq uint64) error {
 		return fmt.Errorf("%w: control channel: message %d differs from its copy on the lanes", ErrProtocol, seq)
 	}
+	// remote is the error the peer reported last: a peer that reports an error and leaves may be
+	// seen leaving first by whoever waits on the session, and its word ends the session (ended),
+	// not "gone"; Next still returns each message, then the channel's end.
+	var remote error
 	// deliver parses line and queues it for Next; counted: its bytes are in queued already.
 	deliver := func(line []byte, counted bool) error {
 		m, n, err := parse(line)
+		if err == nil && m.T == "error" {
+			remote = remoteError(m)
+		}
 		if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
 			err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
 		}
@@ -393,12 +400,17 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 			err = deliver(line, false)
 		}
 	}
+	left := errors.Is(err, ErrPeerGone)
 	if c.gone != nil {
 		err = c.gone(err)
 	}
 	c.err = err
 	close(c.in)
-	if ended != nil {
+	switch {
+	case ended == nil:
+	case left && remote != nil:
+		ended(remote) // the peer said why it left: that ends the session, not "gone"
+	default:
 		ended(err)
 	}
 }

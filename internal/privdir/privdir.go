@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"syscall"
 )
 
@@ -16,14 +19,66 @@ import (
 var ErrNotPrivate = errors.New("not a private directory")
 
 // Check reports whether dir is a directory (not a symbolic link to one) owned by this user that no
-// other user may write (no group or other write bit). Its error names dir, what is wrong and what
-// to do.
+// other user may write (no group or other write bit), below directories no other user can rename
+// it out of (ancestors). Its error names the directory at fault, what is wrong and what to do.
 func Check(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
 	}
-	return check(dir, fi, os.Getuid())
+	if err := check(dir, fi, os.Getuid()); err != nil {
+		return err
+	}
+	return ancestors(dir, os.Getuid(), privateGroup)
+}
+
+// ancestors checks every directory above dir (its real path: links resolved, as OpenSSH's
+// safe_path does) the way OpenSSH checks the directories above a key file: owned by root or this
+// user, and writable by no one else unless sticky (/tmp) or, for the group, where the group is
+// this user's own (a user-private group, umask 002's usual setting). Another user who could
+// write one could rename dir away and put a directory of theirs in its place, after any check of
+// dir itself.
+func ancestors(dir string, uid int, private func(gid uint32) bool) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return err
+	}
+	for p := parent; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		sticky := fi.Mode()&fs.ModeSticky != 0
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s, above %s: its owner cannot be read", ErrNotPrivate, p, dir)
+		case st.Uid != 0 && int(st.Uid) != uid:
+			return fmt.Errorf("%w: %s, above %s, belongs to user id %d, who could replace what is below it; keep farwing's cache in a directory of your own (XDG_CACHE_HOME)",
+				ErrNotPrivate, p, dir, st.Uid)
+		case !sticky && (fi.Mode()&0o002 != 0 || fi.Mode()&0o020 != 0 && !private(st.Gid)):
+			return fmt.Errorf("%w: %s (mode %04o), above %s, can be written by other users, who could replace what is below it; run chmod go-w %s",
+				ErrNotPrivate, p, fi.Mode().Perm(), dir, p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// privateGroup reports whether gid is this user's own group: the user's primary group, named as
+// the user (a user-private group).
+func privateGroup(gid uint32) bool {
+	u, err := user.Current()
+	if err != nil || u.Gid != strconv.FormatUint(uint64(gid), 10) {
+		return false
+	}
+	g, err := user.LookupGroupId(u.Gid)
+	return err == nil && g.Name == u.Username
 }
 
 func check(dir string, fi fs.FileInfo, uid int) error {

@@ -49,3 +49,64 @@ func TestCheck(t *testing.T) {
 		t.Errorf("a directory of another user: %v", err)
 	}
 }
+
+// TestAncestors: a private directory below one that others can write (0777 without the sticky
+// bit, or group-writable by a group that is not the user's own) or that another user owns is
+// refused, naming that directory: whoever can write it can rename the private one away and put
+// theirs in its place. Below a sticky directory (/tmp) or a group-writable one of the user's own
+// group it is taken.
+func TestAncestors(t *testing.T) {
+	base := t.TempDir()
+	mid := filepath.Join(base, "mid")
+	dir := filepath.Join(mid, "farwing")
+	if err := Make(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode    os.FileMode
+		private bool
+		ok      bool
+	}{
+		{0o700, false, true},
+		{0o755, false, true},
+		{0o777, false, false},
+		{0o777 | os.ModeSticky, false, true},
+		{0o770, false, false},
+		{0o770, true, true},
+		{0o775 | os.ModeSticky, false, true},
+	} {
+		if err := os.Chmod(mid, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		err := ancestors(dir, os.Getuid(), func(uint32) bool { return c.private })
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("below a directory of mode %v (own group %v): %v", c.mode, c.private, err)
+		case !c.ok && (!errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), mid+" (mode")):
+			t.Errorf("below a directory of mode %v (own group %v): %v, want it refused naming %s", c.mode, c.private, err, mid)
+		}
+	}
+	os.Chmod(mid, 0o777)
+	if err := Check(dir); !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), "chmod go-w "+mid) {
+		t.Errorf("Check below a 0777 directory: %v", err)
+	}
+	os.Chmod(mid, 0o755)
+	// Through a link: the real path's directories are the ones checked.
+	link := filepath.Join(base, "link")
+	os.Symlink(mid, link)
+	os.Chmod(mid, 0o777)
+	if err := Check(filepath.Join(link, "farwing")); !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), mid) {
+		t.Errorf("Check through a link to a 0777 directory: %v", err)
+	}
+	os.Chmod(mid, 0o755)
+	if os.Getuid() != 0 {
+		t.Log("not root: the case of an ancestor of another user's is not run")
+		return
+	}
+	if err := os.Chown(mid, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(dir); !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), "belongs to user id 65534") {
+		t.Errorf("below another user's directory: %v", err)
+	}
+}

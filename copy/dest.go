@@ -31,8 +31,11 @@ import (
 // partMarker is in the name of every temporary file: ".NAME.farwing-RANDOM.part".
 const partMarker = ".farwing-"
 
+// isPart reports whether name is a temporary file's name as partName makes them, exactly (a user's
+// ".notes.farwing-draft.part" is not one: the sweep removes what matches).
 func isPart(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, partMarker) && strings.HasSuffix(name, ".part")
+	_, ok := stem(name, partSuffix)
+	return ok
 }
 
 // partBase is the most of a base name a temporary name embeds: what leaves room, within an

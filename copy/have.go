@@ -248,16 +248,23 @@ func chmodNoFollow(dirfd int, base string, mode uint32) error {
 	return unix.Fchmod(fd, mode)
 }
 
-// AddSums hashes every regular file of s (HashPath) into its File.Sum, for Checksum: the
-// receiver compares them with what it has before anything is sent.
+// AddSums hashes every regular file of s into its File.Sum, for Checksum: the receiver compares
+// them with what it has before anything is sent. Each is opened as Open opens it for the copy:
+// the file that was listed, never another put at its name since (a link to someone's key, a FIFO).
 func (s *Sources) AddSums() error {
+	open := s.Open()
 	for i, f := range s.Files {
 		if !f.Regular() {
 			continue
 		}
-		sum, err := HashPath(s.Paths[i], f.Size)
+		r, c, err := open(i)
 		if err != nil {
 			return err
+		}
+		sum, err := HashFile(r, f.Size)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("%w: %s: changed while it was hashed (%v)", ErrSource, escape.Text(s.Paths[i]), err)
 		}
 		s.Files[i].Sum = hex.EncodeToString(sum[:])
 	}

@@ -135,7 +135,7 @@ func (c *TreeCheck) Add(files []File) error {
 			k = kindLink
 		case f.Hard != "":
 			if kinds[f.Hard] != kindFile {
-				return fmt.Errorf("%w: %q is a hard link to %q, which is not a regular file listed before it", ErrName, f.Name, f.Hard)
+				return fmt.Errorf("%w: %q is a hard link to %s, which is not a regular file listed before it", ErrName, f.Name, escape.Quote(f.Hard))
 			}
 			k = kindHard
 		}

@@ -176,9 +176,9 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 				if m < e-p {
 					c.Close()
 					if err == nil || err == io.EOF {
-						return fmt.Errorf("%s: file shrank while being read (at %d of %d bytes)", f.Name, off+int64(p+m), f.Size)
+						return fmt.Errorf("%w: %s: file shrank while being read (at %d of %d bytes)", ErrSource, escape.Text(f.Name), off+int64(p+m), f.Size)
 					}
-					return fmt.Errorf("read %s: %w", f.Name, err)
+					return fmt.Errorf("%w: read %s: %v", ErrSource, escape.Text(f.Name), err)
 				}
 				h.Range(buf[:ln], p, e)
 			}

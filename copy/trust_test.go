@@ -7,6 +7,7 @@ package copy
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -408,5 +409,136 @@ func TestRegistryDirNotPrivate(t *testing.T) {
 	os.Chmod(reg, 0o700)
 	if n := SweepPartials(); n != 1 {
 		t.Fatalf("the sweep of a private registry removed %d file(s), want 1 (the test's own entry)", n)
+	}
+}
+
+// TestChecksumHashesWhatItListed: --checksum's digests of the sources (AddSums) are taken from the
+// files that were listed: a file swapped for a link to the victim's key, of the same size, stops
+// the copy instead of sending the key's digest, and one swapped for a FIFO does not hold it.
+func TestChecksumHashesWhatItListed(t *testing.T) {
+	for _, fifo := range []bool{false, true} {
+		src, victim := t.TempDir(), t.TempDir()
+		secret := []byte("-----BEGIN OPENSSH PRIVATE KEY-----")
+		os.WriteFile(filepath.Join(victim, "id"), secret, 0o600)
+		os.Mkdir(filepath.Join(src, "t"), 0o755)
+		p := filepath.Join(src, "t", "f")
+		os.WriteFile(p, make([]byte, len(secret)), 0o644)
+		s, err := Collect([]string{filepath.Join(src, "t")}, CollectOptions{Recursive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(p)
+		if fifo {
+			unix.Mkfifo(p, 0o644)
+		} else {
+			os.Symlink(filepath.Join(victim, "id"), p)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.AddSums() }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("hashing the sources is held by a FIFO")
+		}
+		if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), p) {
+			t.Fatalf("AddSums after a swap (FIFO %v): %v", fifo, err)
+		}
+		keySum, _ := HashFile(strings.NewReader(string(secret)), int64(len(secret)))
+		for _, f := range s.Files {
+			if f.Sum == hex.EncodeToString(keySum[:]) {
+				t.Fatal("the victim's key's digest is in the list")
+			}
+		}
+	}
+}
+
+// TestFinishDirsSameDirectory: in a destination others may write, another user who moves the new
+// directory d away and one of this user's private directories into its place during the copy does
+// not get that directory's mode changed (it became 0755): finishDirs sets the modes of the
+// directories the copy made or found only, and otherwise fails naming it.
+func TestFinishDirsSameDirectory(t *testing.T) {
+	dst := t.TempDir()
+	private := filepath.Join(dst, "private")
+	os.Mkdir(private, 0o700)
+	os.Chmod(private, 0o700)
+	files := []File{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/f", Size: 10, Mode: 0o644}}
+	plan, err := NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("0123456789")
+	var tr fileTree
+	s := plan.Sum(0, data)
+	tr.add(&s)
+	swapped := false
+	w := NewWriter(plan, &Target{root: dst, into: true}, WriterOptions{Digest: func(context.Context, int) ([32]byte, error) {
+		if !swapped {
+			swapped = true
+			os.Rename(filepath.Join(dst, "d"), filepath.Join(dst, "moved"))
+			os.Rename(private, filepath.Join(dst, "d"))
+		}
+		return tr.sum(), nil
+	}})
+	defer w.Close()
+	err = w.WriteBlock(context.Background(), 0, data, s.Digest())
+	if err == nil {
+		err = w.Finish(context.Background())
+	}
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "replaced by another directory") {
+		t.Fatalf("a directory swapped during the copy: %v", err)
+	}
+	if m := modeOf(t, filepath.Join(dst, "d")); m != 0o700 {
+		t.Fatalf("the private directory moved into the copy's place got mode %04o", m)
+	}
+}
+
+// TestReplacedModeOnlyOwn: a file the copy replaces passes its permission bits on only if it is
+// this user's: one another user put there (0666, in a shared directory) does not make the new
+// file readable to everyone.
+func TestReplacedModeOnlyOwn(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to leave a file of another user's at the destination")
+	}
+	old := umask
+	umask = 0o022
+	defer func() { umask = old }()
+	dst := t.TempDir()
+	p := filepath.Join(dst, "f")
+	os.WriteFile(p, []byte("planted"), 0o666)
+	os.Chmod(p, 0o666)
+	os.Chown(p, 65534, 65534)
+	if err := writeAll(t, []File{{Name: "f", Size: 10, Mode: 0o600}}, &Target{root: dst, into: true}, WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if m := modeOf(t, p); m != 0o600 {
+		t.Fatalf("the new file has mode %04o, want the source's 0600", m)
+	}
+}
+
+// TestSweepOnlyTemporaryNames: the sweep removes only names of the exact form partName makes: a
+// user's ".notes.farwing-draft.part" (no 12 hex digits) stays.
+func TestSweepOnlyTemporaryNames(t *testing.T) {
+	dst := t.TempDir()
+	keep := filepath.Join(dst, ".notes.farwing-draft.part")
+	os.WriteFile(keep, []byte("mine"), 0o600)
+	stale := filepath.Join(dst, partName("x"))
+	os.WriteFile(stale, []byte("left by a dead writer"), 0o600)
+	if err := writeAll(t, []File{{Name: "f", Size: 10, Mode: 0o644}}, &Target{root: dst, into: true}, WriterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the user's file was swept: %v", err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Fatal("a dead writer's temporary file was not swept")
+	}
+}
+
+// TestLongHardTargetErrorBounded: a list's hard link to a name of a megabyte gives an error of a
+// line, escaped, not of four megabytes (it reaches the terminal, --json and the peer).
+func TestLongHardTargetErrorBounded(t *testing.T) {
+	err := NewTreeCheck(1).Add([]File{{Name: "h", Hard: strings.Repeat("\x1b", 1<<20)}})
+	if !errors.Is(err, ErrName) || len(err.Error()) > 2000 || strings.ContainsRune(err.Error(), 0x1b) {
+		t.Fatalf("error of %d bytes: %.200q", len(err.Error()), err)
 	}
 }

@@ -256,9 +256,12 @@ type Writer struct {
 	// existing holds the directories of the plan that stood at the destination before the copy
 	// (relative to the root), with their modes then: without -p they keep them (mkdir).
 	existing map[string]uint32
-	records  bool      // write resume records (resume.go)
-	resume   *Partials // the kept partial files of resumed files
-	kept     bool      // Interrupt left partial files for a resume: the registry entry stays
+	// dirIDs are the device and inode of every directory of the plan as mkdir made or found it:
+	// finishDirs sets the mode of those only.
+	dirIDs  map[string]devIno
+	records bool      // write resume records (resume.go)
+	resume  *Partials // the kept partial files of resumed files
+	kept    bool      // Interrupt left partial files for a resume: the registry entry stays
 
 	ckEvery   int64         // a checkpoint every this many bytes of a file (WriterOptions.CheckpointEvery)
 	ckGap     time.Duration // at least this long apart
@@ -357,7 +360,7 @@ func (w *Writer) Stats() WriterStats {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done, directIO: !o.NoDirectIO,
-		temps: map[*wfile]bool{}, existing: map[string]uint32{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
+		temps: map[*wfile]bool{}, existing: map[string]uint32{}, dirIDs: map[string]devIno{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
 		ckEvery: o.CheckpointEvery, syncEvery: o.DataSyncEvery, calls: o.Calls}
 	if w.ckEvery <= 0 {
 		w.ckEvery, w.ckGap = checkpointEvery, checkpointGap
@@ -533,7 +536,11 @@ func (w *Writer) mkdir(f File) error {
 		return err
 	}
 	var st unix.Stat_t
-	if !made && unix.Fstat(fd, &st) == nil {
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
+	}
+	w.dirIDs[rel] = devIno{uint64(st.Dev), uint64(st.Ino)}
+	if !made {
 		w.existing[rel] = st.Mode & 0o7777
 		if st.Mode&0o700 != 0o700 {
 			_ = unix.Fchmod(fd, st.Mode&0o7777|0o700) // given back by finishDirs
@@ -572,6 +579,14 @@ func (w *Writer) finishDirs() error {
 		fd, err := openDirAt(pfd, base, 0, false)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
+		}
+		// The directory this copy made or found there, not another put at its name since (in a
+		// destination others may write, one of this user's private directories moved there).
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || (devIno{uint64(st.Dev), uint64(st.Ino)}) != w.dirIDs[rel] {
+			unix.Close(fd)
+			return fmt.Errorf("%w: %s was replaced by another directory during the copy; its mode and time were left as they are",
+				ErrDest, escape.Text(w.target.Path(f.Name)))
 		}
 		err = unix.Fchmod(fd, mode)
 		unix.Close(fd)
@@ -1102,13 +1117,15 @@ func (w *Writer) place(wf *wfile, f File) error {
 
 // rename gives the synced temporary file of f its mode (and, with preserve, its times) and
 // renames it into place in its directory fd, then closes it. The mode is the source's less the
-// umask for a new file; a file that replaces a regular file keeps that file's permission bits
-// without -p (as scp and rsync leave an existing file's mode: a private file stays private).
+// umask for a new file; a file that replaces a regular file of this user's keeps that file's
+// permission bits without -p (as scp and rsync leave an existing file's mode: a private file
+// stays private), never those of a file someone else put there (0666, in a shared directory).
 func (w *Writer) rename(wf *wfile, f File, fd int) error {
 	mode := f.Mode.Perm() &^ umask
 	var st unix.Stat_t
-	if !w.preserve && unix.Fstatat(fd, wf.base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		mode = os.FileMode(st.Mode & 0o777)
+	if !w.preserve && unix.Fstatat(fd, wf.base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
+		int(st.Uid) == os.Geteuid() {
+		mode = os.FileMode(st.Mode & 0o777) // not the bits of a file someone else put there
 	}
 	if err := wf.f.Chmod(mode); err != nil {
 		return writeErr("chmod", wf, err)

@@ -225,7 +225,10 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; partial files removed"))
+			if o.NoResume {
+				return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; partial files removed (--no-resume)"))
+			}
+			return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; partial files with a resume record are kept, and the same command resumes them"))
 		}
 		return fail(xfer.ExitCode(err), err)
 	}

@@ -9,6 +9,7 @@ import (
 	cryptorand "crypto/rand"
 	mathrand "math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -362,5 +363,134 @@ func TestForgedClaimKeepsAuthenticCopy(t *testing.T) {
 	if !b.isPlaced(1) || !bytes.Equal(b.data[wire.ChunkSize:2*wire.ChunkSize], want) || b.nHave.Load() != 1 || st.Duplicates != 0 {
 		t.Fatalf("the authentic copy: placed %v, intact %v, chunks counted %d, duplicates %d; want it placed, intact, counted once, no duplicate",
 			b.isPlaced(1), bytes.Equal(b.data[wire.ChunkSize:2*wire.ChunkSize], want), b.nHave.Load(), st.Duplicates)
+	}
+}
+
+// hostileReceiver is a receiver of one file of size bytes with a window of window blocks, on a
+// path with no lanes: a test hands it authentic plaintexts through Datagram.
+func hostileReceiver(t *testing.T, size int64, window int) *Receiver {
+	t.Helper()
+	key := make([]byte, wire.KeyLen)
+	cryptorand.Read(key)
+	server, _ := wire.NewCrypto(key, 7, wire.ServerToClient)
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: size}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewReceiver(&Path{crypto: server}, plan, nil, window)
+}
+
+// dataPlain is an authentic data datagram's plaintext: frame f, then payload.
+func dataPlain(f wire.DataFrame, payload []byte) []byte {
+	pt := make([]byte, wire.DataFrameLen, wire.DataFrameLen+len(payload))
+	f.Put(pt)
+	return append(pt, payload...)
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+// TestHostileFECGroups: an authenticated sender (a hostile server on a pull) that withholds a
+// block's data and sends only parity, for groups of 65 chunks starting at every chunk, 64 shards
+// each (never enough to rebuild a group of 65): the receiver takes only the groups its sender
+// would make of the block (from chunk 0, 65 at a time: 11 of them) and refuses the rest as
+// invalid, so what it holds stays within a small multiple of the window, where it kept every
+// shard (62 MB per block). A parity shard that opens a group but is malformed leaves no group
+// open.
+func TestHostileFECGroups(t *testing.T) {
+	const blocks = 4
+	r := hostileReceiver(t, blocks*fcopy.BlockSize, blocks)
+	n := chunksIn(fcopy.BlockSize, wire.ChunkSize) // 746
+	const k = fec.MaxParity + 1
+	payload := make([]byte, 1408) // a wide row of full chunks
+	before := heapInUse()
+	sent, valid := 0, 0
+	for blk := uint32(0); blk < blocks; blk++ {
+		for first := 0; first+k <= n; first++ {
+			for i := range fec.MaxParity {
+				f := wire.DataFrame{Kind: wire.KindParity, Block: blk, Chunk: uint16(first), FecK: k, FecM: 1, FecIdx: uint16(k + i)}
+				r.Datagram(0, wire.Header{Type: wire.TypeData}, dataPlain(f, payload), time.Now())
+				sent++
+				if first%k == 0 {
+					valid++
+				}
+			}
+		}
+	}
+	held := heapInUse() - before
+	runtime.KeepAlive(r)
+	st := r.Stats()
+	t.Logf("%d parity datagrams (%.1f MB) for %d blocks, %d of them of the sender's groups: the heap grew %.1f MB (the blocks themselves %.1f MB); invalid %d",
+		sent, float64(sent*len(payload))/1e6, blocks, valid, float64(held)/1e6, float64(blocks*fcopy.BlockSize)/1e6, st.Invalid)
+	if st.Invalid != uint64(sent-valid) || valid != blocks*11*fec.MaxParity {
+		t.Errorf("%d datagrams refused as invalid, want %d (all but the %d of groups from chunk 0, 65 at a time)", st.Invalid, sent-valid, valid)
+	}
+	// The blocks (4 MiB) and less than a block of parity each (here 11 groups of 64 shards).
+	if limit := int64(6 * blocks * fcopy.BlockSize); held > limit {
+		t.Errorf("the receiver holds %.0f MB for a window of %d MiB, more than %.0f MB", float64(held)/1e6, blocks, float64(limit)/1e6)
+	}
+
+	// A malformed shard (one byte: no parity row) of a group the sender makes opens nothing.
+	r = hostileReceiver(t, fcopy.BlockSize, 1)
+	for first := 0; first < n; first += fec.GroupSize(n) {
+		f := wire.DataFrame{Kind: wire.KindParity, Chunk: uint16(first), FecK: uint16(min(fec.GroupSize(n), n-first)), FecM: 1}
+		f.FecIdx = f.FecK
+		r.Datagram(0, wire.Header{Type: wire.TypeData}, dataPlain(f, []byte{1}), time.Now())
+	}
+	open := 0
+	if fx := r.ring[0].Load().fec.Load(); fx != nil {
+		for _, g := range fx.groups {
+			if g != nil {
+				open++
+			}
+		}
+	}
+	if st := r.Stats(); open != 0 || st.Invalid != 4 {
+		t.Errorf("4 malformed parity shards: %d groups left open, %d counted invalid; want none open, 4 invalid", open, st.Invalid)
+	}
+}
+
+// TestFECGroupShapes: every group the sender makes of a block (Sender.addBlock: K at a time from
+// chunk 0, the last shorter; auto's fec.GroupSize or any fixed K) passes the receiver's check in
+// whichever order the block's groups arrive first, and no other group of that block does.
+func TestFECGroupShapes(t *testing.T) {
+	sizes := []int{1, 2, 3, 31, 32, 33, 64, 65, 100, 128, 187, 191, 192, 193, 200, 385, 500, 745, 746}
+	for _, n := range sizes {
+		ks := []int{fec.GroupSize(n)}
+		for K := 1; K <= fec.MaxK; K++ {
+			ks = append(ks, K)
+		}
+		for _, K := range ks {
+			var firsts []int
+			for f := 0; f < n; f += K {
+				firsts = append(firsts, f)
+			}
+			kOf := func(first int) int { return min(K, n-first) }
+			for _, start := range firsts {
+				b := &rxBlock{nChunks: n}
+				if !b.groupOK(start, kOf(start)) {
+					t.Fatalf("n %d, K %d: group %d+%d refused as the block's first", n, K, start, kOf(start))
+				}
+				for _, f := range firsts {
+					if !b.groupOK(f, kOf(f)) {
+						t.Fatalf("n %d, K %d: group %d+%d refused after group %d", n, K, f, kOf(f), start)
+					}
+				}
+				// Groups the sender does not make: shifted by one, one longer or shorter.
+				for _, f := range firsts {
+					k := kOf(f)
+					for _, bad := range [][2]int{{f + 1, k}, {f, k + 1}, {f, k - 1}, {f + 1, k - 1}} {
+						if bad[0] < n && bad[1] >= 1 && (bad[0]%K != 0 || bad[1] != kOf(bad[0])) && b.groupOK(bad[0], bad[1]) {
+							t.Fatalf("n %d, K %d: group %d+%d taken after the sender's group %d", n, K, bad[0], bad[1], start)
+						}
+					}
+				}
+			}
+		}
 	}
 }

@@ -35,6 +35,7 @@ type rxBlock struct {
 	placed  []atomic.Uint64 // chunks whose bytes are in data (set after the copy)
 	nHave   atomic.Int32
 	fec     atomic.Pointer[rxFEC]
+	shape   atomic.Uint32 // the block's FEC groups, as far as parity has told them (groupOK)
 	hash    [32]byte
 	// checked is held locked from delivery until a verify worker has compared the block's digest
 	// (wireguard-go's locked-container ordering: the writer takes blocks in order and waits on it).

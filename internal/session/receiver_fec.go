@@ -15,8 +15,10 @@ import (
 // make k, the placed chunks are added (a transient copy of up to a block), the missing ones are
 // rebuilt into the block and the group is released. (Copying every placed chunk into a group when
 // it opened kept a second copy of most blocks in the window: 46 MiB beyond the FEC tables at
-// 700 Mbit/s and 60 ms.) Whatever is still open when the block completes is released then, so
-// FEC memory is bounded by the window.
+// 700 Mbit/s and 60 ms.) Whatever is still open when the block completes is released then, and
+// a block's groups are only those its sender makes (groupOK), each holding less parity than its
+// k, so FEC memory is bounded by the window: less than a block of parity per block, and an open
+// group (about 4 KiB narrow, 15 KiB wide) holds at least one shard.
 type rxFEC struct {
 	mu     sync.Mutex
 	closed bool            // the block is complete: no more groups
@@ -29,7 +31,23 @@ type rxFEC struct {
 // wasRebuilt reports whether chunk c was rebuilt from parity.
 func (fx *rxFEC) wasRebuilt(c int) bool { return fx.built[c/64].Load()&bit64(c) != 0 }
 
-var groupPool = sync.Pool{New: func() any { return new(fec.Group) }}
+// Groups are recycled in two pools, narrow and wide, so that a small group never keeps a wide
+// one's slices (some 15 KiB for k+64 shards, against 4 KiB for a narrow group's): a block split
+// into groups of 2 chunks may have 373 of them open, each holding one parity shard of 1.4 KiB.
+var groupPools = [2]sync.Pool{{New: func() any { return new(fec.Group) }}, {New: func() any { return new(fec.Group) }}}
+
+func groupPool(k int) *sync.Pool {
+	if fec.Wide(k) {
+		return &groupPools[1]
+	}
+	return &groupPools[0]
+}
+
+// putGroup releases g's shards and puts it back in its pool.
+func putGroup(g *fec.Group) {
+	g.Release()
+	groupPool(g.K()).Put(g)
+}
 
 func bit64(i int) uint64 { return 1 << (i % 64) }
 
@@ -49,11 +67,51 @@ func (b *rxBlock) fecState() *rxFEC {
 	return b.fec.Load()
 }
 
+// groupOK reports whether the group of k chunks from chunk first is one the sender makes of b:
+// its chunks split in order into groups of K, the last one shorter (Sender.addBlock), with K the
+// same for the whole block. K is fixed by the first parity datagram that tells it (a group that
+// is not the block's last has k = K; the last group, if it comes first, fixes only where the
+// last group starts). A block so has at most ceil(nChunks/K) groups, none overlapping; a group
+// holds fewer parity shards than its k until it is rebuilt, so a block's groups hold less than a
+// block of parity. (Groups starting at any chunk let an authenticated sender that withholds the
+// data make the receiver keep 64 shards of 682 overlapping groups of 65: 62 MB per block.)
+func (b *rxBlock) groupOK(first, k int) bool {
+	n := b.nChunks
+	if k < 1 || k > fec.MaxK || first < 0 || first+k > n {
+		return false
+	}
+	for {
+		s := b.shape.Load()
+		K, last := int(s&0xFFFF), int(s>>16) // last: 1 + the last group's first chunk (0: not known)
+		var next uint32
+		switch {
+		case K != 0:
+			return first%K == 0 && k == min(K, n-first)
+		case first+k < n: // not the last group: k is the block's K
+			if first%k != 0 || last != 0 && last-1 != (n-1)/k*k {
+				return false
+			}
+			next = uint32(k)
+		case last != 0:
+			return first == last-1
+		case first == 0: // the block's one group
+			next = uint32(k)
+		case first < k: // the last group starts at a multiple of K >= k
+			return false
+		default:
+			next = uint32(first+1) << 16
+		}
+		if b.shape.CompareAndSwap(s, next) {
+			return true
+		}
+	}
+}
+
 // addParity takes a parity shard of the group of f.FecK chunks starting at chunk f.Chunk. It
 // reports false for a shard that cannot belong to the block (its group's shape, index or length).
 func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) bool {
 	k, first, idx := int(f.FecK), int(f.Chunk), int(f.FecIdx)
-	if k < 1 || k > fec.MaxK || first+k > b.nChunks || idx < k || idx >= k+fec.MaxParity || int(f.FecM) > fec.MaxParity {
+	if idx < k || idx >= k+fec.MaxParity || int(f.FecM) > fec.MaxParity || !b.groupOK(first, k) {
 		return false
 	}
 	if b.allPlaced(first, first+k) {
@@ -65,12 +123,17 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) bool 
 		fx.mu.Unlock()
 		return true
 	}
-	id := fec.ShardID{K: k, M: int(f.FecM)}
+	id := fec.ShardID{K: k, M: int(f.FecM), Index: idx}
+	var err error
 	g := fx.groups[first]
 	if g == nil {
-		g = groupPool.Get().(*fec.Group)
-		if g.Reset(k, id.M) != nil {
-			groupPool.Put(g)
+		g = groupPool(k).Get().(*fec.Group)
+		if err = g.Reset(k, id.M); err == nil {
+			_, err = g.Add(id, payload)
+		}
+		if err != nil {
+			// A malformed shard opens nothing: a group is open only while it holds parity.
+			putGroup(g)
 			fx.mu.Unlock()
 			return false
 		}
@@ -78,9 +141,9 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) bool 
 		// Open before counting placed chunks: a chunk placed concurrently is either counted
 		// here or looks at the group itself (addData), possibly both.
 		fx.open[first/64].Or(bit64(first))
+	} else {
+		_, err = g.Add(id, payload) // a malformed shard is rejected and changes nothing
 	}
-	id.Index = idx
-	_, err := g.Add(id, payload) // a malformed shard is rejected and changes nothing
 	n := r.tryGroup(b, fx, first, g)
 	fx.mu.Unlock()
 	if n > 0 {
@@ -181,8 +244,7 @@ func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) i
 	if ok {
 		fx.done[first/64] |= bit64(first)
 	}
-	g.Release()
-	groupPool.Put(g)
+	putGroup(g)
 	return placed
 }
 
@@ -196,8 +258,7 @@ func (r *Receiver) closeFEC(b *rxBlock) {
 	fx.closed = true
 	for i, g := range fx.groups {
 		if g != nil {
-			g.Release()
-			groupPool.Put(g)
+			putGroup(g)
 			fx.groups[i] = nil
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -123,7 +125,13 @@ func Collect(args []string, o CollectOptions) (*Sources, error) {
 			if !o.Recursive {
 				return nil, fmt.Errorf("%w: %s is a directory (use -r to copy directories)", ErrSource, a)
 			}
-			if err := c.dir(a, base, st, nil); err != nil {
+			fd, err := openDir(unix.AT_FDCWD, a, a, st, true)
+			if err != nil {
+				return nil, err
+			}
+			err = c.dir(a, base, st, fd, nil)
+			unix.Close(fd)
+			if err != nil {
 				return nil, err
 			}
 		default:
@@ -137,10 +145,24 @@ func Collect(args []string, o CollectOptions) (*Sources, error) {
 type devIno struct{ dev, ino uint64 }
 
 func idOf(st fs.FileInfo) devIno {
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+	switch sys := st.Sys().(type) {
+	case *syscall.Stat_t:
+		return devIno{uint64(sys.Dev), uint64(sys.Ino)}
+	case *unix.Stat_t:
 		return devIno{uint64(sys.Dev), uint64(sys.Ino)}
 	}
 	return devIno{}
+}
+
+// links is the number of hard links of st's file (0: unknown).
+func links(st fs.FileInfo) uint64 {
+	switch sys := st.Sys().(type) {
+	case *syscall.Stat_t:
+		return uint64(sys.Nlink)
+	case *unix.Stat_t:
+		return uint64(sys.Nlink)
+	}
+	return 0
 }
 
 // collector walks the sources for Collect.
@@ -173,7 +195,7 @@ func (c *collector) add(f File, p string) error {
 // to an earlier entry when HardLinks finds its inode listed already.
 func (c *collector) file(p, name string, st fs.FileInfo) error {
 	f := File{Name: name, Mode: st.Mode().Perm(), MTime: st.ModTime().UnixNano()}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && c.o.HardLinks && sys.Nlink > 1 {
+	if c.o.HardLinks && links(st) > 1 {
 		id := idOf(st)
 		if first, ok := c.inodes[id]; ok {
 			f.Hard = first
@@ -197,37 +219,79 @@ func (c *collector) file(p, name string, st fs.FileInfo) error {
 
 // dir lists the directory p (st) as name and everything below it, in name order. ancestors are
 // the directories above it in this walk: a directory reached again below itself (a link with
-// Follow, a bind mount) is a loop and is skipped.
-func (c *collector) dir(p, name string, st fs.FileInfo, ancestors []devIno) error {
+// Follow, a bind mount) is a loop and is skipped. dirfd is p opened and checked to be st
+// (openDir): its entries are read and looked at through it, never by path, so a directory
+// another user swaps for a link (to ~victim/.ssh) while the walk is under way lists nothing of
+// what the link leads to.
+func (c *collector) dir(p, name string, st fs.FileInfo, dirfd int, ancestors []devIno) error {
 	if err := c.add(File{Name: name, Mode: st.Mode().Perm(), MTime: st.ModTime().UnixNano(), Dir: true}, p); err != nil {
 		return err
 	}
-	ents, err := os.ReadDir(p)
+	names, err := readNames(dirfd)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrSource, p, unwrapPath(err))
+		return fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
 	}
 	ancestors = append(ancestors, idOf(st))
-	for _, e := range ents {
-		cp, cn := filepath.Join(p, e.Name()), name+"/"+e.Name()
-		lst, err := os.Lstat(cp)
+	for _, e := range names {
+		cp, cn := filepath.Join(p, e), name+"/"+e
+		lst, err := statAt(dirfd, e, false)
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrSource, cp, unwrapPath(err))
+			return fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(cp), err)
 		}
-		if err := c.entry(cp, cn, lst, ancestors); err != nil {
+		if err := c.entry(cp, cn, lst, dirfd, ancestors); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// entry lists what stands at p (lst: its Lstat) below a directory.
-func (c *collector) entry(p, name string, lst fs.FileInfo, ancestors []devIno) error {
+// readNames lists the entries of the directory dirfd, in name order.
+func readNames(dirfd int) ([]string, error) {
+	dup, err := unix.Dup(dirfd)
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(dup)
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	slices.Sort(names)
+	return names, err
+}
+
+// openDir opens the directory name in dirfd (following a link only when follow is set) and checks
+// that it is the directory st, which the walk looked at: what stands at the name since is refused.
+func openDir(dirfd int, name, p string, st fs.FileInfo, follow bool) (int, error) {
+	flags := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	changed := fmt.Errorf("%w: %s changed while it was listed (another directory, or a link, stands at its name); copy again", ErrSource, escape.Text(p))
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
+		return -1, changed
+	case err != nil:
+		return -1, fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
+	}
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil || (devIno{uint64(now.Dev), uint64(now.Ino)}) != idOf(st) {
+		unix.Close(fd)
+		return -1, changed
+	}
+	return fd, nil
+}
+
+// entry lists what stands at p (lst: its lstat through dirfd, as name base of p) below a directory.
+func (c *collector) entry(p, name string, lst fs.FileInfo, dirfd int, ancestors []devIno) error {
 	st := lst
-	if lst.Mode()&fs.ModeSymlink != 0 {
+	base := filepath.Base(p)
+	link := lst.Mode()&fs.ModeSymlink != 0
+	if link {
 		if !c.o.Follow {
-			target, err := os.Readlink(p)
+			target, err := readlinkAt(dirfd, base)
 			if err != nil {
-				return fmt.Errorf("%w: %s: %v", ErrSource, p, unwrapPath(err))
+				return fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
 			}
 			if err := ValidLink(target); err != nil {
 				return fmt.Errorf("%w: %s: cannot be sent (%v); leave it out or copy with -L", ErrSource, escape.Text(p), err)
@@ -235,10 +299,10 @@ func (c *collector) entry(p, name string, lst fs.FileInfo, ancestors []devIno) e
 			return c.add(File{Name: name, Mode: lst.Mode().Perm(), MTime: lst.ModTime().UnixNano(), Link: target}, p)
 		}
 		var err error
-		if st, err = os.Stat(p); err != nil {
-			target, _ := os.Readlink(p)
+		if st, err = statAt(dirfd, base, true); err != nil {
+			target, _ := readlinkAt(dirfd, base)
 			return fmt.Errorf("%w: %s is a symbolic link to %s, which -L cannot follow (%v); copy without -L to keep it as a link",
-				ErrSource, escape.Text(p), escape.Quote(target), unwrapPath(err))
+				ErrSource, escape.Text(p), escape.Quote(target), err)
 		}
 	}
 	switch {
@@ -250,13 +314,88 @@ func (c *collector) entry(p, name string, lst fs.FileInfo, ancestors []devIno) e
 				return nil
 			}
 		}
-		return c.dir(p, name, st, ancestors)
+		fd, err := openDir(dirfd, base, p, st, link)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return c.dir(p, name, st, fd, ancestors)
 	case st.Mode().IsRegular():
 		return c.file(p, name, st)
 	default:
 		c.s.Skipped.special(p) // a device, socket or FIFO: rsync -a without -D leaves them out too
 		return nil
 	}
+}
+
+// readlinkAt is the target text of the symbolic link name in dirfd.
+func readlinkAt(dirfd int, name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		b := make([]byte, n)
+		m, err := unix.Readlinkat(dirfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if m < n {
+			return string(b[:m]), nil
+		}
+		if n > maxLink+1 {
+			return "", fmt.Errorf("a symbolic link target of more than %d bytes", maxLink)
+		}
+	}
+}
+
+// statAt is what stands at name in dirfd (follow: what a link there points to), as an
+// fs.FileInfo whose Sys is its *unix.Stat_t.
+func statAt(dirfd int, name string, follow bool) (fs.FileInfo, error) {
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if follow {
+		flags = 0
+	}
+	si := &statInfo{name: name}
+	if err := unix.Fstatat(dirfd, name, &si.st, flags); err != nil {
+		return nil, err
+	}
+	return si, nil
+}
+
+// statInfo is an fs.FileInfo of a stat(2) result.
+type statInfo struct {
+	name string
+	st   unix.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &s.st }
+func (s *statInfo) Mode() fs.FileMode {
+	m := fs.FileMode(s.st.Mode & 0o777)
+	switch uint32(s.st.Mode) & unix.S_IFMT {
+	case unix.S_IFDIR:
+		m |= fs.ModeDir
+	case unix.S_IFLNK:
+		m |= fs.ModeSymlink
+	case unix.S_IFIFO:
+		m |= fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		m |= fs.ModeSocket
+	case unix.S_IFCHR:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		m |= fs.ModeDevice
+	}
+	if s.st.Mode&unix.S_ISUID != 0 {
+		m |= fs.ModeSetuid
+	}
+	if s.st.Mode&unix.S_ISGID != 0 {
+		m |= fs.ModeSetgid
+	}
+	if s.st.Mode&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }
 
 // readable checks that this process may read the file p, so that an unreadable file stops the

@@ -542,3 +542,35 @@ func TestLongHardTargetErrorBounded(t *testing.T) {
 		t.Fatalf("error of %d bytes: %.200q", len(err.Error()), err)
 	}
 }
+
+// TestCollectListsWhatItLooksAt: a directory that another user swaps for a link to the victim's
+// (~/.ssh) after the walk looked at it, before it reads it, is refused, naming it: nothing of what
+// the link leads to (names, sizes) is listed. The walk reads each directory through a descriptor
+// checked to be the directory it looked at (it read the swapped path before).
+func TestCollectListsWhatItLooksAt(t *testing.T) {
+	src, victim := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(victim, "id_ed25519"), []byte("key"), 0o600)
+	top := filepath.Join(src, "t")
+	os.MkdirAll(filepath.Join(top, "sub"), 0o755)
+	tfd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(tfd)
+	lst, err := statAt(tfd, "sub", false) // what the walk looked at
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(filepath.Join(top, "sub"), filepath.Join(src, "old"))
+	os.Symlink(victim, filepath.Join(top, "sub"))
+	c := &collector{s: &Sources{}, inodes: map[devIno]string{}}
+	err = c.entry(filepath.Join(top, "sub"), "t/sub", lst, tfd, nil)
+	if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), "changed while it was listed") {
+		t.Fatalf("a directory swapped for a link while listed: %v", err)
+	}
+	for _, f := range c.s.Files {
+		if strings.Contains(f.Name, "id_ed25519") {
+			t.Fatalf("the victim's %s was listed", f.Name)
+		}
+	}
+}

@@ -494,3 +494,60 @@ func TestFECGroupShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestForgedClaimDuringRebuild: a forged datagram for chunk 3 holds the chunk's claim while it is
+// decrypted into the block (SealedData on one lane) at the moment the chunk's group gets its k-th
+// shard on another lane and is rebuilt. The rebuild must not skip the claimed chunk and finish
+// the group: once the forgery fails to open and gives the claim up, the chunk would be missing for
+// good (the group takes no more parity, and a sender that saw k of its shards acknowledged
+// re-sends nothing). It waits for the claim, places the rebuilt chunk and the block completes.
+func TestForgedClaimDuringRebuild(t *testing.T) {
+	const k = 4
+	r := hostileReceiver(t, k*wire.ChunkSize, 4)
+	file := make([]byte, k*wire.ChunkSize)
+	cryptorand.Read(file)
+	chunks := make([][]byte, k)
+	for i := range chunks {
+		chunks[i] = file[i*wire.ChunkSize : (i+1)*wire.ChunkSize]
+	}
+	var enc fec.Encoder
+	par := [][]byte{make([]byte, 0, fec.ShardSize), make([]byte, 0, fec.ShardSize)}
+	if err := enc.Encode(chunks, 0, par); err != nil {
+		t.Fatal(err)
+	}
+	hdr := wire.Header{Type: wire.TypeData}
+	// Chunks 0 and 1 and the digest arrive; 2 and 3 are lost on the way.
+	for c := range 2 {
+		r.Datagram(0, hdr, dataPlain(wire.DataFrame{Kind: wire.KindChunk, FecK: k, FecM: 2, FecIdx: uint16(c), Chunk: uint16(c)}, chunks[c]), time.Now())
+	}
+	var sum [32]byte
+	r.Datagram(0, hdr, dataPlain(wire.DataFrame{Kind: wire.KindHash, Chunk: k}, sum[:]), time.Now())
+	b := r.ring[0].Load()
+	// A forgery of chunk 3 is being decrypted into the block on another lane: it holds the claim.
+	if !b.claim(3) {
+		t.Fatal("chunk 3 is not new")
+	}
+	// The first parity shard: three shards of four.
+	r.Datagram(1, hdr, dataPlain(wire.DataFrame{Kind: wire.KindParity, FecK: k, FecM: 2, FecIdx: k}, par[0]), time.Now())
+	// The second: the group can be rebuilt while chunk 3 is claimed.
+	done := make(chan struct{})
+	go func() {
+		r.Datagram(1, hdr, dataPlain(wire.DataFrame{Kind: wire.KindParity, FecK: k, FecM: 2, FecIdx: k + 1}, par[1]), time.Now())
+		close(done)
+	}()
+	select { // Before the fix the rebuild returned here at once, chunk 3 skipped and the group done.
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+	b.unclaim(3) // the forgery failed to open
+	<-done
+	st := r.Stats()
+	for c := 2; c < k; c++ {
+		if !b.isPlaced(c) || !bytes.Equal(b.data[c*wire.ChunkSize:(c+1)*wire.ChunkSize], chunks[c]) {
+			t.Errorf("chunk %d: placed %v, intact %v after the rebuild", c, b.isPlaced(c), bytes.Equal(b.data[c*wire.ChunkSize:(c+1)*wire.ChunkSize], chunks[c]))
+		}
+	}
+	if int(b.nHave.Load()) != b.nChunks+1 || st.FECChunks != 2 {
+		t.Errorf("the block has %d of %d chunks and its digest, %d rebuilt; want it complete, 2 rebuilt", b.nHave.Load(), b.nChunks+1, st.FECChunks)
+	}
+}

@@ -24,8 +24,8 @@ func chunksIn(n, chunk int) int { return (n + chunk - 1) / chunk }
 // happened before. A block object is never reused for another block id, so a late duplicate
 // holding a stale pointer only finds its bit already set. A claim not yet placed is a copy in
 // progress, which may be a forgery that gives its claim up (SealedData): an authentic copy that
-// finds one waits for it rather than count itself a duplicate (Datagram). FEC state (rxFEC) appears with the
-// block's first parity datagram.
+// finds one waits for it rather than count itself a duplicate (Datagram), and so does a rebuilt
+// one (claimRebuilt). FEC state (rxFEC) appears with the block's first parity datagram.
 type rxBlock struct {
 	id      uint32
 	data    []byte

@@ -13,6 +13,12 @@ import (
 // retransmission timeout (0.3 s and more at 140 ms); and the shell no longer runs uname for it.
 const AnnounceFlag = "--announce"
 
+// ChdirFlag is the serve flag with which the start script tells the peer the directory the ssh
+// session started in (the login directory): the script works inside the cache directory it
+// checked (privFunc) and starts the peer there, by a name relative to it, and the peer goes back
+// first, so that it runs where a command of the session would.
+const ChdirFlag = "--chdir"
+
 // OKLine is the status line of a peer started from path, with this host's `uname -s` and
 // `uname -m` (Go's names of them where uname fails).
 func OKLine(path string) string {

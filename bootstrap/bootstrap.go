@@ -263,15 +263,19 @@ const hashFunc = `h() { hv=$(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256s
 // head -c, or dd bs=1 where head has no -c.
 const readFunc = `if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi`
 
-// privFunc defines the remote shell's v DIR, which succeeds where DIR is private: a directory, not
-// a symbolic link, owned by this user (test -O), neither group- nor other-writable (the 6th and
-// 9th characters of ls -ld's mode string: POSIX's format, as BSD's and macOS's ls print it too).
-// Otherwise it sets c to why: link, nodir (missing or not a directory), owner or mode (a mode
-// that allows others to write, or that ls did not print). Everything the script keeps or runs is
-// in the cache directory, which it uses only once v says so: no one else can then plant a file,
-// a link or another build at the names it writes and runs (test -O and -L are the shell's own;
+// privFunc defines the remote shell's v DIR, which enters DIR (cd -P) and succeeds where it is
+// private: not a symbolic link, a directory whose physical name is farwing (as every cache
+// directory's is: no link swapped in after the check leads elsewhere), owned by this user (test
+// -O .), neither group- nor other-writable (the 6th and 9th characters of ls -ld's mode string:
+// POSIX's format, as BSD's and macOS's ls print it too). Otherwise it sets c to why: link, nodir
+// (missing, not a directory, or not to be entered), owner or mode (a mode that allows others to
+// write, or that ls did not print). What it checks is the working directory, not a path: from
+// then on the script names what it keeps or runs relative to it, so another user who can write a
+// directory above it (a group-writable ~/.cache) and renames it away and puts one of theirs at its
+// name changes nothing the script reads, writes or runs; and no one else can plant a file, a
+// link or another build at the names it uses inside (test -O and -L are the shell's own, and cd;
 // ls is the one process it costs).
-const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif [ ! -d "$1" ]; then c=nodir; elif [ ! -O "$1" ]; then c=owner; else case $(ls -ld "$1" 2>/dev/null) in d????w*|d???????w*) c=mode;; d*) ;; *) c=mode;; esac; fi; [ -z "$c" ]; }`
+const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif ! cd -P "$1" >/dev/null 2>&1; then c=nodir; else case $PWD in */farwing) if [ ! -O . ]; then c=owner; else case $(ls -ld . 2>/dev/null) in d????w*|d???????w*) c=mode;; d*) ;; *) c=mode;; esac; fi;; *) c=link;; esac; fi; [ -z "$c" ]; }`
 
 // emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -279,7 +283,11 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // startScript is first contact in one ssh session. It starts the cached peer when it is there and
 // intact, this user's own file (not a link) in a cache directory that is private (privFunc); the
 // peer prints the status line itself (AnnounceFlag). It makes a missing cache directory with mode
-// 0700, and says unsafe (nothing run, nothing read) where the directory is not private. With
+// 0700, and says unsafe (nothing run, nothing read) where the directory is not private. Once
+// checked, the directory is the shell's working directory and everything in it is named relative
+// to it (privFunc: a directory above it that others can write cannot swap it), the build too,
+// started through env (bash's exec builtin would run ./NAME by the path cd took, wherever that
+// leads by then), with ChdirFlag naming the directory the session started in. With
 // --skip it is told to drop the aheadLen bytes of an upload's start that follow the preface,
 // where the client wrote them (ahead.go). Otherwise it reads and drops the preface
 // (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes
@@ -304,7 +312,7 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // abandoned for a day (parts included), are removed (a build still in use elsewhere is uploaded
 // again by its next copy; a running peer is not affected).
 //
-// Only POSIX shell and tools: head -c (dd bs=1 where head has no -c), gzip where present, and a
+// Only POSIX shell and tools: head -c (dd bs=1 where head has no -c), env, ls, gzip where present, and a
 // SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
 func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string {
 	drop, skip, dropAhead := "", "", ""
@@ -315,13 +323,15 @@ func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string
 		skip = " --skip " + strconv.Itoa(prefaceLen) + ":" + strconv.Itoa(aheadLen)
 		dropAhead = `[ "$z" = raw ] && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
 	}
-	h16 := id.Hash[:16]
+	b := "farwing-" + id.Hash[:16] // the build's name in the cache directory
 	return hashFunc + `
 ` + privFunc + `
+s0=$PWD
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
-p="$d/farwing-` + h16 + `"
-if v "$d" && [ -x "$p" ] && [ ! -L "$p" ] && [ -O "$p" ] && h "$p" && [ "$hv" = "` + id.Hash + `" ]; then
-  exec "$p" serve ` + AnnounceFlag + ` "$p" ` + serveArgs + skip + `
+case $d in /*) ;; *) d="$s0/$d";; esac
+p="$d/` + b + `"
+if v "$d" && [ -x ` + b + ` ] && [ ! -L ` + b + ` ] && [ -O ` + b + ` ] && h ` + b + ` && [ "$hv" = "` + id.Hash + `" ]; then
+  exec env ./` + b + ` serve ` + AnnounceFlag + ` "$p" ` + ChdirFlag + ` "$s0" ` + serveArgs + skip + `
 fi
 s=$(uname -s -m); m=${s##* }; s=${s%% *}
 [ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null
@@ -329,7 +339,7 @@ if ! v "$d"; then
   if [ "$c" = nodir ]; then echo "FARWING-PEER nodir $s $m $d"; else echo "FARWING-PEER unsafe $s $m $c $d"; fi
   exit 0
 fi
-[ -w "$d" ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
+[ -w . ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
 h /dev/null; [ "$hv" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
 ` + readFunc + `
 ` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
@@ -342,7 +352,7 @@ case "$w:$f" in FARWING-UPLOAD:gzip|FARWING-UPLOAD:raw) ;; *) b;; esac
 k "$n" && [ "$n" -gt 0 ] || b
 case "$i" in ????????????????) ;; *) b;; esac
 case "$i" in *[!0-9a-f]*) b;; esac
-q="$d/.farwing-` + h16 + `.$i"
+q=".` + b + `.$i"
 u=$(umask); umask 077
 j=
 while read -r w a; do
@@ -368,17 +378,18 @@ while read -r w a; do
   esac
 done
 [ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
-# $d is private (v): no other user can have left a file or a link at the parts' names or at $t.
-t="$d/.farwing-` + h16 + `.$$.tmp"
+# The working directory is private (v): no other user can have left a file or a link at the
+# parts' names or at $t, and none can change what these names lead to.
+t=".` + b + `.$$.tmp"
 for x; do set -- "$@" "$q.$x.tmp"; shift; done
 if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
 rm -f "$q".*.tmp
 umask "$u"
 h "$t"; if [ "$hv" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
-chmod 755 "$t" && mv -f "$t" "$p" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
-find "$d" -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "${p##*/}" -exec rm -f {} + 2>/dev/null
+chmod 755 "$t" && mv -f "$t" ` + b + ` || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
+find . -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name ` + b + ` -exec rm -f {} + 2>/dev/null
 echo "FARWING-PEER ok $s $m $p"
-exec "$p" serve ` + serveArgs
+exec env ./` + b + ` serve ` + ChdirFlag + ` "$s0" ` + serveArgs
 }
 
 // Start reaches host, installs the peer when needed and starts it as `farwing serve ARGS`.

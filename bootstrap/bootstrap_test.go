@@ -62,8 +62,10 @@ func toolbox(t *testing.T, tools ...string) string {
 }
 
 // fakePeerHead starts the fake peers' scripts: started with --announce PATH (a cached peer), it
-// prints the status line serve would, and drops the flag from its arguments.
-const fakePeerHead = "#!/bin/sh\nif [ \"$2\" = --announce ]; then printf 'FARWING-PEER ok %s %s %s\\n' \"$(uname -s)\" \"$(uname -m)\" \"$3\"; a=$1; shift 3; set -- \"$a\" \"$@\"; fi\n"
+// prints the status line serve would, and with --chdir DIR it goes there, as serve does; it drops
+// both flags from its arguments.
+const fakePeerHead = "#!/bin/sh\nif [ \"$2\" = --announce ]; then printf 'FARWING-PEER ok %s %s %s\\n' \"$(uname -s)\" \"$(uname -m)\" \"$3\"; a=$1; shift 3; set -- \"$a\" \"$@\"; fi\n" +
+	"if [ \"$2\" = --chdir ]; then cd \"$3\" || exit 1; a=$1; shift 3; set -- \"$a\" \"$@\"; fi\n"
 
 // fakePeer writes an executable that stands for the peer: it prints its arguments and umask (the
 // remote shell's, 027 in these tests: the install's own 077 must not leak into it), then copies

@@ -3,6 +3,8 @@ package bootstrap
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -293,5 +295,80 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
 		t.Errorf("a file written through a link: victim holds %q", b)
+	}
+}
+
+// TestRemoteAncestorSwap (issue 37, second read): where a directory above the remote cache can be
+// written by others (a shared group's 0775 ~/.cache or XDG_CACHE_HOME, no sticky bit), another
+// user can rename farwing/ away and put a directory of theirs at its name after the script checked
+// it. The script works inside the directory it checked and names nothing in it by a path from
+// above, so what it hashes is what it runs, a cached build or an upload's: here a hash tool makes
+// the swap right after it hashed the build (or the unpacked upload), with another build at the
+// name, and the script still runs its own. The peer is told the session's starting directory
+// (--chdir), so it works where a session started without farwing would.
+func TestRemoteAncestorSwap(t *testing.T) {
+	all := toolbox(t, append(baseTools, "gzip", "cp")...)
+	real, err := exec.LookPath("sha256sum")
+	if err != nil {
+		t.Skip("sha256sum not installed")
+	}
+	b := []byte(fakePeerHead + "echo \"served $* cwd=$(pwd)\"\nexec cat\n")
+	sum := sha256.Sum256(b)
+	id := Identity{Hash: hex.EncodeToString(sum[:])}
+	h16 := id.Hash[:16]
+	evil := filepath.Join(t.TempDir(), "evil")
+	os.WriteFile(evil, []byte("#!/bin/sh\necho \"PWNED: ran the other user's build\"\n"), 0o755)
+	uname := strings.TrimSpace(remoteSh(t, t.TempDir(), all, "echo $(uname -s) $(uname -m)", nil))
+
+	// bash's exec builtin runs a relative name by the path of the directory cd went to, whatever
+	// is there now: bash as the login shell too, where it is here.
+	shells := []string{"/bin/sh"}
+	if bash, err := exec.LookPath("bash"); err == nil {
+		shells = append(shells, bash)
+	}
+	for i := range 2 * len(shells) {
+		shell, install := shells[i/2], i%2 == 1
+		home := t.TempDir()
+		cache := filepath.Join(home, ".cache")
+		os.Mkdir(cache, 0o775) // group-writable, as umask 002 makes it
+		d := filepath.Join(cache, "farwing")
+		os.Mkdir(d, 0o700)
+		p := filepath.Join(d, "farwing-"+h16)
+		var stdin []byte
+		want := "FARWING-PEER ok " + uname + " " + p + "\n"
+		if install {
+			stdin = upload("raw", b)
+			want = "FARWING-PEER need " + uname + " gzip,raw " + d + "\n" + stored(b) + want
+		} else {
+			os.WriteFile(p, b, 0o755)
+		}
+		// The other user, once the build is hashed: farwing/ renamed away, a directory of theirs
+		// at its name, their build at the names of the checked build and of the hashed file.
+		swapped := filepath.Join(home, "swapped")
+		tool := "#!/bin/sh\n" + real + " \"$@\"; e=$?\ncase \"$1\" in *farwing-*) if mkdir " + shellQuote(swapped) + " 2>/dev/null; then\n" +
+			"  mv " + shellQuote(d) + " " + shellQuote(d+".old") + " && mkdir " + shellQuote(d) + " &&\n" +
+			"  cp " + shellQuote(evil) + " " + shellQuote(p) + " && cp " + shellQuote(evil) + " " + shellQuote(d) + "/\"${1##*/}\"\nfi;; esac\nexit $e\n"
+		os.WriteFile(filepath.Join(all, "sha256sum"), []byte(tool), 0o755)
+		start := t.TempDir()
+		cmd := remoteCmd(home, all, startScript(id, "--pub 'k'", 0, 0), cat(stdin, []byte("C\n")))
+		cmd.Path, cmd.Dir = shell, start
+		out, err := cmd.CombinedOutput()
+		if _, serr := os.Stat(swapped); serr != nil {
+			t.Fatalf("%s, install %v: the hash tool made no swap: %v %q", shell, install, err, out)
+		}
+		if want += "served serve --pub k cwd=" + start + "\nC\n"; string(out) != want {
+			t.Errorf("%s, install %v, farwing/ swapped after the hash check: %q (%v), want %q", shell, install, out, err, want)
+		}
+		os.Remove(filepath.Join(all, "sha256sum"))
+	}
+
+	// v checks the directory it entered: one whose physical name is not farwing (what a link
+	// swapped in after [ -L ] would lead to) is not used; a private farwing/ is, and is entered.
+	dir := filepath.Join(t.TempDir(), "farwing")
+	os.Mkdir(dir, 0o700)
+	for arg, want := range map[string]string{dir: "ok " + dir, dir + "/..": "link " + filepath.Dir(dir), dir + "/gone": "nodir " + filepath.Dir(dir)} {
+		if out := remoteSh(t, filepath.Dir(dir), all, privFunc+"\ncd "+shellQuote(filepath.Dir(dir))+"\nif v "+shellQuote(arg)+"; then c=ok; fi; echo $c $(pwd)", nil); out != want+"\n" {
+			t.Errorf("v %s: %q, want %q", arg, out, want)
+		}
 	}
 }

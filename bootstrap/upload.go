@@ -136,14 +136,15 @@ func parseUploadLine(line string) (uploadLine, error) {
 // partScript stores n bytes of its standard input as part c of upload id in dir, the remote's cache
 // directory: at a temporary name first (mode 0600), renamed when all n bytes are there, and says
 // "FARWING-STORED OFF-N". Anything else (a short input, no rename, a dir that is not private as
-// the main session found it: privFunc) leaves nothing and says nothing. Once dir is found private
-// no one else can have left a file or a link at the temporary name ($$) or the part's.
+// the main session found it: privFunc) leaves nothing and says nothing. It works inside dir once
+// it is found private (v enters it), by names relative to it: no one else can have left a file or
+// a link at the temporary name ($$) or the part's, nor swap the directory they are in.
 func partScript(dir, h16, id string, c part) string {
 	n := strconv.Itoa(c.n)
 	return `umask 077
 ` + privFunc + `
 v ` + shellQuote(dir) + ` || exit 1
-q=` + shellQuote(dir) + `/.farwing-` + h16 + `.` + id + `
+q=.farwing-` + h16 + `.` + id + `
 t="$q.` + c.String() + `.$$.tmp"
 ` + readFunc + `
 r ` + n + ` >"$t" &&

@@ -27,9 +27,11 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	portRange := fs.String("port", "", "bind the four UDP lanes in this port range, LO-HI (farwing copy --port)")
 	skip := fs.String("skip", "", "drop A bytes of the control channel after its first L, L:A (an upload's start the client wrote ahead; set by first contact)")
 	announce := fs.String(strings.TrimPrefix(bootstrap.AnnounceFlag, "--"), "", "print the status line of a peer started from this path before the first control message, in the same write (set by first contact)")
+	chdir := fs.String(strings.TrimPrefix(bootstrap.ChdirFlag, "--"), "", "first go to this directory: the one the ssh session started in (set by first contact, which starts the peer inside its cache directory)")
 	if err := fs.Parse(args); err != nil {
 		return badFlags("serve", err)
 	}
+	enter(*chdir)
 	ports, err := session.ParsePortRange(*portRange)
 	if err != nil {
 		return badFlags("serve", err)
@@ -66,6 +68,17 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 		return xfer.ExitCode(err)
 	}
 	return 0
+}
+
+// enter makes dir the working directory, "" leaving it as it is: first contact starts the peer
+// inside the remote's cache directory (bootstrap.ChdirFlag) and names the directory the session
+// started in. Where that cannot be entered again, the peer works in /, as sshd starts a session
+// whose home it cannot enter; nothing of the peer's work is named relative to it (remote paths
+// are resolved against the home directory), so it only keeps the peer out of the cache directory.
+func enter(dir string) {
+	if dir != "" && os.Chdir(dir) != nil {
+		os.Chdir("/")
+	}
 }
 
 // maxSkip bounds both numbers of --skip: the preface is a few control messages, the upload's

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/iotest"
 )
@@ -55,5 +57,24 @@ func TestPrefixWriter(t *testing.T) {
 	want := []string{"FARWING-PEER ok Linux x86_64 /c/p\n" + `{"t":"ready"}` + "\n", `{"t":"have"}` + "\n"}
 	if len(w.got) != len(want) || string(w.got[0]) != want[0] || string(w.got[1]) != want[1] {
 		t.Fatalf("writes %q, want %q", w.got, want)
+	}
+}
+
+// TestServeChdir: --chdir DIR (first contact's: the directory the ssh session started in, the
+// peer being started inside its cache directory) is where serve works; one it cannot enter
+// leaves it in /, never in the cache directory; without the flag it stays where it was started.
+func TestServeChdir(t *testing.T) {
+	start := t.TempDir()
+	t.Chdir(t.TempDir()) // restored when the test ends
+	cwd := func() string { d, _ := os.Getwd(); return d }
+	here := cwd()
+	if enter(""); cwd() != here {
+		t.Fatalf("no --chdir: working in %s, want %s", cwd(), here)
+	}
+	if enter(start); cwd() != start {
+		t.Fatalf("--chdir %s: working in %s", start, cwd())
+	}
+	if enter(filepath.Join(start, "gone")); cwd() != "/" {
+		t.Fatalf("--chdir to a directory that is gone: working in %s, want /", cwd())
 	}
 }

@@ -551,3 +551,60 @@ func TestForgedClaimDuringRebuild(t *testing.T) {
 		t.Errorf("the block has %d of %d chunks and its digest, %d rebuilt; want it complete, 2 rebuilt", b.nHave.Load(), b.nChunks+1, st.FECChunks)
 	}
 }
+
+// TestHostileCursorUnsent: a receiver whose feedback names a cursor beyond the blocks whose
+// digests were sent, though not beyond the blocks read: no receiver can have verified those, and
+// releasing them gave their buffers back to the pool while they were still being framed (each
+// batch that sealed one of their chunks then put the buffer back again). Such feedback is
+// ignored and counted; a cursor up to the first block whose digest was not sent is taken.
+func TestHostileCursorUnsent(t *testing.T) {
+	client, _, _ := memPair(t, lanetest.Link{}, 1, false)
+	const blocks = 3
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: blocks * fcopy.BlockSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := fcopy.NewPool(blocks)
+	s := NewSender(client, plan, pool, SenderConfig{Window: 8, InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}})
+	s.Run(t.Context(), closedBlocks()) // sets up the controller; returns at once
+	for id := range uint32(blocks) {
+		buf, _ := pool.Get(t.Context())
+		s.addBlock(&fcopy.Block{ID: id, Data: buf})
+	}
+	feedback := func(cursor uint32) {
+		s.onFeedback(wire.AppendFeedback(nil, &wire.Feedback{Cursor: cursor, Window: 8, Lanes: make([]wire.LaneAck, Lanes)}, 1400), time.Now())
+	}
+	held := func() (refs []int32) {
+		for id := range uint32(blocks) {
+			if b := s.blocks[id]; b != nil {
+				refs = append(refs, b.refs.Load())
+			}
+		}
+		return refs
+	}
+	feedback(blocks) // nothing sent yet
+	if s.stats.BadFeedback != 1 || s.cursor != 0 || len(held()) != blocks {
+		t.Fatalf("cursor %d with nothing sent: %d feedback refused, cursor now %d, blocks held %v; want it refused, all %d held",
+			blocks, s.stats.BadFeedback, s.cursor, held(), blocks)
+	}
+	// Block 0 is framed to its digest, and block 1 begun.
+	for s.firstUnsent() == 0 {
+		if _, _, _, _, ok := s.nextChunk(); !ok {
+			t.Fatal("nothing to send")
+		}
+	}
+	if b, c, _, _, ok := s.nextChunk(); !ok || b.id != 1 || c != 0 {
+		t.Fatalf("the next datagram is not block 1's first chunk")
+	}
+	feedback(2) // block 1's digest was not sent
+	if s.stats.BadFeedback != 2 || s.cursor != 0 {
+		t.Fatalf("cursor 2 with block 1 being sent: %d feedback refused, cursor now %d; want it refused", s.stats.BadFeedback, s.cursor)
+	}
+	feedback(1)
+	if s.stats.BadFeedback != 2 || s.cursor != 1 || s.blocks[0] != nil {
+		t.Fatalf("cursor 1 once block 0 was sent: %d feedback refused, cursor now %d, block 0 held %v; want it taken", s.stats.BadFeedback, s.cursor, s.blocks[0] != nil)
+	}
+	if refs := held(); len(refs) != 2 || refs[0] != 1 || refs[1] != 1 {
+		t.Fatalf("blocks 1 and 2 hold references %v, want [1 1]", refs)
+	}
+}

@@ -15,9 +15,11 @@ import (
 // onFeedback handles one feedback datagram: it is checked against what this end sent, then
 // acknowledges, releases blocks the receiver has placed and detects losses.
 func (s *Sender) onFeedback(pt []byte, now time.Time) {
-	// The receiver's word is bounded by what this end sent: its cursor cannot pass a block not yet
-	// read (a cursor near 2^32 made the release loop below spin for seconds), its lanes are four.
-	if err := wire.ParseFeedback(pt, &s.fb); err != nil || len(s.fb.Lanes) != Lanes || s.fb.Cursor > s.nextID {
+	// The receiver's word is bounded by what this end sent: its cursor cannot pass the first block
+	// whose digest was never sent, which no receiver can have verified (a cursor near 2^32 made
+	// the release loop below spin for seconds; one up to the blocks read released blocks still
+	// being framed, whose buffers went back to the pool twice), its lanes are four.
+	if err := wire.ParseFeedback(pt, &s.fb); err != nil || len(s.fb.Lanes) != Lanes || s.fb.Cursor > s.firstUnsent() {
 		s.stats.BadFeedback++
 		return
 	}
@@ -81,6 +83,15 @@ func (s *Sender) onFeedback(pt []byte, now time.Time) {
 		}
 		s.advance(l)
 	}
+}
+
+// firstUnsent is the lowest block whose digest, the last of its datagrams, has never been
+// framed: every block below it has left sendable, and it has not.
+func (s *Sender) firstUnsent() uint32 {
+	if len(s.sendable) > 0 {
+		return s.sendable[0].id
+	}
+	return s.nextID
 }
 
 // noteReport records the arrival of a feedback report at t (ns since start) for the tail rule.

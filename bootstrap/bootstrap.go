@@ -441,7 +441,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	}
 	exe, _ := os.Executable()
 	var why string
-	s.proxy, why = s.bbrProxy(cfg, exe, congestion)
+	s.proxy, why = s.bbrProxy(host, cfg, exe, congestion)
 	if s.Log != nil {
 		if s.proxy != "" {
 			s.Log("ssh to %s through farwing's ProxyCommand, asking for bbr on its TCP connection (%s)", escape.Text(host), why)

@@ -28,17 +28,42 @@ func congestion(name string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// bbrProxy is the ProxyCommand that makes ssh's own TCP connection ask for BBR, or "" and why
-// not: only on Linux where the kernel's default is another and BBR may be chosen (the kernel's
-// settings as congestion reads them), and only where ssh would connect directly (the
+// plainHost says whether ssh may put name into a ProxyCommand: ssh runs the command with `sh -c`
+// and puts %h into it as it is, unquoted (OpenSSH before 9.6 takes any host name from the
+// command line, CVE-2023-51385), so farwing adds its own only for a name the shell reads as one
+// word and nothing else: ASCII letters and digits, '.', '-', '_' (host names and aliases), ':' (an
+// IPv6 address) and '%' (its zone: fe80::1%eth0), not starting with '-' (which ssh-proxy would
+// read as a flag). No quote, space, '$', '`', ';', '&', '|', '<', '>', '(', ')', '\', '~',
+// '*', '?', '[', ']', '{', '}', '#', '=' or '!': none of the shell's quoting, expansions, globs,
+// comments or operators.
+func plainHost(name string) bool {
+	if name == "" || name[0] == '-' {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-_:%", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// bbrProxy is the ProxyCommand that makes ssh's own TCP connection to host ask for BBR, or "" and
+// why not: only on Linux where the kernel's default is another and BBR may be chosen (the
+// kernel's settings as congestion reads them), only where ssh would connect directly (the
 // configuration for the host sets no ProxyCommand, ProxyJump, BindAddress, BindInterface or
-// AddressFamily, which the proxy would not honour).
-func (s SSH) bbrProxy(cfg map[string]string, exe string, congestion func(name string) string) (cmd, why string) {
+// AddressFamily, which the proxy would not honour), and only where the host name (after a user@)
+// and the HostName ssh -G gives for it are plain (plainHost): ssh would paste either into the
+// command's shell line.
+func (s SSH) bbrProxy(host string, cfg map[string]string, exe string, congestion func(name string) string) (cmd, why string) {
 	if !s.BBR {
 		return "", "--ssh-bbr=false"
 	}
 	if runtime.GOOS != "linux" || cfg == nil {
 		return "", "not on Linux, or ssh -G said nothing"
+	}
+	if h := host[strings.LastIndexByte(host, '@')+1:]; !plainHost(h) || cfg["hostname"] != "" && !plainHost(cfg["hostname"]) {
+		return "", "the host name has characters other than letters, digits and . - _ : %, which ssh would give a ProxyCommand's shell as they are"
 	}
 	def := congestion("tcp_congestion_control")
 	if def == "" || def == "bbr" {

@@ -74,7 +74,9 @@ func TestBBRProxyHostNames(t *testing.T) {
 			if cmd, _ := on.bbrProxy(c.host, cfg, exe, congestion); cmd != "" {
 				t.Errorf("host %q, HostName %q: proxy %q used", c.host, c.hostname, cmd)
 				// What ssh before 9.6 would run: %h pasted into the shell's line.
-				exec.Command("sh", "-c", strings.NewReplacer("%h", c.hostname, "%p", "22").Replace(cmd)).Run()
+				sh := exec.Command("sh", "-c", strings.NewReplacer("%h", c.hostname, "%p", "22").Replace(cmd))
+				sh.Dir = dir // what it makes stays in the test's directory
+				sh.Run()
 			}
 		}
 	}

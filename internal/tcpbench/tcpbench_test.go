@@ -169,12 +169,19 @@ func TestAcceptIdleStrangers(t *testing.T) {
 			}
 			c.Close()
 		}
+		// Streams are taken in the order their tokens are read, not dialled: each end writes
+		// first, then each accepted stream must bring one of the bytes, each once.
 		for i, c := range conns {
 			c.Write([]byte{byte(i)})
+		}
+		seen := map[byte]bool{}
+		for i, c := range a.conns {
 			b := make([]byte, 1)
-			if _, err := io.ReadFull(a.conns[i], b); err != nil {
-				t.Fatalf("stream %d: %v", i, err)
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.ReadFull(c, b); err != nil || seen[b[0]] || int(b[0]) >= len(conns) {
+				t.Fatalf("accepted stream %d: byte %d, %v", i, b[0], err)
 			}
+			seen[b[0]] = true
 		}
 		Close(conns)
 		Close(a.conns)

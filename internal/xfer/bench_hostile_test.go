@@ -402,10 +402,20 @@ func TestBenchHostileFacts(t *testing.T) {
 			}
 		})
 	}
-	huge := strings.Repeat("\xffé", 1<<16) // within the 64 MiB of one message, all together
-	f := hostinfo.Facts{Hostname: huge, CPU: huge, Kernel: huge, OpenSSH: huge, TCP: hostinfo.TCP{Default: huge, Available: make([]string, 5000)}}
+	// Facts of 16 MB are refused before they are decoded: a "facts" message may take 64 KiB
+	// (control.go, checkLine).
+	big := strings.Repeat("\xffé", 1<<16)
+	bf := hostinfo.Facts{Hostname: big, CPU: big, Kernel: big, OpenSSH: big, TCP: hostinfo.TCP{Default: big, Available: make([]string, 5000)}}
+	for i := range bf.TCP.Available {
+		bf.TCP.Available[i] = big[:1000]
+	}
+	if _, err := openHostile(t, Msg{T: "facts", Facts: &bf, Dest: "/tmp/x"}, nil); ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
+		t.Fatalf("facts of 16 MB: %v", err)
+	}
+	huge := strings.Repeat("\xffé", 300) // within the 64 KiB of one message, all together
+	f := hostinfo.Facts{Hostname: huge, CPU: huge, Kernel: huge, OpenSSH: huge, TCP: hostinfo.TCP{Default: huge, Available: make([]string, 40)}}
 	for i := range f.TCP.Available {
-		f.TCP.Available[i] = huge[:1000]
+		f.TCP.Available[i] = huge[:300]
 	}
 	answer := func(ctl *Control, m Msg) error { return ctl.Send(Msg{T: "facts", Facts: &f}) }
 	b, err := openHostile(t, Msg{T: "facts", Facts: &f, Dest: "/tmp/x"}, answer)

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,8 +224,9 @@ func checkVerdicts(vs []Verdict) []Verdict {
 }
 
 // Control is one end of the control channel. Messages are JSON objects, one per line (Send never
-// writes a newline inside one); a line longer than maxMessage ends the channel, so that a peer
-// cannot make this end hold an unbounded message in memory.
+// writes a newline inside one); a line longer than maxMessage, or than its type may take
+// (checkLine), ends the channel, so that a peer cannot make this end hold an unbounded message in
+// memory, as a line or decoded.
 //
 // Messages are numbered from 0 in the order each end sends them. Once the lanes are up, the end
 // that receives data copies what it sends onto them as well (Mirror, session.Path.SendControl),
@@ -271,7 +274,295 @@ const (
 	maxQueued  = 2 * maxMessage
 )
 
-// inMsg is a message read, with its size on the wire.
+// A control line is bounded by its message's type before it is decoded (checkLine), so that
+// what a line decodes to stays within some 64 MiB whatever the peer puts in it: every type may
+// take smallLine of JSON text besides its bulk fields, which are the only ones that may be long
+// (lineRules; a hostile "ready" of 63 MiB of "{}" in its rate controller's verdicts decoded to
+// 2.2 GiB). Each bound is the longest honest message of the type, escapes included:
+//
+//   - hello: a pull's paths, which come from one command line (at most 6 MiB of arguments on Linux,
+//     three quarters of the 8 MiB stack limit, each argument costing a pointer of 8 bytes too: at
+//     most 571,950 of them), each byte at most 6 of JSON (\u00XX, \ufffd): maxHelloLine, and at most
+//     maxHelloPaths paths.
+//   - list, results: a chunk, maxChunkWire (list.go).
+//   - have, accept: the indexes of at most maxListEntries files (8 bytes each in JSON) and offers to
+//     resume (some 34 bytes each), of disjoint files: together at most maxListEntries entries, in a
+//     line of at most maxMessage; resumed: one entry per offer, the same.
+//   - sums: the digests of fcopy.MaxOfferBlocks blocks, 32 bytes each, in base64: maxSumsLine.
+//   - error: a line of text that names at most a few paths (a destination from a command line, of
+//     at most 128 KiB, MAX_ARG_STRLEN, and a name of 4096 bytes, each byte at most 6 of JSON):
+//     maxErrorLine.
+//   - every other type: smallLine in all (the longest, files, carries two example paths of at most
+//     4096 bytes: at most 49 KiB).
+//
+// What the bulk fields decode to is bounded by their length and counts: a path is a string (16
+// bytes) and its text; an index or an offer 8 or 16 bytes; a chunk, the digests and an error's
+// text are at most their JSON text. Decoded memory of messages not yet taken is counted too
+// (heldBytes), so many short lines cannot add up either.
+const (
+	smallLine     = 64 << 10
+	maxHelloLine  = 40 << 20
+	maxHelloPaths = 1 << 20
+	maxSumsLine   = (fcopy.MaxOfferBlocks*32+2)/3*4 + smallLine
+	maxErrorLine  = 4 << 20
+)
+
+// The bulk fields: the only members of a message that may take more than smallLine.
+const (
+	bulkPaths = 1 << iota
+	bulkHave
+	bulkResume
+	bulkDigests
+	bulkZ
+	bulkErr
+)
+
+// bulkNames are the bulk fields' JSON names, in the order of their bits.
+var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err"}
+
+// lineRule is what a line of one message type may take: limit bytes in all, and its bulk fields.
+type lineRule struct {
+	limit int
+	bulk  int
+}
+
+// lineRules bound the lines of the message types that may be longer than smallLine.
+var lineRules = map[string]lineRule{
+	"hello":   {maxHelloLine, bulkPaths},
+	"list":    {maxChunkWire, bulkZ},
+	"results": {maxChunkWire, bulkZ},
+	"have":    {maxMessage, bulkHave | bulkResume},
+	"accept":  {maxMessage, bulkHave | bulkResume},
+	"resumed": {maxMessage, bulkResume},
+	"sums":    {maxSumsLine, bulkDigests},
+	"error":   {maxErrorLine, bulkErr},
+}
+
+// lineShape is what checkLine's scan of a line found: the type, and for each bulk field the bytes
+// its members take (key and value) and the elements of its arrays, over all its members (a key may
+// be given twice).
+type lineShape struct {
+	t      string
+	hasT   bool // a "t" member whose value is a string was found
+	longT  bool // ... and it is longer than any type
+	object bool // the line is a JSON object
+	bytes  [len(bulkNames)]int
+	elems  [len(bulkNames)]int
+}
+
+// checkLine bounds a line by its message's type, before it is decoded: the line, the members
+// other than the type's bulk fields, and the elements of those (lineRules). It returns the type it
+// read, which the decoded message must have too: encoding/json takes the last of two "t" members.
+// Errors are protocol violations; a line that is not JSON is left to json.Unmarshal to say so, as
+// long as it is no longer than smallLine.
+func checkLine(line []byte) (string, error) {
+	var sh lineShape
+	ok := scanLine(line, &sh)
+	if sh.longT {
+		return "", fmt.Errorf("%w: control channel: malformed message: a type of more than %d bytes", ErrProtocol, maxTypeText)
+	}
+	rule, known := lineRules[sh.t]
+	if !ok || !known {
+		rule = lineRule{smallLine, 0}
+	}
+	if len(line) > rule.limit {
+		if w, ok := chunkWhat[sh.t]; ok {
+			return "", fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, w, len(line), rule.limit)
+		}
+		return "", fmt.Errorf("%w: control channel: a %s message of %d bytes, more than the %d it may take", ErrProtocol, escape.Quote(sh.t), len(line), rule.limit)
+	}
+	if !ok {
+		return sh.t, nil // not JSON: json.Unmarshal says why
+	}
+	rest := len(line)
+	var names []string
+	for i, name := range bulkNames {
+		if rule.bulk&(1<<i) != 0 {
+			rest -= sh.bytes[i]
+			names = append(names, name)
+		}
+	}
+	if rest > smallLine {
+		return "", fmt.Errorf("%w: control channel: a %s message whose fields other than %s take %d bytes, more than %d",
+			ErrProtocol, escape.Quote(sh.t), strings.Join(names, " and "), rest, smallLine)
+	}
+	if n := sh.elems[1] + sh.elems[2]; rule.bulk&(bulkHave|bulkResume) != 0 && n > maxListEntries {
+		return "", fmt.Errorf("%w: control channel: a %s message of %d entries, more than the %d files of a list", ErrProtocol, escape.Quote(sh.t), n, maxListEntries)
+	}
+	if n := sh.elems[0]; rule.bulk&bulkPaths != 0 && n > maxHelloPaths {
+		return "", fmt.Errorf("%w: control channel: a %s message of %d paths, more than %d", ErrProtocol, escape.Quote(sh.t), n, maxHelloPaths)
+	}
+	return sh.t, nil
+}
+
+// maxTypeText bounds the text of a message's type ("t"), escapes included.
+const maxTypeText = 64
+
+// scanLine reads the members of the JSON object line holds, without decoding their values, into
+// sh: the type (the first member whose key encoding/json matches to "t": any case, escapes
+// decoded; "" where there is none), and what each bulk field takes. It returns false where line
+// is not an object it can read (then json.Unmarshal will not either: the scan follows JSON's
+// grammar, FuzzControl checks that it reads every object json.Valid accepts).
+func scanLine(line []byte, sh *lineShape) bool {
+	i := skipSpace(line, 0)
+	if i == len(line) || line[i] != '{' {
+		return false
+	}
+	sh.object = true
+	i = skipSpace(line, i+1)
+	if i < len(line) && line[i] == '}' {
+		return skipSpace(line, i+1) == len(line)
+	}
+	for {
+		if i == len(line) || line[i] != '"' {
+			return false
+		}
+		start := i
+		end := stringEnd(line, i)
+		if end < 0 {
+			return false
+		}
+		key := keyName(line[i:end])
+		i = skipSpace(line, end)
+		if i == len(line) || line[i] != ':' {
+			return false
+		}
+		i = skipSpace(line, i+1)
+		var elems int
+		vend := -1
+		switch {
+		case strings.EqualFold(key, "t") && !sh.hasT && i < len(line) && line[i] == '"':
+			vend = stringEnd(line, i)
+			if vend < 0 {
+				return false
+			}
+			sh.hasT = true
+			if vend-i > maxTypeText {
+				sh.longT = true
+			} else if json.Unmarshal(line[i:vend], &sh.t) != nil {
+				return false
+			}
+		default:
+			vend, elems = valueEnd(line, i)
+		}
+		if vend < 0 {
+			return false
+		}
+		for b, name := range bulkNames {
+			if strings.EqualFold(key, name) {
+				sh.bytes[b] += vend - start
+				sh.elems[b] += elems
+			}
+		}
+		i = skipSpace(line, vend)
+		if i == len(line) {
+			return false
+		}
+		switch line[i] {
+		case ',':
+			i = skipSpace(line, i+1)
+		case '}':
+			return skipSpace(line, i+1) == len(line)
+		default:
+			return false
+		}
+	}
+}
+
+// keyName is a member's key as encoding/json matches it to a field (escapes decoded); a key too
+// long to be any field's name is "".
+func keyName(quoted []byte) string {
+	if len(quoted) > maxTypeText {
+		return ""
+	}
+	if bytes.IndexByte(quoted, '\\') < 0 {
+		return string(quoted[1 : len(quoted)-1])
+	}
+	var k string
+	if json.Unmarshal(quoted, &k) != nil {
+		return ""
+	}
+	return k
+}
+
+// skipSpace returns the index of the first byte at or after i that is not JSON's white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just after the JSON string that starts at b[i] (a quote), or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		bs := 0 // a quote after an odd run of backslashes is escaped
+		for bs < j-i-1 && b[j-1-bs] == '\\' {
+			bs++
+		}
+		if bs%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// valueEnd returns the index just after the JSON value that starts at b[i], or -1, and, for an
+// array, its elements.
+func valueEnd(b []byte, i int) (end, elems int) {
+	if i == len(b) {
+		return -1, 0
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i), 0
+	case '{', '[':
+		array := b[i] == '['
+		if array {
+			if j := skipSpace(b, i+1); j < len(b) && b[j] != ']' {
+				elems = 1
+			}
+		}
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e := stringEnd(b, j)
+				if e < 0 {
+					return -1, 0
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1, elems
+				}
+			case ',':
+				if array && depth == 1 {
+					elems++
+				}
+			}
+		}
+		return -1, 0
+	}
+	j := i
+	for j < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[j])) {
+		j++
+	}
+	if j == i {
+		return -1, 0
+	}
+	return j, 0
+}
+
+// inMsg is a message read, with what it counts in Control.queued: its size on the wire, or what
+// it holds decoded where that is more.
 type inMsg struct {
 	m Msg
 	n int64
@@ -340,20 +631,24 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 	// not "gone"; Next still returns each message, then the channel's end.
 	var remote error
 	// deliver parses line and queues it for Next; counted: its bytes are in queued already.
+	// A message counts as what it holds decoded where that is more than its line (heldBytes).
 	deliver := func(line []byte, counted bool) error {
 		m, n, err := parse(line)
 		if err == nil && m.T == "error" {
 			remote = remoteError(m)
 		}
-		if err == nil && (m.T == "list" || m.T == "results") && n > maxChunkWire {
-			err = fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, chunkWhat[m.T], n, maxChunkWire)
-		}
-		if err == nil && !counted {
-			err = c.queue(n)
+		size := n
+		if err == nil {
+			size = max(n, msgSize+heldBytes(reflect.ValueOf(&m).Elem()))
+			if counted {
+				err = c.queue(size - n)
+			} else {
+				err = c.queue(size)
+			}
 		}
 		if err == nil {
 			next++
-			c.in <- inMsg{m, n}
+			c.in <- inMsg{m, size}
 		}
 		return err
 	}
@@ -424,6 +719,71 @@ func (c *Control) queue(n int64) error {
 	return nil
 }
 
+// msgSize is a decoded message's own size.
+var msgSize = int64(reflect.TypeFor[Msg]().Size())
+
+// heldBytes is what the decoded value v holds beyond its own size: the bytes of its strings, the
+// arrays of its slices and what its pointers, maps and interfaces lead to. A line of 64 KiB of
+// "{}" in a list of structs holds some 40 times its length.
+func heldBytes(v reflect.Value) int64 {
+	if !holds(v.Type()) {
+		return 0
+	}
+	var n int64
+	switch v.Kind() {
+	case reflect.String:
+		n = int64(v.Len())
+	case reflect.Slice:
+		n = int64(v.Cap()) * int64(v.Type().Elem().Size())
+		if holds(v.Type().Elem()) {
+			for i := range v.Len() {
+				n += heldBytes(v.Index(i))
+			}
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			n += heldBytes(v.Index(i))
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			e := v.Elem()
+			n = int64(e.Type().Size()) + heldBytes(e)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			n += heldBytes(v.Field(i))
+		}
+	case reflect.Map:
+		it := v.MapRange()
+		for it.Next() {
+			n += int64(v.Type().Key().Size()+v.Type().Elem().Size()) + heldBytes(it.Key()) + heldBytes(it.Value())
+		}
+	}
+	return n
+}
+
+// holds says whether a value of type t can hold memory beyond its own size (heldBytes).
+func holds(t reflect.Type) bool {
+	if h, ok := holdsType.Load(t); ok {
+		return h.(bool)
+	}
+	h := false
+	switch t.Kind() {
+	case reflect.String, reflect.Slice, reflect.Pointer, reflect.Interface, reflect.Map, reflect.Chan, reflect.Func:
+		h = true
+	case reflect.Array:
+		h = t.Len() > 0 && holds(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			h = h || holds(t.Field(i).Type)
+		}
+	}
+	holdsType.Store(t, h)
+	return h
+}
+
+var holdsType sync.Map // reflect.Type → bool
+
 // copyNumber is the message number whose low 32 bits are seq (Send numbers its copies modulo
 // 2^32) nearest to next; one that would come before the first message is beyond any window.
 func copyNumber(next uint64, seq uint32) uint64 {
@@ -464,6 +824,9 @@ func (c *Control) read() ([]byte, error) {
 		if len(line)+len(frag) > maxMessage {
 			return nil, fmt.Errorf("%w: control channel: a message of more than %d MiB", ErrProtocol, maxMessage>>20)
 		}
+		if len(frag) > cap(line)-len(line) { // double: a long line costs a few times its length, not tens
+			line = slices.Grow(line, max(len(frag), len(line)))
+		}
 		line = append(line, frag...)
 		if err == nil {
 			return line, nil
@@ -478,11 +841,20 @@ func (c *Control) read() ([]byte, error) {
 	}
 }
 
-// parse decodes one line and returns its length.
+// parse decodes one line and returns its length. The line is bounded by its message's type
+// before it is decoded (lineRules): a line of a few MiB of "{}" or "0" would otherwise decode to
+// tens of times its length (a verdict of the rate controller is some 120 bytes).
 func parse(line []byte) (Msg, int64, error) {
+	t, err := checkLine(line)
+	if err != nil {
+		return Msg{}, 0, err
+	}
 	var m Msg
 	if err := json.Unmarshal(line, &m); err != nil {
 		return Msg{}, 0, fmt.Errorf("%w: control channel: malformed message: %v", ErrProtocol, err)
+	}
+	if m.T != t { // "t" twice (encoding/json takes the last), or as null first
+		return Msg{}, 0, fmt.Errorf("%w: control channel: malformed message: its type is given more than once", ErrProtocol)
 	}
 	return m, int64(len(line)), nil
 }

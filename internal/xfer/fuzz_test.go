@@ -17,6 +17,8 @@ func FuzzControl(f *testing.F) {
 	f.Add([]byte(`{"t":"ready","proto":7,"ports":[1,2,3,4],"pub":"x"}` + "\n" + `{"t":"files","entries":1}` + "\n" + `{"t":"list","z":"i65WykvMTVWyUkpU0lEqzqwCMo1rYwE="}` + "\n"))
 	f.Add([]byte(`{"t":"error","err":"\u001b[2Jboom","code":77}` + "\n{\n"))
 	f.Add([]byte(`{"t":"digest","file":-1,"sum":"zz"}` + "\n"))
+	f.Add([]byte(`{"have":[1,[2,3],{"a":[4]}],"T":"have","\u0074":"have","resume":[{"file":1}]}` + "\n" + `{"t":null,"t":"ready"}` + "\n"))
+	f.Add([]byte(`{"t":"hello","pathſ":["a\"],\\",""],"z":"\\\""}` + "\n" + ` { "t" : "x" , "t" : "y" } ` + "\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := NewControl(bytes.NewReader(in), &bytes.Buffer{}, nil)
 		for range 64 {
@@ -24,7 +26,24 @@ func FuzzControl(f *testing.F) {
 			var m Msg
 			var n int64
 			if err == nil {
+				// The scan that bounds a line by its type reads what encoding/json reads.
+				var sh lineShape
+				ok := scanLine(line, &sh)
+				if json.Valid(line) && bytes.HasPrefix(bytes.TrimLeft(line, " \t\r\n"), []byte("{")) {
+					if ref := referenceShape(t, line); !ok || ref.t != sh.t || ref.hasT != sh.hasT || ref.longT != sh.longT || ref.elems != sh.elems {
+						t.Fatalf("%q: scanned %v %+v, encoding/json reads %+v", line, ok, sh, ref)
+					}
+				}
 				m, n, err = parse(line)
+				if err == nil {
+					var full Msg
+					if jerr := json.Unmarshal(line, &full); jerr != nil || full.T != m.T {
+						t.Fatalf("%q: taken as %q, encoding/json reads %q (%v)", line, m.T, full.T, jerr)
+					}
+					if rule, ok := lineRules[m.T]; (ok && len(line) > rule.limit) || (!ok && len(line) > smallLine) {
+						t.Fatalf("%q: a %q of %d bytes taken", line, m.T, len(line))
+					}
+				}
 			}
 			if err == nil && (n <= 0 || n > maxMessage) {
 				t.Fatalf("a message of %d bytes read", n)

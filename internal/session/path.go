@@ -137,6 +137,7 @@ type laneRx struct {
 	// and handed over once it is. holding says some are (for the engine's feedback, Holding).
 	early      []earlyDatagram
 	earlyBytes int
+	earlySeqs  *wire.SeqWindow // the sequence numbers held (from the first held, till the hand-over)
 	holding    atomic.Bool
 }
 
@@ -236,12 +237,26 @@ func (p *Path) mark(rx *laneRx, seq uint64, now time.Time) bool {
 }
 
 // holdEarly keeps a copy of a datagram that arrived before the engine, within maxEarlyBytes.
+// A replay is not held: a number the lane has marked received, or one it holds already, counts
+// as a replay here (the replay window is only marked at the hand-over), or one captured datagram
+// replayed thousands of times filled the lane's hold with copies and pushed out what was new.
 // Only lane's own goroutine calls it.
 func (p *Path) holdEarly(rx *laneRx, h wire.Header, pt []byte, now time.Time) {
+	rx.mu.Lock()
+	seen := rx.win.Seen(h.Seq)
+	rx.mu.Unlock()
+	if seen || rx.earlySeqs != nil && rx.earlySeqs.Seen(h.Seq) {
+		p.Replays.Add(1)
+		return
+	}
 	if rx.earlyBytes+len(pt) > maxEarlyBytes {
 		p.EarlyDropped.Add(1)
 		return
 	}
+	if rx.earlySeqs == nil {
+		rx.earlySeqs = new(wire.SeqWindow)
+	}
+	rx.earlySeqs.Mark(h.Seq)
 	rx.early = append(rx.early, earlyDatagram{h: h, pt: append([]byte(nil), pt...), at: now})
 	rx.earlyBytes += len(pt)
 	rx.holding.Store(true)
@@ -269,7 +284,7 @@ func (p *Path) Holding() bool {
 // replayEarly hands the held datagrams of lane i to the engine, with their arrival times.
 func (p *Path) replayEarly(i int, rx *laneRx, hb *handlerBox) {
 	q := rx.early
-	rx.early, rx.earlyBytes = nil, 0
+	rx.early, rx.earlyBytes, rx.earlySeqs = nil, 0, nil
 	for _, e := range q {
 		if e.h.Type == wire.TypeData && hb.admit != nil && !hb.admit.Admit(e.pt) {
 			continue

@@ -102,7 +102,7 @@ func FuzzFeedback(f *testing.F) {
 // FuzzSeqWindow checks the replay window against a model: the input is a list of sequence
 // numbers (as deltas from the largest so far, so that they cluster); Mark accepts a number if and
 // only if it is new and not older than the window, and the ranges it reports hold exactly the
-// numbers marked within the window.
+// numbers marked within the window. Seen says beforehand what Mark will.
 func FuzzSeqWindow(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 2, 0, 0, 1, 0, 0, 0x80, 3, 0, 0x80, 1, 0})
 	f.Add([]byte{0xff, 0xff, 0x7f, 0x80, 0xff, 0x7f})
@@ -123,6 +123,9 @@ func FuzzSeqWindow(f *testing.F) {
 				continue // sequence numbers start at 1
 			}
 			isNew := !seen[seq] && (len(seen) == 0 || seq > largest || largest-seq < seqWindowBits-64)
+			if got := w.Seen(seq); got == isNew {
+				t.Fatalf("Seen(%d) = %v before Mark, want %v (largest %d)", seq, got, !isNew, largest)
+			}
 			if got := w.Mark(seq); got != isNew {
 				t.Fatalf("Mark(%d) = %v, want %v (largest %d)", seq, got, isNew, largest)
 			}

@@ -51,6 +51,15 @@ func (w *SeqWindow) Mark(seq uint64) bool {
 	return true
 }
 
+// Seen reports whether Mark would refuse seq (a number received already, or older than the
+// window) without marking it: a datagram that is not handed on yet can be told a replay.
+func (w *SeqWindow) Seen(seq uint64) bool {
+	if !w.any || seq > w.largest {
+		return false
+	}
+	return w.largest-seq >= seqWindowBits-64 || w.has(seq)
+}
+
 func (w *SeqWindow) set(s uint64)      { w.bits[(s/64)%seqWindowWords] |= 1 << (s % 64) }
 func (w *SeqWindow) clear(s uint64)    { w.bits[(s/64)%seqWindowWords] &^= 1 << (s % 64) }
 func (w *SeqWindow) has(s uint64) bool { return w.bits[(s/64)%seqWindowWords]&(1<<(s%64)) != 0 }

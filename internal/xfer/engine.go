@@ -303,8 +303,11 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 	}
 }
 
-// maxResultPath bounds the destination path a receiver reports for a file (PATH_MAX).
-const maxResultPath = 4096
+// maxResultPath bounds the destination path a receiver reports for a file (recvDone refuses a
+// longer one): its destination directory, which it opens by its path (at most PATH_MAX, 4096
+// bytes), a slash and the file's name (at most 4096 bytes, its first element perhaps replaced by
+// the destination's own name, at most 255): some 8.4 KB, with room.
+const maxResultPath = 3 * 4096
 
 // sourceSums are the whole-file digests this end read of the files it sends: the receiver's
 // confirmations, checked against them, come while the reader is still at work.
@@ -389,8 +392,8 @@ func (c *confirmations) take(part []fcopy.FileResult) error {
 		// Where the receiver says it placed the file is its word, shown as it is in --json:
 		// valid UTF-8, at most a path's length, nothing a terminal would act on.
 		p := strings.ToValidUTF8(r.Path, "?")
-		if len(p) > maxResultPath {
-			p = strings.ToValidUTF8(p[:maxResultPath], "")
+		if len(p) > maxResultPath { // recvDone refused it; a clipped copy keeps nothing of the rest
+			p = strings.Clone(strings.ToValidUTF8(p[:maxResultPath], ""))
 		}
 		r.Path = escape.Text(p)
 		next, n, last = i+1, n+1, f.Name

@@ -57,6 +57,19 @@ func listBudget(n int) int64 {
 	return min(maxListBytes, maxChunkRaw+int64(max(n, 0))*maxEntryText)
 }
 
+// maxResultText is the most text one result of a verdict may take: a name of at most 4096 bytes
+// and a path of at most maxResultPath (engine.go), every byte escaped at worst (\u00XX: 6 bytes),
+// and the size, digest and keys. A verdict's text is at most maxChunkRaw and that per file sent
+// (resultsBudget): without it, results of a few hundred files with paths of 2 MiB each inflated to
+// 1 GiB of text, what a verdict of any length could take.
+const maxResultText = 6*(4096+maxResultPath) + 256
+
+// resultsBudget is the most text the results of n files sent may take (recvDone), at most
+// maxListBytes.
+func resultsBudget(n int) int64 {
+	return min(maxListBytes, maxChunkRaw+int64(max(n, 0))*maxResultText)
+}
+
 // budgetText says what listBudget allows, for errors.
 func budgetText(n int) string {
 	return fmt.Sprintf("%d bytes, the most a list of %d entries may take (%d MiB and %d bytes per entry, %d MiB in all)",
@@ -474,12 +487,14 @@ func (c *confirmer) done(st *PeerStats) error {
 }
 
 // recvDone takes the receiver's confirmations and its verdict: results chunks, which come while
-// the data travels, each checked as it arrives (at most maxChunkEntries and maxChunkRaw, never
-// more results in all than the want files sent) and handed to take (nil: none), whose error ends
-// it; then done with their number. The results are returned in the done message.
+// the data travels, each checked as it arrives (at most maxChunkEntries and maxChunkRaw, all of
+// them at most resultsBudget of text, never more results in all than the want files sent, no path
+// longer than maxResultPath) and handed to take (nil: none), whose error ends it; then done with
+// their number. The results are returned in the done message.
 func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.FileResult) error) (Msg, error) {
 	var results []fcopy.FileResult
-	var d inflater
+	d := inflater{limit: resultsBudget(want), tooMuch: fmt.Sprintf("the verdict's text is over %d bytes, the most the results of %d files may take (%d MiB and %d bytes a file)",
+		resultsBudget(want), want, maxChunkRaw>>20, maxResultText)}
 	for chunk := 0; ; chunk++ {
 		m, err := ctl.Next(ctx, 0)
 		if err != nil {
@@ -502,6 +517,12 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 			case len(part) > want-had:
 				results = results[:had]
 				return Msg{}, bad("%d results, more than the files sent", len(part))
+			}
+			for i := range part { // a path no receiver writes to is not kept
+				if len(part[i].Path) > maxResultPath {
+					results = results[:had]
+					return Msg{}, bad("%s: a path of %d bytes, more than %d", escape.Quote(part[i].Name), len(part[i].Path), maxResultPath)
+				}
 			}
 			if take != nil {
 				if err := take(part); err != nil {

@@ -421,3 +421,110 @@ func TestVerdictChunks(t *testing.T) {
 		}
 	}
 }
+
+// verdictPlan is a plan of n files of one byte, read, with the confirmations of a receiver that
+// placed each under /dst.
+func verdictPlan(t *testing.T, n int) (*confirmations, []fcopy.FileResult) {
+	files := make([]fcopy.File, n)
+	results := make([]fcopy.FileResult, n)
+	for i := range files {
+		files[i] = fcopy.File{Name: fmt.Sprintf("f%05d", i), Size: 1, Mode: 0o644}
+	}
+	plan, err := fcopy.NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := newSourceSums(n)
+	for i := range files {
+		ss.set(i, [32]byte{byte(i), byte(i >> 8)})
+		s, _ := ss.get(i)
+		results[i] = fcopy.FileResult{Name: files[i].Name, Path: "/dst/" + files[i].Name, Size: 1, Sum: fmt.Sprintf("%x", s)}
+	}
+	return newConfirmations(plan, ss, nil), results
+}
+
+// sendVerdict makes the control channel a sender reads a verdict from: a results chunk of each
+// text (a JSON array), then done.
+func sendVerdict(texts [][]byte, n int) *Control {
+	pipe := newBufPipe()
+	c := NewControl(nil, pipe, nil)
+	for _, text := range texts {
+		c.Send(Msg{T: "results", Z: deflateRaw(text)})
+	}
+	c.Send(Msg{T: "done", Entries: n})
+	pipe.Close()
+	r := NewControl(pipe, nil, nil)
+	r.Start(nil)
+	return r
+}
+
+// TestVerdictLongPaths (issue 37, second read): a receiver that confirms every file correctly but
+// reports a path of 2 MiB for each (a chunk per file, a few KB on the wire) is refused at the first
+// one, as a protocol violation: a path longer than any receiver writes to was clipped and kept, and
+// each clipped path kept its whole 2 MiB alive (400 files: 800 MiB in the sender).
+func TestVerdictLongPaths(t *testing.T) {
+	const n = 400
+	conf, results := verdictPlan(t, n)
+	var texts [][]byte
+	for i := range results {
+		r := results[i]
+		r.Path = "/dst/" + strings.Repeat("a", maxChunkRaw-300)
+		b, _ := json.Marshal([]fcopy.FileResult{r})
+		texts = append(texts, b)
+	}
+	ctl := sendVerdict(texts, n)
+	texts = nil // 800 MiB of text, compressed on the channel to a few KB a chunk
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m, err := recvDone(context.Background(), ctl, conf.sent, conf.take)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(m)
+	if held := int64(after.HeapAlloc) - int64(before.HeapAlloc); held > 64<<20 {
+		t.Errorf("the verdict left %d MiB in use", held>>20)
+	}
+	if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), fmt.Sprintf("more than %d", maxResultPath)) {
+		t.Fatalf("paths of 2 MiB: %v (%d results taken)", err, len(m.Results))
+	}
+	// The longest path a receiver writes to is taken.
+	conf, results = verdictPlan(t, 2)
+	results[1].Path = "/" + strings.Repeat("d", 4094) + "/" + strings.Repeat("n", 4096)
+	b, _ := json.Marshal(results)
+	if m, err := recvDone(context.Background(), sendVerdict([][]byte{b}, 2), conf.sent, conf.take); err != nil || m.Results[1].Path != results[1].Path {
+		t.Fatalf("a path of %d bytes: %v", len(results[1].Path), err)
+	}
+}
+
+// TestVerdictBudget (issue 37, second read): a verdict's text is bounded by the files sent, as a
+// list's is by its entries: results padded with text the decoder skips (a chunk of 2 MiB each, a
+// few KB on the wire) are refused as they inflate, after some 2 MiB and maxResultText a file, not
+// after 1 GiB; an honest verdict of the longest names and paths, escaped at worst, is taken.
+func TestVerdictBudget(t *testing.T) {
+	const n = 400
+	conf, results := verdictPlan(t, n)
+	var texts [][]byte
+	for i := range results {
+		b, _ := json.Marshal(results[i])
+		texts = append(texts, fmt.Appendf(nil, `[{"pad":"%s",%s]`, strings.Repeat("x", maxChunkRaw-300), b[1:]))
+	}
+	m, err := recvDone(context.Background(), sendVerdict(texts, n), conf.sent, conf.take)
+	if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), "the most the results of 400 files may take") {
+		t.Fatalf("a verdict of %d MiB of text for %d files: %v (%d results taken)", n*maxChunkRaw>>20, n, err, len(m.Results))
+	}
+	// Every byte of the longest name and path escaped (json.Marshal writes "<" as \u003c).
+	conf, results = verdictPlan(t, n)
+	for i := range results {
+		results[i].Name = fmt.Sprintf("%05d", i) + strings.Repeat("<", 4096-5)
+		results[i].Path = strings.Repeat("<", maxResultPath)
+		conf.plan.Files[i].Name = results[i].Name
+	}
+	texts = nil
+	for i := range results {
+		b, _ := json.Marshal(results[i : i+1])
+		texts = append(texts, b)
+	}
+	if m, err := recvDone(context.Background(), sendVerdict(texts, n), conf.sent, conf.take); err != nil || len(m.Results) != n {
+		t.Fatalf("an honest verdict of the longest names and paths: %v", err)
+	}
+}

@@ -83,11 +83,12 @@ func (b *rxBlock) groupOK(first, k int) bool {
 	}
 	for {
 		s := b.shape.Load()
-		K, last := int(s&0xFFFF), int(s>>16) // last: 1 + the last group's first chunk (0: not known)
+		if K := s & 0xFFFF; K != 0 { // 32-bit division: a parity datagram's only one
+			return uint32(first)%K == 0 && uint32(k) == min(K, uint32(n-first))
+		}
+		last := int(s >> 16) // 1 + the last group's first chunk (0: not known)
 		var next uint32
 		switch {
-		case K != 0:
-			return first%K == 0 && k == min(K, n-first)
 		case first+k < n: // not the last group: k is the block's K
 			if first%k != 0 || last != 0 && last-1 != (n-1)/k*k {
 				return false

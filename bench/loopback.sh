@@ -12,6 +12,7 @@
 #
 # Usage: sudo bench/loopback.sh [SIZE_MIB (2048)] [RUNS (5)]
 # Env:   FARWING=path (default bin/farwing, built with CGO_ENABLED=0 if missing)
+#        FARWING_CPUPROFILE=prefix: CPU profiles of both ends (the server's sessions get it by SetEnv)
 #        PORT (default: first free from 22220), WORK (a fresh directory under /var/tmp), KEEP=1 keeps WORK.
 # Output: one line per run (TSV) and a summary table (min / median / max) on stdout.
 set -euo pipefail
@@ -77,6 +78,9 @@ MaxStartups 100
 MaxSessions 100
 Subsystem sftp internal-sftp
 EOF
+if [[ -n ${FARWING_CPUPROFILE:-} ]]; then # the remote peer profiles where its own environment says so (README)
+	echo "SetEnv FARWING_CPUPROFILE=$FARWING_CPUPROFILE" >>"$K/sshd_config"
+fi
 cat >"$K/ssh_config" <<EOF
 Host fwloop
   HostName 127.0.0.1

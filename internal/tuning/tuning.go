@@ -35,7 +35,8 @@ type Settings struct {
 	// to do the same in its hello.
 	Debug bool
 	// Profile (FARWING_CPUPROFILE) is a path prefix: the copy's CPU profile is written to
-	// PREFIX.ROLE.PID.pprof (StartProfile); the client passes it to the remote peer in its hello.
+	// PREFIX.ROLE.PID.pprof (StartProfile). The remote peer profiles only where its own
+	// environment sets it (xfer.Serve ignores the prefix in the client's hello).
 	Profile     string
 	NoDirectIO  bool // FARWING_DIRECT=0: the writer never uses O_DIRECT
 	NoHugePages bool // FARWING_HUGEPAGES=0: block buffers come from the heap, not the huge-page arena

@@ -48,7 +48,7 @@ type Msg struct {
 	Preserve  bool     `json:"preserve,omitempty"`
 	Sink      bool     `json:"sink,omitempty"`
 	Debug     bool     `json:"debug,omitempty"`
-	Profile   string   `json:"profile,omitempty"`   // CPU profile path prefix for the remote (FARWING_CPUPROFILE)
+	Profile   string   `json:"profile,omitempty"`   // the client's FARWING_CPUPROFILE; the server profiles only by its own environment's (Serve)
 	Rate      float64  `json:"rate,omitempty"`      // ceiling, bits/s (0: none)
 	MinRate   float64  `json:"min_rate,omitempty"`  // floor, bits/s
 	Policy    string   `json:"policy,omitempty"`    // fair, high, fixed, low

@@ -6,12 +6,18 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/tuning"
+	"github.com/farwing/farwing/lane/lanetest"
 )
 
 // A control line is bounded by its message's type before it is decoded (issue 37, second read):
@@ -292,5 +298,39 @@ func TestHeldBytes(t *testing.T) {
 	want := int64(4 + 10*8 + 16 + 3 + reflect.TypeFor[PeerStats]().Size() + 2*reflect.TypeFor[LaneReport]().Size())
 	if got := heldBytes(reflect.ValueOf(&m).Elem()); got != want {
 		t.Fatalf("held %d bytes, want %d", got, want)
+	}
+}
+
+// TestServeProfileOwnOnly (issue 37, second read): the server writes a CPU profile only where its
+// own environment asks for one (Tuning.Profile), at its own prefix, and only once the client's
+// hello has passed the version check: the prefix in a hello is a path of the client's choosing
+// (the profile was created, following links and truncating, before the version was checked).
+func TestServeProfileOwnOnly(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	priv, err := newKex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	serve := func(hello Msg, own string) {
+		line, _ := json.Marshal(hello)
+		Serve(context.Background(), bytes.NewReader(append(line, '\n')), io.Discard, encodePub(priv.PublicKey()),
+			ServeOptions{Lanes: e.lanes(serverHost), Tuning: tuning.Settings{Profile: own}})
+	}
+	profiles := func() (names []string) {
+		des, _ := os.ReadDir(dir)
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+	serve(Msg{T: "hello", Proto: Proto, Role: "none", Profile: filepath.Join(dir, "client")}, "")
+	serve(Msg{T: "hello", Proto: Proto - 1, Role: "none", Profile: filepath.Join(dir, "client")}, filepath.Join(dir, "own"))
+	if got := profiles(); len(got) > 0 {
+		t.Fatalf("profiles written: %q", got)
+	}
+	serve(Msg{T: "hello", Proto: Proto, Role: "none", Profile: filepath.Join(dir, "client")}, filepath.Join(dir, "own"))
+	if got, want := profiles(), fmt.Sprintf("own.serve.%d.pprof", os.Getpid()); len(got) != 1 || got[0] != want {
+		t.Fatalf("profiles written: %q, want %s", got, want)
 	}
 }

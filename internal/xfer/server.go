@@ -121,9 +121,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	if hello.Debug {
 		path.SetDebugLog(so.DebugLog)
 	}
-	defer tuning.StartProfile(hello.Profile, "serve")()
 	if hello.Proto != Proto {
 		return fail(fmt.Errorf("the remote farwing speaks control protocol %d, the client %d; upgrade one of them", Proto, hello.Proto))
+	}
+	// A CPU profile only where this end's own environment asks for one (FARWING_CPUPROFILE), at
+	// its own prefix: the client's hello.Profile would be a path of the client's choosing.
+	defer tuning.StartProfile(so.Tuning.Profile, "serve")()
+	if dl := path.DebugLog(); dl != nil && hello.Profile != "" && so.Tuning.Profile == "" {
+		dl("not profiling: the client asked for a CPU profile; set %s in this end's environment (sshd's SetEnv) for one", tuning.ProfileEnv)
 	}
 	// failLinger reports an error and keeps the lanes up until the client leaves, so that a client
 	// in the middle of its UDP handshake sees this error rather than a silent port.

@@ -115,6 +115,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	// The hello travels with the ssh session's start (the client's preface).
 	hello, err := ctl.Expect(ctx, "hello", PeerIdle)
+	if errors.Is(err, ErrProtocol) {
+		return fail(err) // the client hears why its hello was refused
+	}
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@ package xfer
 // destination has, the modes of what was already there.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -185,5 +187,29 @@ func TestCopyKeepsExistingModes(t *testing.T) {
 	}
 	if got := modeOfPath(t, filepath.Join(dst, "d")); got != 0o700 {
 		t.Errorf("push: d has mode %04o, want 0700", got)
+	}
+}
+
+// TestServeTellsRefusedHello: a hello the server refuses before decoding it (beyond its type's
+// bounds) is answered with an error naming why, with the protocol code: the client's user sees
+// the reason, not only the peer going away.
+func TestServeTellsRefusedHello(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	priv, err := newKex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	hello := repeated(`{"t":"hello","paths":["a"],"stats":{"lanes":[`, "{}", 1<<20, `]}}`)
+	err = Serve(context.Background(), bytes.NewReader(hello), &out, encodePub(priv.PublicKey()), ServeOptions{Lanes: e.lanes(serverHost)})
+	if !errors.Is(err, ErrProtocol) {
+		t.Fatalf("Serve: %v", err)
+	}
+	var last Msg
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		json.Unmarshal([]byte(line), &last)
+	}
+	if last.T != "error" || last.Code != ExitProtocol || !strings.Contains(last.Err, "hello") {
+		t.Fatalf("the server's last message: %+v", last)
 	}
 }

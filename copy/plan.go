@@ -103,15 +103,7 @@ func NewPlan(files []File) (*Plan, error) {
 	}
 	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files)),
 		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files)), charge: make([]int64, len(files)+1)}
-	for _, f := range files {
-		if err := checkSize(f.Name, f.Size); err != nil {
-			return nil, err
-		}
-		if !f.Regular() && f.Size != 0 {
-			return nil, fmt.Errorf("file %q: size %d", f.Name, f.Size)
-		}
-	}
-	return p, p.number()
+	return p, p.number() // checkTree bounded every size (checkSize)
 }
 
 // number numbers the blocks of the files not skipped.

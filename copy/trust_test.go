@@ -84,6 +84,12 @@ func TestCollectRefusesHugeSource(t *testing.T) {
 	if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "4 PiB") {
 		t.Fatalf("Collect of a 4 PiB file: %v", err)
 	}
+	// Two that each fit and together do not: refused at the second, by the sender (exit 3), not
+	// left to the receiver's plan (exit 10).
+	a, b := sparseFile(t, MaxSize/2), sparseFile(t, MaxSize/2+BlockSize)
+	if _, err := Collect([]string{a, b}, CollectOptions{}); !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), b) {
+		t.Fatalf("Collect of two files beyond 4 PiB together: %v", err)
+	}
 }
 
 // TestTruncateErrorFails: a file system that cannot give a new file its length (EFBIG) fails the
@@ -228,29 +234,30 @@ func TestSenderReadsWhatItListed(t *testing.T) {
 	for _, c := range []struct {
 		what   string
 		follow bool
+		want   string // in the error: how the swap was seen
 		swap   func(src, victim string)
 	}{
-		{"a directory swapped for a link", false, func(src, victim string) {
+		{"a directory swapped for a link", false, "a directory on its path is no longer the one listed", func(src, victim string) {
 			os.Rename(filepath.Join(src, "t", "sub"), filepath.Join(src, "old"))
 			os.Symlink(victim, filepath.Join(src, "t", "sub"))
 		}},
-		{"a file swapped for a link", false, func(src, victim string) {
+		{"a file swapped for a link", false, "is a symbolic link now", func(src, victim string) {
 			os.Remove(filepath.Join(src, "t", "sub", "id"))
 			os.Symlink(filepath.Join(victim, "id"), filepath.Join(src, "t", "sub", "id"))
 		}},
-		{"a file swapped for another of its size and time", false, func(src, victim string) {
+		{"a file swapped for another of its size and time", false, "changed after it was listed", func(src, victim string) {
 			p := filepath.Join(src, "t", "sub", "id")
 			st, _ := os.Stat(p)
 			os.Remove(p)
 			os.Link(filepath.Join(victim, "id"), p)
 			os.Chtimes(p, st.ModTime(), st.ModTime())
 		}},
-		{"a file swapped for a FIFO", false, func(src, victim string) {
+		{"a file swapped for a FIFO", false, "changed after it was listed", func(src, victim string) {
 			p := filepath.Join(src, "t", "sub", "id")
 			os.Remove(p)
 			unix.Mkfifo(p, 0o644)
 		}},
-		{"a followed link pointed elsewhere (-L)", true, func(src, victim string) {
+		{"a followed link pointed elsewhere (-L)", true, "changed after it was listed", func(src, victim string) {
 			os.Remove(filepath.Join(src, "t", "sub"))
 			os.Symlink(victim, filepath.Join(src, "t", "sub"))
 		}},
@@ -285,8 +292,8 @@ func TestSenderReadsWhatItListed(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the read is held (a FIFO opened for reading blocks)")
 			}
-			if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), filepath.Join("t", "sub", "id")) {
-				t.Fatalf("read after the swap: %v", err)
+			if !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), filepath.Join("t", "sub", "id")) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("read after the swap: %v, want %q", err, c.want)
 			}
 			for name, b := range got {
 				if strings.Contains(string(b), string(secret)) {
@@ -347,31 +354,34 @@ func TestRecordTempPlanted(t *testing.T) {
 		{"a hard link", func() error { return os.Link(victim, tmp) }},
 		{"a symbolic link", func() error { return os.Symlink(victim, tmp) }},
 	} {
-		if err := c.plant(); err != nil {
-			t.Fatal(err)
-		}
-		rec := newRecord("f", File{Name: "f", Size: 5 * BlockSize, MTime: 1})
-		rec.Blocks = 2
-		done := make(chan error, 1)
-		go func() { done <- writeRecordAt(dfd, part, rec) }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("%s planted: %v", c.what, err)
+		t.Run(c.what, func(t *testing.T) {
+			os.Remove(tmp)
+			if err := c.plant(); err != nil {
+				t.Fatal(err)
 			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s planted holds the checkpoint", c.what)
-		}
-		got, err := readRecordAt(dfd, stem+recSuffix)
-		if err != nil || got.Blocks != 2 {
-			t.Fatalf("%s planted: record %+v, %v", c.what, got, err)
-		}
-		if b, _ := os.ReadFile(victim); string(b) != "keep me" {
-			t.Fatalf("%s planted: the other file now holds %q", c.what, b)
-		}
-		if _, err := os.Lstat(tmp); err == nil {
-			t.Fatalf("%s planted: the temporary record is left", c.what)
-		}
+			rec := newRecord("f", File{Name: "f", Size: 5 * BlockSize, MTime: 1})
+			rec.Blocks = 2
+			done := make(chan error, 1)
+			go func() { done <- writeRecordAt(dfd, part, rec) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%s planted: %v", c.what, err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s planted holds the checkpoint", c.what)
+			}
+			got, err := readRecordAt(dfd, stem+recSuffix)
+			if err != nil || got.Blocks != 2 {
+				t.Fatalf("%s planted: record %+v, %v", c.what, got, err)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+				t.Fatalf("%s planted: the other file now holds %q", c.what, b)
+			}
+			if _, err := os.Lstat(tmp); err == nil {
+				t.Fatalf("%s planted: the temporary record is left", c.what)
+			}
+		})
 	}
 }
 
@@ -396,6 +406,12 @@ func TestRegistryDirNotPrivate(t *testing.T) {
 	old := time.Now().Add(-30 * 24 * time.Hour)
 	os.Chtimes(victim, old, old)
 	os.WriteFile(filepath.Join(reg, "0123456789abcdef.list"), []byte(victim+"\n"), 0o666)
+	plan, _ := NewPlan(files)
+	w := NewWriter(plan, &Target{root: t.TempDir(), into: true}, WriterOptions{Records: true})
+	if w.reg != nil {
+		t.Error("a writer keeps its entry in a registry others can write")
+	}
+	w.Close()
 	_, err := ResolveTarget(t.TempDir(), files)
 	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), reg) || !strings.Contains(err.Error(), "chmod go-w") {
 		t.Fatalf("a registry others can write: %v", err)

@@ -101,35 +101,40 @@ func TestPushRefusesHugeSource(t *testing.T) {
 // (and ~/bin is on Debian's PATH).
 func TestPullHomeRequestNotMerged(t *testing.T) {
 	for _, req := range []string{"", ".", "x/.."} {
-		e := newEnv(t, lanetest.Link{}, 1)
-		told := make(chan Msg, 1)
-		e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-			return sendFiles(ctl, Msg{T: "files"}, []fcopy.File{{Name: "bin", Dir: true, Mode: 0o755}, {Name: "bin/ls", Size: 10, Mode: 0o755}})
-		}, told)
-		home := t.TempDir()
-		bin := filepath.Join(home, "bin")
-		os.Mkdir(bin, 0o700)
-		o := e.options()
-		o.Recursive = true
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := Pull(ctx, o, "host", []string{req}, home)
-		cancel()
-		if ExitCode(err) != ExitDest || !strings.Contains(err.Error(), "exists already") {
-			t.Fatalf("pull of %q with bin there: %v (exit %d)", req, err, ExitCode(err))
+		t.Run(strings.ReplaceAll(req, "/", "|"), func(t *testing.T) { pullHomeRequestNotMerged(t, req) })
+	}
+}
+
+// pullHomeRequestNotMerged is one request of TestPullHomeRequestNotMerged.
+func pullHomeRequestNotMerged(t *testing.T, req string) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	told := make(chan Msg, 1)
+	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+		return sendFiles(ctl, Msg{T: "files"}, []fcopy.File{{Name: "bin", Dir: true, Mode: 0o755}, {Name: "bin/ls", Size: 10, Mode: 0o755}})
+	}, told)
+	home := t.TempDir()
+	bin := filepath.Join(home, "bin")
+	os.Mkdir(bin, 0o700)
+	o := e.options()
+	o.Recursive = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	_, err := Pull(ctx, o, "host", []string{req}, home)
+	cancel()
+	if ExitCode(err) != ExitDest || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("pull of %q with bin there: %v (exit %d)", req, err, ExitCode(err))
+	}
+	noControlBytes(t, err.Error())
+	emptyDir(t, bin)
+	if m := modeOfPath(t, bin); m != 0o700 {
+		t.Errorf("bin's mode changed to %04o", m)
+	}
+	select {
+	case m := <-told:
+		if m.Code != ExitDest {
+			t.Errorf("the remote was told %q with code %d", m.Err, m.Code)
 		}
-		noControlBytes(t, err.Error())
-		emptyDir(t, bin)
-		if m := modeOfPath(t, bin); m != 0o700 {
-			t.Errorf("bin's mode changed to %04o", m)
-		}
-		select {
-		case m := <-told:
-			if m.Code != ExitDest {
-				t.Errorf("the remote was told %q with code %d", m.Err, m.Code)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("the client did not tell the remote why it stopped")
-		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not tell the remote why it stopped")
 	}
 }
 

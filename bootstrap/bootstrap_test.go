@@ -914,17 +914,7 @@ func TestDeafSharedSocket(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("no ssh client installed")
 	}
-	dir, err := os.MkdirTemp("", "fwb") // short: a socket path holds 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	t.Setenv("XDG_CACHE_HOME", dir)
-	t.Setenv("HOME", dir)
-	cfg := filepath.Join(dir, "cfg")
-	os.WriteFile(cfg, []byte("Host h\n  HostName 127.0.0.1\n"), 0o600)
-	var log []string
-	s := SSH{Config: cfg, Persist: time.Minute, mux: true, Log: func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }}
+	s, dir, logged := muxTestSSH(t, "fwb")
 	ctx := context.Background()
 	c, err := s.config(ctx, "h")
 	if err != nil {
@@ -938,7 +928,7 @@ func TestDeafSharedSocket(t *testing.T) {
 		t.Fatal("checkMux: a master runs where there is no socket")
 	}
 	for _, drop := range []bool{false, true} {
-		log = nil
+		*logged = nil
 		l, err := net.Listen("unix", path)
 		if err != nil {
 			t.Fatal(err)
@@ -969,8 +959,27 @@ func TestDeafSharedSocket(t *testing.T) {
 		if _, err := os.Lstat(path); err == nil || len(conns) == 0 {
 			t.Errorf("drop %v: the deaf socket is still there (%v), %d connections to it", drop, err, len(conns))
 		}
-		if !strings.Contains(strings.Join(log, "\n"), "removed the shared ssh connection's socket") {
-			t.Errorf("drop %v: log %q", drop, log)
+		if !strings.Contains(strings.Join(*logged, "\n"), "removed the shared ssh connection's socket") {
+			t.Errorf("drop %v: log %q", drop, *logged)
 		}
 	}
+}
+
+// muxTestSSH is an SSH that shares connections to host "h" (127.0.0.1), whose cache and home are a
+// new temporary directory dir of a short name (a socket path holds 107 bytes), and whose -v lines
+// go to *logged.
+func muxTestSSH(t *testing.T, prefix string) (s SSH, dir string, logged *[]string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("HOME", dir)
+	cfg := filepath.Join(dir, "cfg")
+	os.WriteFile(cfg, []byte("Host h\n  HostName 127.0.0.1\n"), 0o600)
+	logged = new([]string)
+	s = SSH{Config: cfg, Persist: time.Minute, mux: true, Log: func(f string, a ...any) { *logged = append(*logged, fmt.Sprintf(f, a...)) }}
+	return s, dir, logged
 }

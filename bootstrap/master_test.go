@@ -168,17 +168,7 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 		{"does not answer", "deaf"}, {"answers but stays", "answers"}, {"orphan", "orphan"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir, err := os.MkdirTemp("", "fwm") // short: a socket path holds 107 bytes
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer os.RemoveAll(dir)
-			t.Setenv("XDG_CACHE_HOME", dir)
-			t.Setenv("HOME", dir)
-			cfg := filepath.Join(dir, "cfg")
-			os.WriteFile(cfg, []byte("Host h\n  HostName 127.0.0.1\n"), 0o600)
-			var log []string
-			s := SSH{Config: cfg, Persist: time.Minute, mux: true, Log: func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }}
+			s, _, logged := muxTestSSH(t, "fwm")
 			ctx := context.Background()
 			path := s.socketPath(ctx, "h")
 			if path == "" {
@@ -208,7 +198,7 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 				t.Error("a master made after the check began was ended")
 			}
 			if live != (c.how == "answers") || c.how == "answers" && pid != old.Process.Pid {
-				t.Fatalf("checkMux: live %v, pid %d; log %q", live, pid, log)
+				t.Fatalf("checkMux: live %v, pid %d; log %q", live, pid, *logged)
 			}
 			if live {
 				s.muxPid = pid
@@ -217,7 +207,7 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 			// The new master's socket at the same path.
 			l, err := net.Listen("unix", path)
 			if err != nil {
-				t.Fatalf("no new master can listen at %s: %v; log %q", path, err, log)
+				t.Fatalf("no new master can listen at %s: %v; log %q", path, err, *logged)
 			}
 			l.(*net.UnixListener).SetUnlinkOnClose(false)
 			defer l.Close()
@@ -236,7 +226,7 @@ func TestReplacedMasterKeepsNewSocket(t *testing.T) {
 			if c.how == "orphan" {
 				said = fmt.Sprintf("ended a master of the shared ssh connection whose socket was gone (pid %d)", old.Process.Pid)
 			}
-			if all := strings.Join(log, "\n"); !strings.Contains(all, said) {
+			if all := strings.Join(*logged, "\n"); !strings.Contains(all, said) {
 				t.Errorf("-v said %q", all)
 			}
 		})

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/farwing/farwing/internal/treetest"
 )
 
 // TestSizeBeyondNumbering: a size the 32-bit block numbering cannot hold is refused by the plan
@@ -54,29 +56,10 @@ func TestSizeBeyondNumbering(t *testing.T) {
 	}
 }
 
-// sparseFile makes a file of size bytes without data, on a file system that can hold one (the
-// test's directory, else /dev/shm: tmpfs holds files up to 8 EiB); "" if none can.
-func sparseFile(t *testing.T, size int64) string {
-	t.Helper()
-	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
-		f, err := os.CreateTemp(dir, "farwing-sparse-*")
-		if err != nil {
-			continue
-		}
-		t.Cleanup(func() { os.Remove(f.Name()) })
-		err = f.Truncate(size)
-		f.Close()
-		if err == nil {
-			return f.Name()
-		}
-	}
-	return ""
-}
-
 // TestCollectRefusesHugeSource: a source beyond MaxSize (an honest sparse file) is refused when it
 // is listed, naming it, before anything is sent: it was sent as one block and reported verified.
 func TestCollectRefusesHugeSource(t *testing.T) {
-	p := sparseFile(t, 1<<52+1)
+	p := treetest.Sparse(t, 1<<52+1)
 	if p == "" {
 		t.Skip("no file system here holds a sparse file of 4 PiB (tmpfs does)")
 	}
@@ -86,7 +69,7 @@ func TestCollectRefusesHugeSource(t *testing.T) {
 	}
 	// Two that each fit and together do not: refused at the second, by the sender (exit 3), not
 	// left to the receiver's plan (exit 10).
-	a, b := sparseFile(t, MaxSize/2), sparseFile(t, MaxSize/2+BlockSize)
+	a, b := treetest.Sparse(t, MaxSize/2), treetest.Sparse(t, MaxSize/2+BlockSize)
 	if _, err := Collect([]string{a, b}, CollectOptions{}); !errors.Is(err, ErrSource) || !strings.Contains(err.Error(), b) {
 		t.Fatalf("Collect of two files beyond 4 PiB together: %v", err)
 	}

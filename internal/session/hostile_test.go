@@ -297,19 +297,7 @@ func TestFloodDuringTransfer(t *testing.T) {
 // dropped as a duplicate: once the forgery's opening fails and gives the claim up, the authentic
 // copy is placed, intact, and counted once (the sender never sends an acknowledged chunk again).
 func TestForgedClaimKeepsAuthenticCopy(t *testing.T) {
-	key := make([]byte, wire.KeyLen)
-	cryptorand.Read(key)
-	client, _ := wire.NewCrypto(key, 7, wire.ClientToServer)
-	server, _ := wire.NewCrypto(key, 7, wire.ServerToClient)
-	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 3 * wire.ChunkSize}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewReceiver(&Path{crypto: server}, plan, nil, 4)
-	b := newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize), wire.ChunkSize)
-	r.ring[0].Store(b)
-	file := make([]byte, 3*wire.ChunkSize)
-	cryptorand.Read(file)
+	client, server, r, b, file := sealedReceiver(t)
 	seal := func(lane uint8, seq uint64, payload []byte) []byte {
 		buf := make([]byte, wire.DataAADLen, wire.MaxDatagramV6)
 		wire.DataFrame{Kind: wire.KindChunk, Block: 0, Chunk: 1}.Put(buf[wire.HeaderLen:])

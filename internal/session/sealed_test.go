@@ -14,20 +14,7 @@ import (
 // frame, wrong bytes) leaves the chunk unclaimed and unplaced, the authentic one then lands, and a
 // replay of it is left to the path's replay check.
 func TestSealedDataIntoBlock(t *testing.T) {
-	key := make([]byte, wire.KeyLen)
-	rand.Read(key)
-	client, _ := wire.NewCrypto(key, 7, wire.ClientToServer)
-	server, _ := wire.NewCrypto(key, 7, wire.ServerToClient)
-	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 3 * wire.ChunkSize}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewReceiver(&Path{crypto: server}, plan, nil, 4)
-	b := newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize), wire.ChunkSize)
-	r.ring[0].Store(b)
-
-	file := make([]byte, 3*wire.ChunkSize)
-	rand.Read(file)
+	client, server, r, b, file := sealedReceiver(t)
 	seal := func(seq uint64, f wire.DataFrame, payload []byte) []byte {
 		buf := make([]byte, wire.DataAADLen, wire.MaxDatagramV6)
 		f.Put(buf[wire.HeaderLen:])
@@ -69,4 +56,24 @@ func TestSealedDataIntoBlock(t *testing.T) {
 	if taken, _ := r.SealedData(1, h, hash, time.Now()); taken {
 		t.Fatal("a hash frame was taken")
 	}
+}
+
+// sealedReceiver is a receiver of one file of three chunks (random bytes: file) whose block 0 is
+// in its window, on a path of server's keys; client seals what a sender would.
+func sealedReceiver(t *testing.T) (client, server *wire.Crypto, r *Receiver, b *rxBlock, file []byte) {
+	t.Helper()
+	key := make([]byte, wire.KeyLen)
+	rand.Read(key)
+	client, _ = wire.NewCrypto(key, 7, wire.ClientToServer)
+	server, _ = wire.NewCrypto(key, 7, wire.ServerToClient)
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 3 * wire.ChunkSize}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = NewReceiver(&Path{crypto: server}, plan, nil, 4)
+	b = newRxBlock(plan, 0, make([]byte, 3*wire.ChunkSize), wire.ChunkSize)
+	r.ring[0].Store(b)
+	file = make([]byte, 3*wire.ChunkSize)
+	rand.Read(file)
+	return client, server, r, b, file
 }

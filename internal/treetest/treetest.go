@@ -233,3 +233,23 @@ func Build(t testing.TB, root, outside string, n int) string {
 	}
 	return top
 }
+
+// Sparse makes a file of size bytes without data on a file system that can hold one (the test's
+// temporary directory, else /dev/shm: tmpfs holds files up to 8 EiB), removed after the test; ""
+// where none can.
+func Sparse(t testing.TB, size int64) string {
+	t.Helper()
+	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
+		f, err := os.CreateTemp(dir, "farwing-sparse-*")
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() { os.Remove(f.Name()) })
+		err = f.Truncate(size)
+		f.Close()
+		if err == nil {
+			return f.Name()
+		}
+	}
+	return ""
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -67,20 +68,7 @@ func TestPushRefusesHugeSize(t *testing.T) {
 // TestPushRefusesHugeSource: an honest sparse source beyond what a copy can number (on tmpfs) is
 // refused by the client before anything starts, with the source's exit code, naming it.
 func TestPushRefusesHugeSource(t *testing.T) {
-	var src string
-	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
-		f, err := os.CreateTemp(dir, "farwing-sparse-*")
-		if err != nil {
-			continue
-		}
-		t.Cleanup(func() { os.Remove(f.Name()) })
-		err = f.Truncate(1<<52 + 1)
-		f.Close()
-		if err == nil {
-			src = f.Name()
-			break
-		}
-	}
+	src := treetest.Sparse(t, 1<<52+1)
 	if src == "" {
 		t.Skip("no file system here holds a sparse file of 4 PiB (tmpfs does)")
 	}

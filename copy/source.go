@@ -208,7 +208,10 @@ func (c *collector) file(p, name string, st fs.FileInfo) error {
 	}
 	f.Size = st.Size()
 	c.blocks += blocksOf(f.Size)
-	if uint64(f.Size) > MaxSize || c.blocks > MaxBlocks {
+	switch {
+	case uint64(f.Size) > MaxSize:
+		return fmt.Errorf("%w: %s is %d bytes, more than the %d bytes (4 PiB) one copy can hold", ErrSource, escape.Text(p), f.Size, int64(MaxSize))
+	case c.blocks > MaxBlocks:
 		return fmt.Errorf("%w: %s: the sources add up to more than the %d bytes (4 PiB) one copy can hold; copy them in parts",
 			ErrSource, escape.Text(p), int64(MaxSize))
 	}

@@ -25,7 +25,7 @@ func chunksIn(n, chunk int) int { return (n + chunk - 1) / chunk }
 // holding a stale pointer only finds its bit already set. A claim not yet placed is a copy in
 // progress, which may be a forgery that gives its claim up (SealedData): an authentic copy that
 // finds one waits for it rather than count itself a duplicate (Datagram), and so does a rebuilt
-// one (claimRebuilt). FEC state (rxFEC) appears with the block's first parity datagram.
+// one (claimAuthentic). FEC state (rxFEC) appears with the block's first parity datagram.
 type rxBlock struct {
 	id      uint32
 	data    []byte
@@ -62,6 +62,25 @@ func (b *rxBlock) claim(c int) bool {
 func (b *rxBlock) span(c, n int) (off int, ok bool) {
 	off = c * b.chunk
 	return off, c < b.nChunks && off+n == min(off+b.chunk, len(b.data))
+}
+
+// claimAuthentic claims chunk c for an authentic copy of it (opened, so acknowledged already), and
+// reports false only where the chunk is placed. A chunk claimed but not placed is a copy in
+// progress on another lane, which may be a forgery that gives the claim up once it fails to open
+// (SealedData): dropping the authentic copy on its word would lose the chunk for good (the sender
+// never sends an acknowledged chunk again), so the claim is waited for, placed or released. The
+// wait is short and cannot deadlock, even under a group's fx.mu (finishGroup): the holder marks
+// the chunk placed (placeChunk) before it takes fx.mu (addData), or unclaims it without taking
+// it, and every other claim of a group's chunk is made and placed under fx.mu. Datagram's copies
+// and FEC's rebuilt chunks take it.
+func (b *rxBlock) claimAuthentic(c int) bool {
+	for !b.claim(c) {
+		if b.isPlaced(c) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
 }
 
 // unclaim gives up a claim whose datagram failed authentication.
@@ -334,16 +353,7 @@ func (r *Receiver) Datagram(laneIdx int, h wire.Header, pt []byte, _ time.Time) 
 			cnt.invalid.Add(1)
 			return
 		}
-		for !b.claim(c) {
-			if !b.isPlaced(c) {
-				// Claimed, not placed: another lane is decrypting a copy into the block
-				// (SealedData) or copying one in. This datagram is authentic and already
-				// acknowledged, so it must not be dropped on the word of a copy that may be a
-				// forgery: wait until that one is placed or gives its claim up (a failed
-				// opening), then claim again. Neither waits on anything.
-				runtime.Gosched()
-				continue
-			}
+		if !b.claimAuthentic(c) { // this copy is authentic and acknowledged: never dropped for a forgery's claim
 			cnt.duplicates.Add(1)
 			if fx := b.fec.Load(); fx != nil && fx.wasRebuilt(c) {
 				cnt.late.Add(1)

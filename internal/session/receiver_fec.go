@@ -1,7 +1,6 @@
 package session
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -217,7 +216,7 @@ func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) i
 		}
 		for i, d := range out {
 			c := first + i
-			if b.isPlaced(c) || len(d) != b.chunkLen(c) || !r.claimRebuilt(b, c) {
+			if b.isPlaced(c) || len(d) != b.chunkLen(c) || !b.claimAuthentic(c) {
 				continue // already here
 			}
 			copy(b.data[c*b.chunk:], d)
@@ -248,24 +247,6 @@ func (r *Receiver) finishGroup(b *rxBlock, fx *rxFEC, first int, g *fec.Group) i
 	}
 	putGroup(g)
 	return placed
-}
-
-// claimRebuilt claims chunk c of b for its rebuilt bytes, and reports false if its own copy is
-// placed first. A chunk claimed but not placed is a copy in progress on another lane, which may
-// be a forgery that gives the claim up once it fails to open (SealedData): the rebuild waits for
-// it to be placed or released, as Datagram's authentic copy does. Left unplaced, the chunk would
-// be lost for good: its group is finished, and a sender that saw k of its shards acknowledged
-// re-sends nothing. The wait is short and cannot deadlock, although fx.mu is held: the claim's
-// holder marks the chunk placed (placeChunk) before it takes fx.mu (addData), or unclaims it
-// without taking fx.mu, and every other claim is made and placed under fx.mu.
-func (r *Receiver) claimRebuilt(b *rxBlock, c int) bool {
-	for !b.claim(c) {
-		if b.isPlaced(c) {
-			return false
-		}
-		runtime.Gosched()
-	}
-	return true
 }
 
 // closeFEC releases b's open groups once b is complete.

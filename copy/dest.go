@@ -240,20 +240,29 @@ func lockedAt(fd, dirfd int, name string) bool {
 // not write (scp refuses a read-only destination too); a link there is replaced, not followed.
 // path names it in messages.
 func checkReplace(dirfd int, name, path, what string) error {
+	_, err := replaceable(dirfd, name, path, what)
+	return err
+}
+
+// replaceable is checkReplace that also returns the regular file it found at name (nil: none, or
+// something else that may be replaced), for the rename that replaces it (its mode, holdReplaced).
+func replaceable(dirfd int, name, path, what string) (*unix.Stat_t, error) {
 	var st unix.Stat_t
 	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
 	case errors.Is(err, unix.ENOENT):
-		return nil
+		return nil, nil
 	case err != nil:
-		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(path), err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(path), err)
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return fmt.Errorf("%w: cannot replace directory %s with %s", ErrDest, escape.Text(path), what)
-	case st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Faccessat(dirfd, name, unix.W_OK, unix.AT_EACCESS) != nil:
-		return fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first",
+		return nil, fmt.Errorf("%w: cannot replace directory %s with %s", ErrDest, escape.Text(path), what)
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, nil
+	case unix.Faccessat(dirfd, name, unix.W_OK, unix.AT_EACCESS) != nil:
+		return nil, fmt.Errorf("%w: %s exists and is read-only (mode %04o); remove it or make it writable first",
 			ErrDest, escape.Text(path), st.Mode&0o7777)
 	}
-	return nil
+	return &st, nil
 }
 
 // The partial-file registry: every Writer that writes files keeps an entry in the user's cache

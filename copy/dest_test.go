@@ -246,7 +246,8 @@ func TestReplacedHeldOpen(t *testing.T) {
 	}
 	defer unix.Close(dfd)
 	for _, n := range []string{"fifo", "link", "small", "missing"} {
-		if f := holdReplaced(dfd, n); f != nil {
+		was, _ := replaceable(dfd, n, n, "a file")
+		if f := holdReplaced(dfd, n, was); f != nil {
 			f.Close()
 			t.Errorf("holdReplaced(%s) held it", n)
 		}

@@ -253,21 +253,26 @@ type Writer struct {
 	hardIDs map[string]devIno
 	// hardFirst is the plan index of each file that hard links name (copyLocal copies it).
 	hardFirst map[string]int
-	// existing holds the directories of the plan that stood at the destination before the copy
-	// (relative to the root), with their modes then: without -p they keep them (mkdir).
-	existing map[string]uint32
-	// dirIDs are the device and inode of every directory of the plan as mkdir made or found it:
-	// finishDirs sets the mode of those only.
-	dirIDs  map[string]devIno
-	records bool      // write resume records (resume.go)
-	resume  *Partials // the kept partial files of resumed files
-	kept    bool      // Interrupt left partial files for a resume: the registry entry stays
+	// madeDirs are the directories of the plan as mkdir made or found them, by their paths
+	// relative to the root: finishDirs sets the modes of those only.
+	madeDirs map[string]madeDir
+	records  bool      // write resume records (resume.go)
+	resume   *Partials // the kept partial files of resumed files
+	kept     bool      // Interrupt left partial files for a resume: the registry entry stays
 
 	ckEvery   int64         // a checkpoint every this many bytes of a file (WriterOptions.CheckpointEvery)
 	ckGap     time.Duration // at least this long apart
 	syncEvery int64         // a direct-I/O file's background data sync every this many bytes
 	calls     WriterCalls   // every field set
 	stats     struct{ checkpoints, directBytes, dataSyncs, batches atomic.Int64 }
+}
+
+// madeDir is a directory of the plan as mkdir left it: its device and inode, and whether it stood
+// at the destination before the copy, with its mode then (without -p it keeps it).
+type madeDir struct {
+	id      devIno
+	existed bool
+	mode    uint32
 }
 
 // writebackEvery is how much written data the writer lets accumulate before it starts the
@@ -360,7 +365,7 @@ func (w *Writer) Stats() WriterStats {
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
 	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done, directIO: !o.NoDirectIO,
-		temps: map[*wfile]bool{}, existing: map[string]uint32{}, dirIDs: map[string]devIno{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
+		temps: map[*wfile]bool{}, madeDirs: map[string]madeDir{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
 		ckEvery: o.CheckpointEvery, syncEvery: o.DataSyncEvery, calls: o.Calls}
 	if w.ckEvery <= 0 {
 		w.ckEvery, w.ckGap = checkpointEvery, checkpointGap
@@ -539,12 +544,9 @@ func (w *Writer) mkdir(f File) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
 	}
-	w.dirIDs[rel] = devIno{uint64(st.Dev), uint64(st.Ino)}
-	if !made {
-		w.existing[rel] = st.Mode & 0o7777
-		if st.Mode&0o700 != 0o700 {
-			_ = unix.Fchmod(fd, st.Mode&0o7777|0o700) // given back by finishDirs
-		}
+	w.madeDirs[rel] = madeDir{id: devIno{uint64(st.Dev), uint64(st.Ino)}, existed: !made, mode: st.Mode & 0o7777}
+	if !made && st.Mode&0o700 != 0o700 {
+		_ = unix.Fchmod(fd, st.Mode&0o7777|0o700) // given back by finishDirs
 	}
 	return nil
 }
@@ -569,11 +571,12 @@ func (w *Writer) finishDirs() error {
 		if err != nil {
 			return err
 		}
-		mode, existed := w.existing[rel]
-		if existed && !w.preserve && mode&0o700 == 0o700 {
+		d := w.madeDirs[rel]
+		if d.existed && !w.preserve && d.mode&0o700 == 0o700 {
 			continue // there before, and left as it was
 		}
-		if !existed || w.preserve {
+		mode := d.mode
+		if !d.existed || w.preserve {
 			mode = uint32(f.Mode.Perm() &^ umask)
 		}
 		fd, err := openDirAt(pfd, base, 0, false)
@@ -583,7 +586,7 @@ func (w *Writer) finishDirs() error {
 		// The directory this copy made or found there, not another put at its name since (in a
 		// destination others may write, one of this user's private directories moved there).
 		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil || (devIno{uint64(st.Dev), uint64(st.Ino)}) != w.dirIDs[rel] {
+		if err := unix.Fstat(fd, &st); err != nil || (devIno{uint64(st.Dev), uint64(st.Ino)}) != d.id {
 			unix.Close(fd)
 			return fmt.Errorf("%w: %s was replaced by another directory during the copy; its mode and time were left as they are",
 				ErrDest, escape.Text(w.target.Path(f.Name)))
@@ -1121,11 +1124,13 @@ func (w *Writer) place(wf *wfile, f File) error {
 // permission bits without -p (as scp and rsync leave an existing file's mode: a private file
 // stays private), never those of a file someone else put there (0666, in a shared directory).
 func (w *Writer) rename(wf *wfile, f File, fd int) error {
+	was, err := replaceable(fd, wf.base, wf.final, "a file") // one look at what stands there
+	if err != nil {
+		return err
+	}
 	mode := f.Mode.Perm() &^ umask
-	var st unix.Stat_t
-	if !w.preserve && unix.Fstatat(fd, wf.base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG &&
-		int(st.Uid) == os.Geteuid() {
-		mode = os.FileMode(st.Mode & 0o777) // not the bits of a file someone else put there
+	if was != nil && !w.preserve && int(was.Uid) == os.Geteuid() {
+		mode = os.FileMode(was.Mode & 0o777) // not the bits of a file someone else put there
 	}
 	if err := wf.f.Chmod(mode); err != nil {
 		return writeErr("chmod", wf, err)
@@ -1134,10 +1139,7 @@ func (w *Writer) rename(wf *wfile, f File, fd int) error {
 		ts := unix.NsecToTimespec(f.MTime)
 		_ = unix.UtimesNanoAt(fd, wf.tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if err := checkReplace(fd, wf.base, wf.final, "a file"); err != nil {
-		return err
-	}
-	old := holdReplaced(fd, wf.base)
+	old := holdReplaced(fd, wf.base, was)
 	if err := unix.Renameat(fd, wf.tmp, fd, wf.base); err != nil {
 		if old != nil {
 			old.Close()
@@ -1167,14 +1169,14 @@ const replacedHoldMin = 64 << 20
 // maxReplacedHeld bounds how many replaced files the writer holds open at once.
 const maxReplacedHeld = 8
 
-// holdReplaced opens the regular file name in dirfd that a rename is about to replace when it
-// is at least replacedHoldMin long, and returns it (nil otherwise, and on any error).
-func holdReplaced(dirfd int, name string) *os.File {
-	var st unix.Stat_t
-	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
-		st.Size < replacedHoldMin {
+// holdReplaced opens the regular file name in dirfd (was: what replaceable found there, nil for
+// none) that a rename is about to replace when it is at least replacedHoldMin long, and returns it
+// (nil otherwise, and on any error).
+func holdReplaced(dirfd int, name string, was *unix.Stat_t) *os.File {
+	if was == nil || was.Size < replacedHoldMin {
 		return nil
 	}
+	var st unix.Stat_t
 	ofd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil

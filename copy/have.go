@@ -163,10 +163,10 @@ func haveFile(dirfd int, base string, f File, c Compare) (bool, error) {
 // (block nodes of the file's tree, tree.go): b3sum's digest of the file. A file shorter than size
 // is an error.
 func HashFile(r io.ReaderAt, size int64) ([32]byte, error) {
-	if err := checkSize("", size); err != nil {
+	plan, err := filePlan(size)
+	if err != nil {
 		return [32]byte{}, err
 	}
-	plan := &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: uint32(blocksOf(size)), kept: []uint32{0}, skip: []bool{false}, total: size}
 	buf := make([]byte, BlockSize)
 	var h BlockHasher
 	var tree fileTree

@@ -106,6 +106,16 @@ func NewPlan(files []File) (*Plan, error) {
 	return p, p.number() // checkTree bounded every size (checkSize)
 }
 
+// filePlan is the plan of one nameless file of size bytes, for hashing a file as a transfer
+// does (HashFile, hashPrefix): size is bounded as a list's would be (checkSize).
+func filePlan(size int64) (*Plan, error) {
+	if err := checkSize("", size); err != nil {
+		return nil, err
+	}
+	return &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: uint32(blocksOf(size)), kept: []uint32{0},
+		skip: []bool{false}, total: size}, nil
+}
+
 // number numbers the blocks of the files not skipped.
 func (p *Plan) number() error {
 	var n uint64

@@ -472,7 +472,10 @@ func (ps *Partials) Hash(plan *Plan) {
 // hashPrefix returns the block digests (32 bytes each) of the first n blocks of the file r of
 // size bytes, and its tree state after them.
 func hashPrefix(r io.ReaderAt, n uint32, size int64) ([]byte, *fileTree, error) {
-	plan := &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: uint32(min(blocksOf(size), MaxBlocks)), kept: []uint32{0}, skip: []bool{false}, total: size}
+	plan, err := filePlan(size)
+	if err != nil {
+		return nil, nil, err
+	}
 	buf := make([]byte, BlockSize)
 	sums := make([]byte, 0, 32*int(n))
 	tree := &fileTree{}

@@ -500,14 +500,13 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 		if err != nil {
 			return m, err
 		}
+		had := len(results) // before this message: what its errors count
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: the receiver's confirmations: chunk %d (after %d results of the %d files sent): %s", ErrProtocol, chunk, len(results), want, fmt.Sprintf(format, args...))
+			return fmt.Errorf("%w: the receiver's confirmations: chunk %d (after %d results of the %d files sent): %s", ErrProtocol, chunk, had, want, fmt.Sprintf(format, args...))
 		}
 		switch m.T {
 		case "results":
-			had := len(results)
 			if err := d.decode(m.Z, &results); err != nil { // appended to results, bounded
-				results = results[:had]
 				return Msg{}, bad("%v", err)
 			}
 			part := results[had:]
@@ -515,12 +514,10 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 			case len(part) == 0:
 				return Msg{}, bad("no results")
 			case len(part) > want-had:
-				results = results[:had]
 				return Msg{}, bad("%d results, more than the files sent", len(part))
 			}
 			for i := range part { // a path no receiver writes to is not kept
 				if len(part[i].Path) > maxResultPath {
-					results = results[:had]
 					return Msg{}, bad("%s: a path of %d bytes, more than %d", escape.Quote(part[i].Name), len(part[i].Path), maxResultPath)
 				}
 			}

@@ -117,7 +117,7 @@ func (s SSH) common(portFlag string) []string {
 // the directory's slash, and a master first binds its socket at that path with a dot and 16
 // random characters added (OpenSSH's muxserver_listen), failing the whole ssh command where that
 // is too long ("unix_listener: path ... too long for Unix domain socket", exit 255): 40 bytes.
-var maxControlPath = map[bool]int{true: 107, false: 103}[runtime.GOOS == "linux"] - len("/12345678-") - 40 - len(".0123456789abcdef")
+const maxControlPath = len(syscall.RawSockaddrUnix{}.Path) - 1 - len("/12345678-") - 40 - len(".0123456789abcdef")
 
 // useMux says whether Persist should add its own connection sharing, given ssh's configuration
 // for the host (`ssh -G`): not when the user's configuration shares connections already (a
@@ -410,11 +410,15 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 			hashed <- err
 		}()
 	}
-	for _, line := range cacheNotice(s.Persist > 0) {
-		s.notice(line)
+	_, peerErr := cacheDir("peer")
+	var sshErr error
+	if s.Persist > 0 {
+		if _, sshErr = controlDir(); sshErr != nil {
+			s.Persist = 0 // no socket directory that only this user can write: no sharing
+		}
 	}
-	if _, err := controlDir(); err != nil {
-		s.Persist = 0 // no socket directory that only this user can write: no sharing
+	for _, line := range cacheNotice(peerErr, sshErr) {
+		s.notice(line)
 	}
 	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket

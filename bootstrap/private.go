@@ -40,23 +40,18 @@ func cacheDir(elem ...string) (string, error) {
 }
 
 // cacheNotice is one line for each of this user's cache directories that Start will not use
-// because it is not private (what it costs, which directory, the fix), none where all are; mux says
-// whether connection sharing was asked for (Persist).
-func cacheNotice(mux bool) []string {
+// because it is not private (what it costs, which directory, the fix), none where all are: peer
+// is cacheDir("peer")'s error, ssh controlDir's (nil where connection sharing was not asked for).
+func cacheNotice(peer, ssh error) []string {
 	var lines []string
-	var said error
-	if _, err := cacheDir("peer"); errors.Is(err, privdir.ErrNotPrivate) {
-		said = err
-		lines = append(lines, "not using this user's cache of farwing builds: "+err.Error())
+	if errors.Is(peer, privdir.ErrNotPrivate) {
+		lines = append(lines, "not using this user's cache of farwing builds: "+peer.Error())
 	}
-	if !mux {
-		return lines
-	}
-	if _, err := controlDir(); errors.Is(err, privdir.ErrNotPrivate) {
-		if said != nil && err.Error() == said.Error() { // farwing/ itself: one line
-			lines[0] = "not using this user's cache of farwing builds, nor sharing the ssh connection: " + err.Error()
+	if errors.Is(ssh, privdir.ErrNotPrivate) {
+		if len(lines) > 0 && ssh.Error() == peer.Error() { // farwing/ itself: one line
+			lines[0] = "not using this user's cache of farwing builds, nor sharing the ssh connection: " + ssh.Error()
 		} else {
-			lines = append(lines, "not sharing the ssh connection: "+err.Error())
+			lines = append(lines, "not sharing the ssh connection: "+ssh.Error())
 		}
 	}
 	return lines

@@ -110,16 +110,15 @@ func (s SSH) retireSilent(ctx context.Context, host string, pid int) {
 	}
 	path := s.socketPath(ctx, host)
 	switch {
+	case path == "": // no title to check the pid against, and no socket to remove
+		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
+		return
 	case pid == 0:
 		s.logf("cannot find the process of the shared ssh connection's master: when it ends it may remove its successor's socket")
 	case masterProcess(pid, masterTitle(s.program(), path)):
 		s.end(pid, asked)
 	default:
 		s.logf("the shared ssh connection's old master (pid %d) has ended", pid)
-	}
-	if path == "" {
-		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
-		return
 	}
 	s.removeSocket(path)
 }

@@ -71,14 +71,27 @@ type ahead struct {
 	wrote chan struct{} // closed once wire is known (the writer's wait: at once from the cache)
 }
 
-// newAhead starts the upload's start of build id: from the cache of its gzip form where that is
-// there (checked meanwhile), else compressed now where the build is large enough; nil where
-// neither applies.
-func newAhead(id Identity) *ahead {
+// newAhead starts the upload's start of build bd: its carried gzip form, or this executable's from
+// the cache where that is there (checked meanwhile), else compressed now where the build is large
+// enough; nil where none applies.
+func newAhead(bd build) *ahead {
 	var idb [8]byte
 	rand.Read(idb[:])
 	a := &ahead{id: hex.EncodeToString(idb[:]), done: make(chan struct{}), wrote: make(chan struct{})}
-	if c := packedCache(id); c != "" {
+	if len(bd.gz) > aheadPart {
+		a.data, a.wire = bd.gz, a.start(bd.gz)
+		close(a.wrote)
+		go func() {
+			a.valid = gzipOf(bd.gz, bd.hash)
+			close(a.done)
+		}()
+		return a
+	}
+	id := bd.identity()
+	if bd.exe == "" {
+		return nil
+	}
+	if c := packedCache(bd); c != "" {
 		if b, err := os.ReadFile(c); err == nil && len(b) > aheadPart {
 			a.data, a.wire = b, a.start(b)
 			close(a.wrote)
@@ -93,7 +106,7 @@ func newAhead(id Identity) *ahead {
 		return nil
 	}
 	go func() {
-		b, err := payload(id, "gzip")
+		b, err := payload(bd, "gzip")
 		a.data, a.valid = b, err == nil && len(b) > aheadPart
 		if a.valid {
 			a.wire = a.start(b)
@@ -117,12 +130,12 @@ func (a *ahead) start(b []byte) []byte {
 	return append(w, b[:aheadPart]...)
 }
 
-// installedRecord is the file whose presence says that this user installed build id (or found it
-// installed) on the account ssh reaches for host: ssh's user, host name and port where `ssh -G`
+// installedRecord is the file whose presence says that this user installed the build of that
+// hash (or found it installed) on the account ssh reaches for host: ssh's user, host name and port where `ssh -G`
 // told them (cfg), else host as given. "" where there is no cache directory.
-func installedRecord(id Identity, cfg map[string]string, host string) string {
+func installedRecord(hash string, cfg map[string]string, host string) string {
 	dir := localPeerDir("installed")
-	if dir == "" || len(id.Hash) < 16 {
+	if dir == "" || len(hash) < 16 {
 		return ""
 	}
 	key := "host\x00" + host
@@ -130,7 +143,7 @@ func installedRecord(id Identity, cfg map[string]string, host string) string {
 		key = strings.Join([]string{"ssh", cfg["user"], cfg["hostname"], cfg["port"]}, "\x00")
 	}
 	h := sha256.Sum256([]byte(key))
-	return filepath.Join(dir, "farwing-"+id.Hash[:16]+"-"+hex.EncodeToString(h[:8]))
+	return filepath.Join(dir, "farwing-"+hash[:16]+"-"+hex.EncodeToString(h[:8]))
 }
 
 // noteInstalled records that a build runs on an account (a failure to record only costs the next
@@ -154,17 +167,19 @@ func noteInstalled(rec string) {
 	tidyPacked(dir, rec)
 }
 
-// Forget removes the record that this build was installed on host's account, so that the next
+// Forget removes the records that this build (id, or a build it carries) was installed on host's account, so that the next
 // contact is treated as a first one (farwing bench's first-copy row, which removes the build from
 // the remote's cache too).
 func Forget(ctx context.Context, s SSH, host string, id Identity) error {
 	cfg, _ := s.config(ctx, host) // as Start: without ssh's word the record is keyed by host
-	rec := installedRecord(id, cfg, host)
-	if rec == "" {
-		return nil
-	}
-	if err := os.Remove(rec); err != nil && !os.IsNotExist(err) {
-		return err
+	for _, b := range newCatalog(id).builds {
+		rec := installedRecord(b.hash, cfg, host)
+		if rec == "" {
+			continue
+		}
+		if err := os.Remove(rec); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,9 +258,14 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // expansion instead of cut spares a process (each costs the remote some milliseconds).
 const hashFunc = `h() { hv=$(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || sha256 -q "$1" 2>/dev/null); hv=${hv%% *}; }`
 
-// readFunc defines the remote shell's r N, which copies exactly N bytes of its input to its output:
-// head -c, or dd bs=1 where head has no -c.
-const readFunc = `if [ "$(printf ab | head -c 1 2>/dev/null)" = a ]; then r() { head -c "$1"; }; else r() { dd bs=1 count="$1" 2>/dev/null; }; fi`
+// readFunc defines the remote shell's r N, which copies exactly N bytes of its input to its output,
+// reading none past them (what follows is the next part, or the peer's control channel): head -c
+// where it reads no more than it copies (GNU's and busybox's; the BSDs' and macOS's read their
+// input through stdio's buffer, ahead of what they copy), else perl's sysread (macOS has perl),
+// else dd bs=1 (a system call per byte).
+const readFunc = `if [ "$(printf abc | { head -c 1 >/dev/null 2>&1; cat; })" = bc ]; then r() { head -c "$1"; }; ` +
+	`elif command -v perl >/dev/null 2>&1; then r() { perl -e 'my $n = shift; while ($n > 0) { my $k = sysread(STDIN, my $b, $n < 65536 ? $n : 65536); exit 1 unless $k; exit 1 unless syswrite(STDOUT, $b) == $k; $n -= $k; }' "$1"; }; ` +
+	`else r() { dd bs=1 count="$1" 2>/dev/null; }; fi`
 
 // privFunc defines the remote shell's v DIR, which enters DIR (cd -P) and succeeds where it is
 // private: not a symbolic link, a directory whose physical name is farwing (as every cache
@@ -280,8 +284,12 @@ const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif ! cd -P "$1" >/dev
 // emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// startScript is first contact in one ssh session. It starts the cached peer when it is there and
-// intact, this user's own file (not a link) in a cache directory that is private (privFunc); the
+// peerScript is first contact in one ssh session (read by the login shell's sh from the session's
+// first bytes: remoteCommand). It starts the cached peer when it is there and intact: first the
+// build guess names (the one this user last found on the account, else the one for this
+// executable's platform), without a process; else the build of c for the remote's platform, found
+// by `uname -s -m` (a platform c has none for is said as need with it: Start explains). The peer
+// is named in the cache by its own SHA-256 and checked against it before it runs, and must be this user's own file (not a link) in a cache directory that is private (privFunc); the
 // peer prints the status line itself (AnnounceFlag). It makes a missing cache directory with mode
 // 0700, and says unsafe (nothing run, nothing read) where the directory is not private. Once
 // checked, the directory is the shell's working directory and everything in it is named relative
@@ -290,8 +298,9 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // leads by then), with ChdirFlag naming the directory the session started in. With
 // --skip it is told to drop the aheadLen bytes of an upload's start that follow the preface,
 // where the client wrote them (ahead.go). Otherwise it reads and drops the preface
-// (prefaceLen bytes the client sent before the answer), and, without gzip, those aheadLen bytes
-// (with gzip they are the upload's start, read as below), reports what is needed with the formats it can unpack, and reads the peer from its
+// (prefaceLen bytes the client sent before the answer), and, without gzip or where the remote's
+// build is not the guessed one, those aheadLen bytes (else they are the upload's start, read as
+// below), reports what is needed with the formats it can unpack, and reads the peer from its
 // standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
 // digits the client chose at random), then any number of "FARWING-PART OFFSET LEN" lines, each
 // followed by exactly LEN bytes, which it stores as DIR/.farwing-HASH16.ID.OFFSET-LEN.tmp (mode
@@ -312,28 +321,46 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // abandoned for a day (parts included), are removed (a build still in use elsewhere is uploaded
 // again by its next copy; a running peer is not affected).
 //
-// Only POSIX shell and tools: head -c (dd bs=1 where head has no -c), env, ls, gzip where present, and a
+// Only POSIX shell and tools: uname, head -c (readFunc), env, ls, gzip where present, and a
 // SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
-func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string {
+func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) string {
 	drop, skip, dropAhead := "", "", ""
 	if prefaceLen > 0 {
 		drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
 	}
+	g := c.builds[guess]
 	if aheadLen > 0 {
 		skip = " --skip " + strconv.Itoa(prefaceLen) + ":" + strconv.Itoa(aheadLen)
-		dropAhead = `[ "$z" = raw ] && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
+		// The bytes ahead are the guessed build's upload in gzip form: of no use without gzip,
+		// or to a remote of another platform.
+		dropAhead = `{ [ "$z" = raw ] || [ "$B" != farwing-` + g.h16() + ` ]; } && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
 	}
-	b := "farwing-" + id.Hash[:16] // the build's name in the cache directory
+	// B is the build's name in the cache directory, H its SHA-256: the guessed one's first, then
+	// the one for the remote's platform.
+	var cases strings.Builder
+	for _, b := range c.builds {
+		if pat := unamePatterns(b.platform); pat != "" {
+			fmt.Fprintf(&cases, "%s) B=farwing-%s; H=%s;;\n", pat, b.h16(), b.hash)
+		}
+	}
+	run := `exec env "./$B" serve ` + AnnounceFlag + ` "$d/$B" ` + ChdirFlag + ` "$s0" ` + serveArgs + skip
 	return hashFunc + `
 ` + privFunc + `
+f() { [ -x "$B" ] && [ ! -L "$B" ] && [ -O "$B" ] && h "$B" && [ "$hv" = "$H" ]; }
 s0=$PWD
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 case $d in /*) ;; *) d="$s0/$d";; esac
-p="$d/` + b + `"
-if v "$d" && [ -x ` + b + ` ] && [ ! -L ` + b + ` ] && [ -O ` + b + ` ] && h ` + b + ` && [ "$hv" = "` + id.Hash + `" ]; then
-  exec env ./` + b + ` serve ` + AnnounceFlag + ` "$p" ` + ChdirFlag + ` "$s0" ` + serveArgs + skip + `
+B=farwing-` + g.h16() + `; H=` + g.hash + `
+if v "$d" && f; then
+  ` + run + `
 fi
 s=$(uname -s -m); m=${s##* }; s=${s%% *}
+case "$s/$m" in
+` + cases.String() + `*) echo "FARWING-PEER need $s $m raw $d"; exit 0;;
+esac
+if [ "$B" != farwing-` + g.h16() + ` ] && v "$d" && f; then
+  ` + run + `
+fi
 [ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null
 if ! v "$d"; then
   if [ "$c" = nodir ]; then echo "FARWING-PEER nodir $s $m $d"; else echo "FARWING-PEER unsafe $s $m $c $d"; fi
@@ -352,7 +379,7 @@ case "$w:$f" in FARWING-UPLOAD:gzip|FARWING-UPLOAD:raw) ;; *) b;; esac
 k "$n" && [ "$n" -gt 0 ] || b
 case "$i" in ????????????????) ;; *) b;; esac
 case "$i" in *[!0-9a-f]*) b;; esac
-q=".` + b + `.$i"
+q=".$B.$i"
 u=$(umask); umask 077
 j=
 while read -r w a; do
@@ -380,16 +407,16 @@ done
 [ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
 # The working directory is private (v): no other user can have left a file or a link at the
 # parts' names or at $t, and none can change what these names lead to.
-t=".` + b + `.$$.tmp"
+t=".$B.$$.tmp"
 for x; do set -- "$@" "$q.$x.tmp"; shift; done
 if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
 rm -f "$q".*.tmp
 umask "$u"
-h "$t"; if [ "$hv" != "` + id.Hash + `" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
-chmod 755 "$t" && mv -f "$t" ` + b + ` || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
-find . -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name ` + b + ` -exec rm -f {} + 2>/dev/null
-echo "FARWING-PEER ok $s $m $p"
-exec env ./` + b + ` serve ` + ChdirFlag + ` "$s0" ` + serveArgs
+h "$t"; if [ "$hv" != "$H" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
+chmod 755 "$t" && mv -f "$t" "$B" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
+find . -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "$B" -exec rm -f {} + 2>/dev/null
+echo "FARWING-PEER ok $s $m $d/$B"
+exec env "./$B" serve ` + ChdirFlag + ` "$s0" ` + serveArgs
 }
 
 // Start reaches host, installs the peer when needed and starts it as `farwing serve ARGS`.
@@ -401,12 +428,13 @@ exec env ./` + b + ` serve ` + ChdirFlag + ` "$s0" ` + serveArgs
 // An id without a Hash is hashed here (its Exe, or its record in this user's cache: selfHash),
 // while ssh's configuration is read.
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
+	c := newCatalog(id)
 	var hashed chan error
-	if id.Hash == "" {
+	if self := c.self(); self >= 0 && id.Hash == "" {
 		hashed = make(chan error, 1)
 		go func() {
 			var err error
-			id.Hash, err = selfHash(id.Exe)
+			c.builds[self].hash, err = selfHash(id.Exe)
 			hashed <- err
 		}()
 	}
@@ -453,7 +481,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 			s.Log("ssh to %s connects itself: no bbr asked for (%s)", escape.Text(host), why)
 		}
 	}
-	p, err := s.start(ctx, host, id, serveArgs, preface, installedRecord(id, cfg, host))
+	p, err := s.start(ctx, host, c, serveArgs, preface, cfg)
 	if p != nil {
 		p.HostName = cfg["hostname"]
 	}
@@ -479,28 +507,39 @@ func anotherConnection(setup time.Duration, muxed bool) time.Duration {
 	return setup
 }
 
-// start is Start once ssh's configuration is known; rec is the record that this build was
-// installed on the host's account (installedRecord).
-func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []string, preface []byte, rec string) (*Peer, error) {
+// start is Start once ssh's configuration (cfg) is known: it installs and starts a build of c.
+func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []string, preface []byte, cfg map[string]string) (*Peer, error) {
 	t0 := time.Now()
 	var qa []string
 	for _, a := range serveArgs {
 		qa = append(qa, shellQuote(a))
 	}
 	args := strings.Join(qa, " ")
+	// The guess: the build this user last found on that account, else the one for this
+	// executable's platform, where no record says the account has it (upload ahead).
+	guess, known := c.own(), false
+	for i, b := range c.builds {
+		if rec := installedRecord(b.hash, cfg, host); rec != "" {
+			if _, err := os.Stat(rec); err == nil {
+				guess, known = i, true
+				break
+			}
+		}
+	}
+	g := c.builds[guess]
 	// A build whose compressed form is not in this user's cache has most likely never been
 	// installed anywhere: compress it while ssh connects. One that is there but was never
 	// installed on this host's account starts its upload at once (ahead.go).
 	var packed chan packedPeer
 	var up *ahead
-	if _, err := os.Stat(rec); rec != "" && err != nil && !s.noAhead && len(preface) <= aheadMaxPreface {
-		up = newAhead(id)
+	if !known && installedRecord(g.hash, cfg, host) != "" && !s.noAhead && len(preface) <= aheadMaxPreface {
+		up = newAhead(g)
 	}
-	if c := packedCache(id); c != "" && up == nil {
-		if _, err := os.Stat(c); err != nil {
+	if pc := packedCache(g); pc != "" && up == nil {
+		if _, err := os.Stat(pc); err != nil {
 			packed = make(chan packedPeer, 1)
 			go func() {
-				b, err := payload(id, "gzip")
+				b, err := payload(g, "gzip")
 				packed <- packedPeer{b, err}
 			}()
 		}
@@ -508,14 +547,13 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	n := 0
 	if up != nil {
 		n = aheadLen
-		s.logf("no record of farwing %s on %s: its upload starts with the ssh session (%d bytes ahead of the answer)", id.Hash[:16], escape.Text(host), n)
+		s.logf("no record of farwing %s on %s: its upload starts with the ssh session (%d bytes ahead of the answer)", g.h16(), escape.Text(host), n)
 	}
 	within := time.Duration(0)
 	if s.muxLive {
 		within = muxAnswer
 	}
-	script := startScript(id, args, len(preface), n)
-	p, st, err := s.run(ctx, host, script, preface, up, within)
+	p, st, err := s.run(ctx, host, peerScript(c, guess, args, len(preface), n), preface, up, within)
 	muxed := s.muxLive // this session rides the shared connection
 	if errors.Is(err, errMuxSilent) {
 		muxed = false
@@ -527,12 +565,13 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		// remote's shell, and its upload of the same ID would remove or overwrite the new one's
 		// parts (the hash check would refuse the result; the copy would fail for nothing).
 		up = nil
-		p, st, err = s.run(ctx, host, startScript(id, args, len(preface), 0), preface, nil, 0)
+		p, st, err = s.run(ctx, host, peerScript(c, guess, args, len(preface), 0), preface, nil, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
 	setup := anotherConnection(time.Since(p.began), muxed) // what another connection costs before it carries anything
+	i := c.find(platformOf(st.OS, st.Arch))
 	if st.State == "ok" {
 		if up != nil {
 			// The peer answers once it has read the preface, and the caller may write to it
@@ -546,7 +585,9 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 				return nil, ctx.Err()
 			}
 		}
-		noteInstalled(rec)
+		if i >= 0 {
+			noteInstalled(installedRecord(c.builds[i].hash, cfg, host))
+		}
 		p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 		return p, nil
 	}
@@ -557,9 +598,8 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	switch {
 	case st.State != "need" && st.State != "nodir" && st.State != "nohash" && st.State != "unsafe":
 		return fail(fmt.Errorf("%w: unexpected answer from %s: %s", ErrSSH, host, escape.Text(st.State)))
-	case !Compatible(st.OS, st.Arch):
-		return fail(fmt.Errorf("%w: %s is %s %s, but this farwing is built for %s/%s; install a matching build on %s",
-			ErrPlatform, host, escape.Text(st.OS), escape.Text(st.Arch), runtime.GOOS, runtime.GOARCH, host))
+	case i < 0:
+		return fail(c.noBuild(host, st.OS, st.Arch))
 	case st.State == "nodir":
 		return fail(fmt.Errorf("%w on %s: its cache directory %s cannot be created or written; fix its permissions, or set XDG_CACHE_HOME for that account",
 			ErrInstall, host, escape.Text(st.Path)))
@@ -569,17 +609,24 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 		return fail(fmt.Errorf("%w on %s: it has no SHA-256 tool (openssl, sha256sum, shasum or sha256), so the uploaded build could not be checked before it runs; install coreutils or openssl there",
 			ErrInstall, host))
 	}
-	// The build's hash may come from this user's cache (selfHash), where anyone who can write
-	// that directory could also leave a compressed form to match: what is uploaded must be this
-	// executable, so it is hashed again before anything of it is sent (an install's 20 ms).
-	if real, err := hashFile(id.Exe); err != nil {
-		return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
-	} else if real != id.Hash {
-		p.Close(3 * time.Second)
-		forgetSelf(id.Exe)
-		s.logf("this program's recorded SHA-256 was not its own (record removed); connecting again to install %s", real[:16])
-		id.Hash, s.noAhead = real, true
-		return s.start(ctx, host, id, serveArgs, preface, "")
+	b := c.builds[i]
+	if i != guess {
+		up = nil // the shell dropped the guessed build's start: this one is uploaded from its start
+	}
+	if b.exe != "" {
+		// The build's hash may come from this user's cache (selfHash), where anyone who can
+		// write that directory could also leave a compressed form to match: what is uploaded
+		// must be this executable, so it is hashed again before anything of it is sent (an
+		// install's 20 ms).
+		if real, err := hashFile(b.exe); err != nil {
+			return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
+		} else if real != b.hash {
+			p.Close(3 * time.Second)
+			forgetSelf(b.exe)
+			s.logf("this program's recorded SHA-256 was not its own (record removed); connecting again to install %s", real[:16])
+			c.builds[i].hash, s.noAhead = real, true
+			return s.start(ctx, host, c, serveArgs, preface, cfg)
+		}
 	}
 	format := "raw"
 	if slices.Contains(strings.Split(st.Formats, ","), "gzip") {
@@ -589,42 +636,42 @@ func (s SSH) start(ctx context.Context, host string, id Identity, serveArgs []st
 	switch {
 	case format == "gzip" && up != nil:
 		if <-up.done; !up.valid {
-			// The cached gzip form does not unpack to this build, and its start is the
-			// remote's input already: start again without it (payload makes it anew).
+			// The gzip form does not unpack to this build, and its start is the remote's
+			// input already: start again without it (payload makes it anew).
 			p.Close(3 * time.Second)
-			s.logf("the cached gzip form of this build is damaged; connecting again to upload a new one")
+			s.logf("the gzip form of this build is damaged; connecting again to upload a new one")
 			s.noAhead = true
-			return s.start(ctx, host, id, serveArgs, preface, rec)
+			return s.start(ctx, host, c, serveArgs, preface, cfg)
 		}
 		data = up.data
-	case format == "gzip" && packed != nil:
+	case format == "gzip" && packed != nil && i == guess:
 		r := <-packed
 		data, err = r.data, r.err
 	default:
 		up = nil // without gzip the shell dropped what was written ahead
-		data, err = payload(id, format)
+		data, err = payload(b, format)
 	}
 	if err != nil {
-		return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
+		return fail(fmt.Errorf("cannot read the peer for %s: %w", b.platform, err))
 	}
 	if s.Notice != nil {
-		s.Notice(fmt.Sprintf("installing farwing on %s (%.1f MB)", escape.Text(host), float64(len(data))/1e6))
+		s.Notice(fmt.Sprintf("installing farwing on %s (%s, %.1f MB)", escape.Text(host), b.platform, float64(len(data))/1e6))
 	}
-	rep, err := s.install(ctx, host, p, setup, st.Path, id.Hash[:16], format, data, preface, up)
+	rep, err := s.install(ctx, host, p, setup, st.Path, b.h16(), format, data, preface, up)
 	if err != nil {
 		return nil, err
 	}
 	if st = rep.st; st.State != "ok" { // install has closed the session
 		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
 	}
-	noteInstalled(rec)
+	noteInstalled(installedRecord(b.hash, cfg, host))
 	// The control channel starts now, with the preface again (the first one went to the shell):
 	// already written after the join where the main session carried the whole upload.
 	p.prefaced = make(chan struct{})
 	if rep.prefaced {
 		close(p.prefaced)
 	} else {
-		go p.writePreface(preface, nil)
+		go p.writePreface(nil, preface, nil)
 	}
 	p.Uploaded, p.SentBytes, p.Format = true, int64(len(data)), format
 	p.UploadSessions, p.ResentBytes, p.Ahead = rep.sessions, rep.extra, up != nil
@@ -645,13 +692,24 @@ func unsafeCache(host string, st peerStatus) error {
 }
 
 // payload is the peer as it travels in format: the executable as it is (raw), or compressed with
-// gzip. The compressed form is kept in this user's cache, so only the first install of a build
-// compresses it (about 0.4 s for 10 MB); a cached one is used only when it unpacks to this build.
-func payload(id Identity, format string) ([]byte, error) {
+// gzip. A carried build is carried compressed, and checked against its hash here. This executable's
+// compressed form is kept in this user's cache, so only the first install of a build compresses
+// it (about 0.4 s for 10 MB); a cached one is used only when it unpacks to this build.
+func payload(b build, format string) ([]byte, error) {
+	if b.gz != nil {
+		if format != "gzip" {
+			return gunzipOf(b.gz, b.hash)
+		}
+		if !gzipOf(b.gz, b.hash) {
+			return nil, fmt.Errorf("carried peer damaged: it does not unpack to %s", b.hash)
+		}
+		return b.gz, nil
+	}
+	id := b.identity()
 	if format != "gzip" {
 		return readIdentity(id)
 	}
-	cache := packedCache(id)
+	cache := packedCache(b)
 	if cache != "" {
 		if b, err := os.ReadFile(cache); err == nil && gzipOf(b, id.Hash) {
 			return b, nil
@@ -695,13 +753,14 @@ type packedPeer struct {
 	err  error
 }
 
-// packedCache is where this user's cache keeps the build's gzip form ("" when there is no cache).
-func packedCache(id Identity) string {
+// packedCache is where this user's cache keeps the gzip form of this executable's build ("" when
+// there is no cache, or for a carried build: it is carried compressed).
+func packedCache(b build) string {
 	dir := localPeerDir()
-	if dir == "" || len(id.Hash) < 16 {
+	if dir == "" || b.exe == "" || len(b.hash) < 16 {
 		return ""
 	}
-	return filepath.Join(dir, "farwing-"+id.Hash[:16]+".gz")
+	return filepath.Join(dir, "farwing-"+b.h16()+".gz")
 }
 
 // localPeerDir is where this user's cache keeps what it knows of the peer: builds' gzip forms,
@@ -790,11 +849,11 @@ func parseStatus(line string) (peerStatus, error) {
 	return st, nil
 }
 
-// run starts `sh -c script` on host, writes preface to its stdin and returns the peer with the
-// first status line. With within above 0 it gives up when the line has not come by then, killing
+// run starts script on host (remoteCommand, the script first on its stdin), writes preface to its
+// stdin after it and returns the peer with the first status line. With within above 0 it gives up when the line has not come by then, killing
 // ssh, with errMuxSilent.
 func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
-	cmd := s.sshCmd(ctx, host, "sh -c "+shellQuote(script))
+	cmd := s.sshCmd(ctx, host, remoteCommand)
 	if opts := withEnvPreface(cmd, preface); opts != nil {
 		// The options go before the host (cmd.Args: ssh, the options, "--", host, command).
 		cmd.Args = slices.Insert(cmd.Args, 1, opts...)
@@ -821,7 +880,7 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead
 	if err := cmd.Start(); err != nil {
 		return nil, peerStatus{}, fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
 	}
-	go p.writePreface(preface, ahead)
+	go p.writePreface(scriptInput(script), preface, ahead)
 	type read struct {
 		st  peerStatus
 		err error
@@ -856,10 +915,13 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead
 func (p *Peer) Prefaced() <-chan struct{} { return p.prefaced }
 
 // writePreface writes the caller's first control messages at once, before the remote answers,
-// and after them the start of an upload where one goes ahead, or as many bytes of filler where the
+// after the remote script (scriptInput) where one goes first, and after them the start of an upload where one goes ahead, or as many bytes of filler where the
 // remote said ok before it was compressed (a failed write shows up as a missing status line or a
 // closed control channel).
-func (p *Peer) writePreface(preface []byte, ahead *ahead) {
+func (p *Peer) writePreface(script, preface []byte, ahead *ahead) {
+	if len(script) > 0 {
+		p.Stdin.Write(script)
+	}
 	if len(preface) > 0 {
 		p.Stdin.Write(preface)
 	}
@@ -957,14 +1019,6 @@ func lastMeaningful(s string) string {
 		}
 	}
 	return ""
-}
-
-// Compatible reports whether a remote `uname -s`/`uname -m` can run this binary.
-func Compatible(osName, arch string) bool {
-	goos := map[string]string{"Linux": "linux", "Darwin": "darwin", "FreeBSD": "freebsd", "OpenBSD": "openbsd", "NetBSD": "netbsd"}[osName]
-	goarch := map[string]string{"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
-		"i386": "386", "i686": "386", "armv7l": "arm", "armv6l": "arm", "riscv64": "riscv64", "ppc64le": "ppc64le", "s390x": "s390x"}[arch]
-	return goos == runtime.GOOS && goarch == runtime.GOARCH
 }
 
 // Stderr is what the remote side (ssh and the peer) wrote to standard error, last 8 KiB.

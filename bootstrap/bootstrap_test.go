@@ -502,7 +502,7 @@ case " $* " in
     exit
   fi;;
 esac
-exec env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" /bin/sh -c "$last"
+exec env -i HOME="$FAKE_HOME" PATH="$FAKE_PATH" ${FAKE_SHELL:-/bin/sh} -c "$last"
 `
 
 // fakeRemote sets up Start's test double of ssh: fakeSSH in a temporary directory (returned with
@@ -797,17 +797,19 @@ func TestUploadParallel(t *testing.T) {
 	}
 }
 
-func TestCompatible(t *testing.T) {
-	uname := map[string]string{"linux": "Linux", "darwin": "Darwin"}[runtime.GOOS]
-	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
-	if uname == "" || arch == "" {
-		t.Skip("unusual platform")
-	}
-	if !Compatible(uname, arch) {
-		t.Fatalf("%s %s should match", uname, arch)
-	}
-	if Compatible("SunOS", arch) || Compatible(uname, "mips") {
-		t.Fatal("mismatch accepted")
+// TestPlatformOf: every name uname gives for the platforms farwing builds for maps to Go's, and
+// nothing else does.
+func TestPlatformOf(t *testing.T) {
+	for _, c := range []struct{ sys, machine, want string }{
+		{"Linux", "x86_64", "linux/amd64"}, {"Linux", "amd64", "linux/amd64"},
+		{"Linux", "aarch64", "linux/arm64"}, {"Linux", "arm64", "linux/arm64"},
+		{"Darwin", "arm64", "darwin/arm64"}, {"Darwin", "x86_64", "darwin/amd64"},
+		{"FreeBSD", "amd64", "freebsd/amd64"},
+		{"SunOS", "x86_64", ""}, {"Linux", "mips", ""}, {"Linux", "armv7l", ""}, {"linux", "x86_64", ""}, {"", "", ""},
+	} {
+		if got := platformOf(c.sys, c.machine); got != c.want {
+			t.Errorf("platformOf(%q, %q) = %q, want %q", c.sys, c.machine, got, c.want)
+		}
 	}
 }
 
@@ -983,3 +985,11 @@ func muxTestSSH(t *testing.T, prefix string) (s SSH, dir string, logged *[]strin
 	s = SSH{Config: cfg, Persist: time.Minute, mux: true, Log: func(f string, a ...any) { *logged = append(*logged, fmt.Sprintf(f, a...)) }}
 	return s, dir, logged
 }
+
+// startScript is the remote script for id alone, as a plain build (its own platform) has it.
+func startScript(id Identity, serveArgs string, prefaceLen, aheadLen int) string {
+	return peerScript(catalog{builds: []build{selfBuild(id)}}, 0, serveArgs, prefaceLen, aheadLen)
+}
+
+// selfBuild is id as the build of this executable.
+func selfBuild(id Identity) build { return build{platform: ownPlatform, hash: id.Hash, exe: id.Exe} }

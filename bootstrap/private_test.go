@@ -194,11 +194,11 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// All private: used. (With the build's gzip form there, Start compresses nothing.)
 	raw, _ := os.ReadFile(exe)
-	keepFile(packedCache(id), gzipped(t, raw))
+	keepFile(packedCache(selfBuild(id)), gzipped(t, raw))
 	if p := controlPath(); !strings.HasPrefix(p, filepath.Join(fw, "ssh")+"/") {
 		t.Fatalf("control path %q in a private directory", p)
 	}
-	if packedCache(id) == "" || selfRecord(exe) == "" {
+	if packedCache(selfBuild(id)) == "" || selfRecord(exe) == "" {
 		t.Fatal("no cache in private directories")
 	}
 	if n := notices(); len(n) != 0 {
@@ -246,15 +246,15 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// peer/ open to others: no compressed build read or written, no install record, one line.
 	peer := filepath.Join(fw, "peer")
-	os.Remove(packedCache(id))
+	os.Remove(packedCache(selfBuild(id)))
 	os.Chmod(peer, 0o775)
-	if c := packedCache(id); c != "" {
+	if c := packedCache(selfBuild(id)); c != "" {
 		t.Errorf("compressed build %s read from a directory open to others", c)
 	}
-	if r := installedRecord(id, nil, "h"); r != "" {
+	if r := installedRecord(id.Hash, nil, "h"); r != "" {
 		t.Errorf("install record %s in a directory open to others", r)
 	}
-	if _, err := payload(id, "gzip"); err != nil {
+	if _, err := payload(selfBuild(id), "gzip"); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := filepath.Glob(filepath.Join(peer, "*.gz")); len(m) != 0 {
@@ -267,7 +267,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// farwing/ itself open to others: nothing of it used, one line for both.
 	os.Chmod(fw, 0o777)
-	if controlPath() != "" || packedCache(id) != "" || selfRecord(exe) != "" || installedRecord(id, nil, "h") != "" {
+	if controlPath() != "" || packedCache(selfBuild(id)) != "" || selfRecord(exe) != "" || installedRecord(id.Hash, nil, "h") != "" {
 		t.Error("a cache used below a farwing/ open to others")
 	}
 	if n := notices(); len(n) != 1 || !strings.Contains(n[0], "nor sharing the ssh connection") || !strings.Contains(n[0], "chmod go-w "+fw) {
@@ -278,7 +278,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 	// In a private directory, links where files are made are not followed.
 	victim := filepath.Join(dir, "victim")
 	os.WriteFile(victim, []byte("keep"), 0o600)
-	gz := packedCache(id)
+	gz := packedCache(selfBuild(id))
 	if err := os.Symlink(victim, gz+"."+strconv.Itoa(os.Getpid())+".tmp"); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 	if b, _ := os.ReadFile(gz); string(b) != "gzip form" {
 		t.Errorf("keepFile wrote %q", b)
 	}
-	rec = installedRecord(id, nil, "h")
+	rec = installedRecord(id.Hash, nil, "h")
 	target := filepath.Join(dir, "made-through-a-link")
 	os.Symlink(target, rec)
 	noteInstalled(rec)

@@ -155,10 +155,11 @@ r ` + n + ` >"$t" &&
 // -p, -o, -J and farwing's ProxyCommand as the main session has them), on a TCP connection of its
 // own (ControlPath=none: never riding on a shared one) and never asking for a password
 // (BatchMode: one that cannot authenticate without fails, and its range goes back to the main
-// session). These come first: ssh keeps the first value it is given.
-func (s SSH) helperCmd(ctx context.Context, host, script string) *exec.Cmd {
+// session). These come first: ssh keeps the first value it is given. It runs remoteCommand: the
+// caller puts the script first on its input (scriptInput).
+func (s SSH) helperCmd(ctx context.Context, host string) *exec.Cmd {
 	s.mux = false
-	return s.sshCmd(ctx, host, "sh -c "+shellQuote(script), "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
+	return s.sshCmd(ctx, host, remoteCommand, "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
 }
 
 // seg is a range of the upload and who carries it: the main session (its own share, or the range
@@ -607,9 +608,9 @@ func (u *uploader) maybeSplit(ctx context.Context, dir, h16, id string, done cha
 
 // runHelper runs extra connection i, which stores part c.
 func (u *uploader) runHelper(ctx context.Context, i int, dir, h16, id string, c part) helperDone {
-	cmd := u.s.helperCmd(ctx, u.host, partScript(dir, h16, id, c))
+	cmd := u.s.helperCmd(ctx, u.host)
 	in := &countingReader{r: bytes.NewReader(u.data[c.off : c.off+c.n])}
-	cmd.Stdin = in
+	cmd.Stdin = io.MultiReader(bytes.NewReader(scriptInput(partScript(dir, h16, id, c))), in)
 	out, errs := &tail{}, &tail{}
 	cmd.Stdout, cmd.Stderr = out, errs
 	if u.s.Verbose {

@@ -1,0 +1,176 @@
+package bootstrap
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+
+	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/peers"
+)
+
+// build is one executable a remote may run as the peer: a build this executable carries for a
+// platform (gz set: internal/peers), or this executable itself (exe set), which serves remotes of
+// its own platform where it carries no build for that one (a plain `go build` or `go install`).
+type build struct {
+	platform string // Go's OS/ARCH
+	hash     string // SHA-256 of the executable, hex: its name in the remote's cache
+	exe      string // this executable's path (its hash may come from this user's cache: selfHash)
+	gz       []byte // the carried gzip form
+}
+
+// h16 is the build's name in the remote's cache without "farwing-".
+func (b build) h16() string { return b.hash[:16] }
+
+// identity is the build as selfHash, packedCache and readIdentity know one (exe builds).
+func (b build) identity() Identity { return Identity{Exe: b.exe, Hash: b.hash} }
+
+// carried is the builds this executable carries for other platforms (a test replaces it).
+var carried = peers.Carried
+
+// ownPlatform is this executable's platform (a test replaces it).
+var ownPlatform = runtime.GOOS + "/" + runtime.GOARCH
+
+// catalog is what this executable can install: the builds it carries, and itself for its own
+// platform where it carries none for that; carriedErr says why the carried set is unusable (it is
+// then left out). needSelf: the own platform's build is this executable, whose hash id must have.
+type catalog struct {
+	builds     []build
+	carriedErr error
+}
+
+// newCatalog lists the builds; id is this executable (its Hash is filled in later where "").
+func newCatalog(id Identity) catalog {
+	var c catalog
+	ps, err := carried()
+	if err != nil {
+		c.carriedErr = err
+		ps = nil
+	}
+	own := false
+	for _, p := range ps {
+		c.builds = append(c.builds, build{platform: p.Platform(), hash: p.Hash, gz: p.Gzip})
+		own = own || p.Platform() == ownPlatform
+	}
+	if !own {
+		c.builds = append([]build{{platform: ownPlatform, hash: id.Hash, exe: id.Exe}}, c.builds...)
+	}
+	return c
+}
+
+// self is the index of the build that is this executable, or -1 where it carries one for its own
+// platform.
+func (c catalog) self() int {
+	for i, b := range c.builds {
+		if b.exe != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// find is the index of the build for platform, or -1.
+func (c catalog) find(platform string) int {
+	for i, b := range c.builds {
+		if b.platform == platform {
+			return i
+		}
+	}
+	return -1
+}
+
+// own is the index of the build for this executable's platform.
+func (c catalog) own() int { return c.find(ownPlatform) }
+
+// platforms lists the platforms the catalog serves, as "a, b and c".
+func (c catalog) platforms() string {
+	var ps []string
+	for _, b := range c.builds {
+		ps = append(ps, b.platform)
+	}
+	if len(ps) < 2 {
+		return strings.Join(ps, "")
+	}
+	return strings.Join(ps[:len(ps)-1], ", ") + " and " + ps[len(ps)-1]
+}
+
+// unameMachines maps `uname -m` to Go's architectures, and unameSystems `uname -s` to Go's OS,
+// for the platforms a build may be carried for (the remote script's case has the same names).
+var (
+	unameSystems  = map[string]string{"Linux": "linux", "Darwin": "darwin", "FreeBSD": "freebsd"}
+	unameMachines = map[string][]string{"amd64": {"x86_64", "amd64"}, "arm64": {"aarch64", "arm64"}}
+)
+
+// platformOf is Go's OS/ARCH for a remote's `uname -s` and `uname -m`, or "" for one no build is
+// made for.
+func platformOf(sys, machine string) string {
+	goos := unameSystems[sys]
+	for goarch, names := range unameMachines {
+		for _, n := range names {
+			if n == machine && goos != "" {
+				return goos + "/" + goarch
+			}
+		}
+	}
+	return ""
+}
+
+// noBuild is the error for a remote whose platform the catalog has no build for: which platform
+// the remote is, which ones this build serves, and how to get one that serves it.
+func (c catalog) noBuild(host, sys, machine string) error {
+	remote := escape.Text(sys) + " " + escape.Text(machine)
+	if p := platformOf(sys, machine); p != "" {
+		remote += " (" + p + ")"
+	}
+	how := "install a release build of farwing (an archive from `make dist`, or `make build`), which carries peers for " +
+		strings.Join(peers.Supported, ", ")
+	if c.carriedErr != nil {
+		how = fmt.Sprintf("this build's carried peers are unusable (%v); reinstall it", c.carriedErr)
+	} else if platformOf(sys, machine) == "" {
+		how = "farwing has peers for " + strings.Join(peers.Supported, ", ") + " only"
+	}
+	return fmt.Errorf("%w: %s is %s, but this farwing carries a peer for %s only; %s",
+		ErrPlatform, escape.Text(host), remote, c.platforms(), how)
+}
+
+// gunzipOf is the executable gz unpacks to, checked against hash.
+func gunzipOf(gz []byte, hash string) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("carried peer damaged: %w", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("carried peer damaged: %w", err)
+	}
+	if sha256Hex(raw) != hash {
+		return nil, fmt.Errorf("carried peer damaged: its SHA-256 is not %s", hash)
+	}
+	return raw, nil
+}
+
+// sha256Hex is the SHA-256 of b in lower-case hex.
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// unamePatterns is the remote script's case pattern for platform: its `uname -s`/`uname -m` pairs.
+func unamePatterns(platform string) string {
+	goos, goarch, _ := strings.Cut(platform, "/")
+	var pats []string
+	for sys, g := range unameSystems {
+		if g != goos {
+			continue
+		}
+		for _, m := range unameMachines[goarch] {
+			pats = append(pats, sys+"/"+m)
+		}
+	}
+	return strings.Join(pats, "|")
+}

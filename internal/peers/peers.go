@@ -1,0 +1,111 @@
+// Package peers holds the builds of farwing for other platforms that a release build carries
+// inside itself, so that first contact can install the peer on a remote of any supported
+// platform without a Go toolchain or network access on either end (docs/DESIGN decision 10).
+//
+// A plain `go build` or `go install` carries none: bootstrap then uploads the running executable
+// itself, which serves remotes of its own platform only. A release build (`make build`, `make
+// dist`: scripts/peers.sh) is built with the tag farwing_peers and an -overlay that places the
+// peers' gzip forms and their manifest at carried/, which peers_embed.go embeds.
+package peers
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Peer is one carried build.
+type Peer struct {
+	OS, Arch string // Go's names: linux, darwin; amd64, arm64
+	Hash     string // SHA-256 of the executable, lower-case hex: its name in the remote's cache
+	Size     int64  // the executable's size in bytes
+	Gzip     []byte // the executable, gzip-compressed (checked against Hash where it is used)
+}
+
+// Platform is "OS/ARCH".
+func (p Peer) Platform() string { return p.OS + "/" + p.Arch }
+
+// Supported is every platform a release build carries a peer for, in the order it lists them.
+var Supported = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}
+
+// Manifest is the name of the carried manifest: one line per peer, "OS/ARCH SHA256 SIZE FILE".
+const Manifest = "MANIFEST"
+
+// maxPeers bounds the manifest (it is this build's own, but a malformed one must not go far).
+const maxPeers = 16
+
+var (
+	loadOnce sync.Once
+	loaded   []Peer
+	loadErr  error
+)
+
+// Carried is the builds this executable carries (none for a plain build), or why the carried set
+// is unusable (a damaged release build: it is then treated as carrying none, and the error says so).
+func Carried() ([]Peer, error) {
+	loadOnce.Do(func() { loaded, loadErr = load() })
+	return loaded, loadErr
+}
+
+// Parse reads a manifest, taking each peer's gzip form from open(FILE). Every line must name a
+// supported platform once, a SHA-256 and a size, and a file that open finds.
+func Parse(manifest []byte, open func(name string) ([]byte, error)) ([]Peer, error) {
+	var ps []Peer
+	seen := map[string]bool{}
+	for i, line := range strings.Split(strings.TrimRight(string(manifest), "\n"), "\n") {
+		if line == "" && i == 0 {
+			break
+		}
+		f := strings.Fields(line)
+		if len(f) != 4 || len(ps) == maxPeers {
+			return nil, fmt.Errorf("carried peers: manifest line %d malformed", i+1)
+		}
+		goos, goarch, ok := strings.Cut(f[0], "/")
+		size, err := strconv.ParseInt(f[2], 10, 64)
+		switch {
+		case !ok || seen[f[0]] || !supported(f[0]):
+			return nil, fmt.Errorf("carried peers: manifest line %d: platform %q unsupported or repeated", i+1, f[0])
+		case !isHash(f[1]):
+			return nil, fmt.Errorf("carried peers: manifest line %d: %q is not a SHA-256", i+1, f[1])
+		case err != nil || size <= 0:
+			return nil, fmt.Errorf("carried peers: manifest line %d: bad size %q", i+1, f[2])
+		case strings.ContainsAny(f[3], "/\\") || strings.HasPrefix(f[3], "."):
+			return nil, fmt.Errorf("carried peers: manifest line %d: bad file name %q", i+1, f[3])
+		}
+		gz, err := open(f[3])
+		if err != nil {
+			return nil, fmt.Errorf("carried peers: %s: %w", f[3], err)
+		}
+		if !bytes.HasPrefix(gz, []byte{0x1f, 0x8b}) {
+			return nil, fmt.Errorf("carried peers: %s is not gzip", f[3])
+		}
+		seen[f[0]] = true
+		ps = append(ps, Peer{OS: goos, Arch: goarch, Hash: f[1], Size: size, Gzip: gz})
+	}
+	if len(ps) == 0 {
+		return nil, errors.New("carried peers: the manifest names none")
+	}
+	return ps, nil
+}
+
+func supported(platform string) bool {
+	for _, s := range Supported {
+		if s == platform {
+			return true
+		}
+	}
+	return false
+}
+
+// isHash reports whether h is a SHA-256 in lower-case hex.
+func isHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}

@@ -544,9 +544,9 @@ func (w *Writer) mkdir(f File) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(w.target.Path(f.Name)), err)
 	}
-	w.madeDirs[rel] = madeDir{id: devIno{uint64(st.Dev), uint64(st.Ino)}, existed: !made, mode: st.Mode & 0o7777}
+	w.madeDirs[rel] = madeDir{id: devIno{uint64(st.Dev), uint64(st.Ino)}, existed: !made, mode: uint32(st.Mode) & 0o7777}
 	if !made && st.Mode&0o700 != 0o700 {
-		_ = unix.Fchmod(fd, st.Mode&0o7777|0o700) // given back by finishDirs
+		_ = unix.Fchmod(fd, uint32(st.Mode)&0o7777|0o700) // given back by finishDirs
 	}
 	return nil
 }

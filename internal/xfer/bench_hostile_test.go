@@ -144,7 +144,7 @@ func TestBenchHostileSizes(t *testing.T) {
 	}
 	// The largest size allowed, where it does not fit the disk: refused before a byte is written.
 	var fs syscall.Statfs_t
-	if err := syscall.Statfs(b.Dir, &fs); err != nil || fs.Bavail*uint64(fs.Bsize) >= maxHTTPSize {
+	if err := syscall.Statfs(b.Dir, &fs); err != nil || uint64(max(fs.Bavail, 0))*uint64(fs.Bsize) >= maxHTTPSize {
 		t.Logf("not probing the disk bound (%v)", err)
 	} else {
 		for _, req := range []Msg{{T: "http", Size: maxHTTPSize}, {T: "source", Size: maxHTTPSize}} {

@@ -429,7 +429,7 @@ func randomSource(ctx context.Context, name string, size int64) (string, error) 
 	var fs syscall.Statfs_t
 	// The bench never fills a disk: what stays free is a tenth of it, at least 1 GiB.
 	if err := syscall.Statfs(filepath.Dir(name), &fs); err == nil {
-		free, keep := fs.Bavail*uint64(fs.Bsize), max(fs.Blocks*uint64(fs.Bsize)/10, 1<<30)
+		free, keep := uint64(max(fs.Bavail, 0))*uint64(fs.Bsize), max(fs.Blocks*uint64(fs.Bsize)/10, 1<<30)
 		if uint64(size)+keep > free {
 			return "", fmt.Errorf("the bench's %d-byte source file does not fit on the host's disk (%d bytes free, %d kept free)", size, free, keep)
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -40,6 +42,14 @@ type LabConfig struct {
 	HalveAt      time.Duration
 	Limit        time.Duration // each copy's time limit
 	Progress     func(line string, final bool)
+}
+
+// add appends the lab's counters st, read t seconds into the run.
+func (s *Series) add(t float64, st lab.PathStats) {
+	s.T = append(s.T, t)
+	s.UDPArrived = append(s.UDPArrived, st.UDPArrived)
+	s.UDPDelivered = append(s.UDPDelivered, st.UDPDelivered)
+	s.TCPDelivered = append(s.TCPDelivered, st.TCPDelivered)
 }
 
 // sampleEvery is how often the lab rows read the lab's counters.

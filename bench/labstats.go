@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/farwing/farwing/bench/lab"
 )
 
 // The lab rows' goals (issue 4's acceptance): in the fairness row each flow holds at least
@@ -33,13 +31,6 @@ type Series struct {
 	UDPArrived   []uint64  `json:"udp_arrived"`   // Farwing's datagrams as they reached the link: its sending rate
 	UDPDelivered []uint64  `json:"udp_delivered"` // Farwing's datagrams the link delivered: its share of it
 	TCPDelivered []uint64  `json:"tcp_delivered"` // TCP (the CUBIC flow, and ssh) the link delivered
-}
-
-func (s *Series) add(t float64, st lab.PathStats) {
-	s.T = append(s.T, t)
-	s.UDPArrived = append(s.UDPArrived, st.UDPArrived)
-	s.UDPDelivered = append(s.UDPDelivered, st.UDPDelivered)
-	s.TCPDelivered = append(s.TCPDelivered, st.TCPDelivered)
 }
 
 // at is counter c at time t, interpolated between the samples on either side (the first or last

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package lab is a userspace WAN emulator between two network namespaces.
 //
 // The kernel on the benchmark machines has no netem qdisc, so a Lab joins

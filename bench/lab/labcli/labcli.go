@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package labcli implements `farwing lab`: start an emulated WAN and an sshd
 // behind it, run a command on the near side, report, tear down.
 package labcli

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package labtest holds test helpers for package lab, kept apart so that
 // binaries using lab do not link the testing package.
 package labtest

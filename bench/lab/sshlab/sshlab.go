@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package sshlab runs a real OpenSSH server inside a lab's namespace B for
 // a throwaway user, so that ssh-bootstrapped transfers (and scp, for
 // comparison) can be measured through the emulated link.

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // End-to-end tests: the real farwing binary, real ssh/scp and sshd, through the built-in lab

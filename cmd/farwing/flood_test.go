@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // A flood at every UDP port of both ends while a copy runs through the lab, with real sockets:

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Heavy measurements through the lab, run for the closing notes: they take minutes and need

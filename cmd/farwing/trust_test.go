@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // What a dead or vanished peer leaves behind, through the lab with real ssh: nothing running,

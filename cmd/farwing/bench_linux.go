@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/farwing/farwing/bench"
+	"github.com/farwing/farwing/bench/lab"
+	"github.com/farwing/farwing/bench/lab/labcli"
+	"github.com/farwing/farwing/bench/lab/sshlab"
+	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/units"
+)
+
+// checkLab checks --lab's own flags.
+func (b *benchOptions) checkLab() error {
+	var err error
+	if b.fairDuration < time.Second || b.fairDuration > tcpbench.MaxSeconds*time.Second {
+		return fmt.Errorf("--fair-duration must be 1s..%ds", tcpbench.MaxSeconds)
+	}
+	if b.halveBytes, err = units.ParseSize(b.halveSize); err != nil || b.halveBytes <= 0 {
+		return fmt.Errorf("--halve-size %q: want a size such as 1G", b.halveSize)
+	}
+	if b.halveAt < time.Second {
+		return fmt.Errorf("--halve-at must be at least 1s")
+	}
+	if b.labRateBps, err = labcli.ParseRate(b.labRate); err != nil {
+		return fmt.Errorf("--lab-rate: %v", err)
+	}
+	for _, f := range strings.Split(b.labLoss, ",") {
+		loss, err := labcli.ParseLoss(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("--lab-loss: %v", err)
+		}
+		b.labLosses = append(b.labLosses, loss)
+		b.labLossNames = append(b.labLossNames, lossName(loss))
+	}
+	return nil
+}
+
+// runLab builds the emulated WAN; for each loss level it runs this bench against the lab's sshd
+// as an ordinary host from namespace A, and merges the levels' ledgers; then, without random
+// loss, it measures the lab rows itself (they work the path: bench.RunLab).
+func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*bench.Ledger, error) {
+	if err := lab.Check(); err != nil {
+		return nil, err
+	}
+	if err := sshlab.Check(); err != nil {
+		return nil, err
+	}
+	l, err := lab.Start(lab.Symmetric(b.labRateBps, b.labRTT, 0, 0, 1))
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	srv, err := sshlab.Start(l)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	dir, err := os.MkdirTemp("", "farwing-bench-lab-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	// The children get this command's flags, less the lab's, plus the lab's host; --rows names
+	// only the rows they measure.
+	var child, rows []string
+	for _, r := range b.selected {
+		if !r.IsLab() && !slices.Contains(rows, r.ID) {
+			rows = append(rows, r.ID)
+		}
+	}
+	skip := map[string]bool{"--lab": true}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(a, "=")
+		switch {
+		case skip[name]:
+			continue
+		case name == "--lab-rate" || name == "--lab-rtt" || name == "--lab-loss" || name == "--json" || name == "--rows" ||
+			name == "--fair-duration" || name == "--halve-size" || name == "--halve-at":
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		child = append(child, a)
+	}
+	child = append(child, "--rows", strings.Join(rows, ","))
+	merged := &bench.Ledger{Schema: bench.Schema, Started: time.Now().UTC(), Host: fmt.Sprintf("lab %s, %s", b.labRate, b.labRTT), Complete: true,
+		Size: b.sizeBytes, Runs: b.runs, Duration: b.duration.Seconds(), Limit: b.limit.Seconds(), CopyFlags: b.copyFlags, Direction: "push"}
+	if b.pull {
+		merged.Direction = "pull"
+	}
+	for _, r := range b.selected {
+		merged.Rows = append(merged.Rows, bench.TableName(r.Kind)+":"+r.ID)
+	}
+	for i, loss := range b.labLosses {
+		if ctx.Err() != nil || len(rows) == 0 {
+			break
+		}
+		for _, d := range []lab.Direction{lab.AtoB, lab.BtoA} {
+			p := l.Path(d)
+			p.Loss = loss
+			l.SetPath(d, p)
+		}
+		name := b.labLossNames[i]
+		ledger := filepath.Join(dir, fmt.Sprintf("level-%d.json", i))
+		argv := append([]string{"bench", "-F", srv.ConfigFile, "--level", name, "--json", ledger}, child...)
+		argv = append(argv, srv.Host)
+		cmd := l.Command(l.NSA, exe, argv...)
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		cmd.Env = os.Environ()
+		runErr := cmd.Run()
+		var lv bench.Ledger
+		raw, err := os.ReadFile(ledger)
+		if err == nil {
+			err = json.Unmarshal(raw, &lv)
+		}
+		if err != nil {
+			merged.Complete, merged.Error = false, fmt.Sprintf("level %s: %v (bench %v)", name, err, runErr)
+			break
+		}
+		if i == 0 {
+			merged.Client, merged.Server = lv.Client, lv.Server
+			merged.PeerArgv = lv.PeerArgv
+		}
+		for _, f := range lv.Levels {
+			f.Argv = append([]string{"ip", "netns", "exec", l.NSA, exe}, argv...)
+			merged.Levels = append(merged.Levels, f)
+		}
+		merged.Samples = append(merged.Samples, lv.Samples...)
+		if !lv.Complete {
+			merged.Complete, merged.Error = false, "level "+name+": "+lv.Error
+			break
+		}
+	}
+	if len(b.labRows) > 0 && merged.Complete && ctx.Err() == nil {
+		if len(rows) == 0 {
+			merged.Client, merged.Server = bench.LabFacts(l)
+		}
+		cfg := bench.LabConfig{Lab: l, Host: srv.Host, SSHArgs: []string{"-F", srv.ConfigFile}, Farwing: exe, CopyFlags: b.copyFlags,
+			Rows: b.labRows, Runs: b.runs, Level: lossName(0), Rate: b.labRateBps, RTT: b.labRTT,
+			FairDuration: b.fairDuration, HalveSize: b.halveBytes, HalveAt: b.halveAt, Limit: b.limit}
+		if !b.quiet {
+			cfg.Progress = benchProgress()
+		}
+		samples, err := bench.RunLab(ctx, cfg)
+		merged.Samples = append(merged.Samples, samples...)
+		if err != nil && ctx.Err() == nil {
+			merged.Complete, merged.Error = false, "lab rows: "+oneLine(err)
+		}
+	}
+	if ctx.Err() != nil {
+		merged.Complete, merged.Error = false, "interrupted"
+	}
+	merged.Ended = time.Now().UTC()
+	return merged, nil
+}

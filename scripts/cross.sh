@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Vets every package (tests included) and builds the client for each platform the client runs
+# on, without cgo, as a release would: a file that uses one system's calls or types without a
+# build constraint fails here, on this machine, rather than on a user's.
+#
+#   scripts/cross.sh [OS/ARCH...]     (default: linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64)
+#
+# One line per platform; the first failure stops it, with the tool's own output above its line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+platforms=("$@")
+[ ${#platforms[@]} -gt 0 ] || platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64)
+for p in "${platforms[@]}"; do
+	os=${p%/*} arch=${p#*/}
+	if [ -z "$os" ] || [ -z "$arch" ] || [ "$os" = "$p" ]; then
+		echo "cross: $p: want OS/ARCH, such as darwin/arm64" >&2
+		exit 2
+	fi
+	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" vet ./...; then
+		echo "cross: $p: FAILED: go vet ./... (its output is above)" >&2
+		exit 1
+	fi
+	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -o /dev/null ./cmd/farwing; then
+		echo "cross: $p: FAILED: go build ./cmd/farwing (its output is above)" >&2
+		exit 1
+	fi
+	echo "cross: $p: vet and build ok"
+done

@@ -15,16 +15,19 @@ type benchCase struct {
 	addr     string
 	gso, gro bool
 	copy     bool // coalesce by copying instead of iovecs (Linux only)
+	portable bool // the portable path (Options.Portable), macOS's
 }
 
 var benchCases = []benchCase{
-	{"v4/gso+gro", "127.0.0.1:0", true, true, false},
-	{"v4/gso+gro-copy", "127.0.0.1:0", true, true, true},
-	{"v4/gso", "127.0.0.1:0", true, false, false},
-	{"v4/gro", "127.0.0.1:0", false, true, false},
-	{"v4/plain", "127.0.0.1:0", false, false, false},
-	{"v6/gso+gro", "[::1]:0", true, true, false},
-	{"v6/plain", "[::1]:0", false, false, false},
+	{"v4/gso+gro", "127.0.0.1:0", true, true, false, false},
+	{"v4/gso+gro-copy", "127.0.0.1:0", true, true, true, false},
+	{"v4/gso", "127.0.0.1:0", true, false, false, false},
+	{"v4/gro", "127.0.0.1:0", false, true, false, false},
+	{"v4/plain", "127.0.0.1:0", false, false, false, false},
+	{"v4/portable", "127.0.0.1:0", false, false, false, true},
+	{"v6/gso+gro", "[::1]:0", true, true, false, false},
+	{"v6/plain", "[::1]:0", false, false, false, false},
+	{"v6/portable", "[::1]:0", false, false, false, true},
 }
 
 // BenchmarkLoopback sends MaxDatagram packets from one lane to another over loopback and receives
@@ -43,8 +46,8 @@ func benchLoopback(b *testing.B, bc benchCase) {
 		chunk  = 64 // packets per Send
 		window = 4 << 20
 	)
-	tx := listen(b, bc.addr, Options{DisableGSO: !bc.gso})
-	rx := listen(b, bc.addr, Options{DisableGRO: !bc.gro})
+	tx := listen(b, bc.addr, Options{DisableGSO: !bc.gso, Portable: bc.portable})
+	rx := listen(b, bc.addr, Options{DisableGRO: !bc.gro, Portable: bc.portable})
 	setCopyMode(tx, bc.copy)
 	if g, _ := tx.Offload(); g != bc.gso {
 		b.Skipf("GSO not available")
@@ -144,7 +147,7 @@ func BenchmarkSend(b *testing.B) {
 			continue
 		}
 		b.Run(bc.name, func(b *testing.B) {
-			tx := listen(b, bc.addr, Options{DisableGSO: !bc.gso})
+			tx := listen(b, bc.addr, Options{DisableGSO: !bc.gso, Portable: bc.portable})
 			rx := listen(b, bc.addr, Options{Buffer: 64 << 10})
 			setCopyMode(tx, bc.copy)
 			pkts := numbered(64, func(int) int { return MaxDatagram })

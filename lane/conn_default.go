@@ -8,16 +8,17 @@ import (
 	"time"
 )
 
-// Conn is one UDP lane. Off Linux it sends and receives one datagram per system call.
+// Conn is one UDP lane. Off Linux it runs the portable path (portable.go): one datagram per
+// system call.
 type Conn struct {
 	uc             *net.UDPConn
-	buf            []byte
 	rcvBuf, sndBuf int
-	deadline       time.Time
 	stats          counters
+	port           *portable
 }
 
-// Listen opens a lane on addr ("198.18.0.1:0", "[::]:0", ":0").
+// Listen opens a lane on addr ("198.18.0.1:0", "[::]:0", ":0"). Options.Portable changes nothing
+// here: the portable path is this platform's only one.
 func Listen(addr string, opt Options) (*Conn, error) {
 	uc, err := listenUDP(addr)
 	if err != nil {
@@ -26,7 +27,7 @@ func Listen(addr string, opt Options) (*Conn, error) {
 	if opt.Buffer <= 0 {
 		opt.Buffer = DefaultBuffer
 	}
-	c := &Conn{uc: uc, buf: make([]byte, 1<<16)}
+	c := &Conn{uc: uc, port: newPortable(uc)}
 	if uc.SetReadBuffer(opt.Buffer) == nil {
 		c.rcvBuf = opt.Buffer
 	}
@@ -48,42 +49,19 @@ func (c *Conn) Buffers() (recv, send int) { return c.rcvBuf, c.sndBuf }
 // Offload reports whether Send uses UDP GSO and Recv UDP GRO: never on this platform.
 func (c *Conn) Offload() (gso, gro bool) { return false, false }
 
+// Portable reports whether the lane runs the portable socket path: always on this platform.
+func (c *Conn) Portable() bool { return true }
+
 // Send writes each packet in pkts as one datagram to dst.
 func (c *Conn) Send(dst netip.AddrPort, pkts [][]byte) error {
-	var sentB, n uint64
-	var err error
-	for _, p := range pkts {
-		if _, err = c.uc.WriteToUDPAddrPort(p, dst); err != nil {
-			break
-		}
-		n++
-		sentB += uint64(len(p))
-	}
-	c.stats.sentD.Add(n)
-	c.stats.sentB.Add(sentB)
-	c.stats.txCalls.Add(n)
-	return err
+	return c.port.send(&c.stats, dst, pkts)
 }
 
 // Recv waits for datagrams until deadline (zero: no deadline) and hands each to fn. It returns
 // the number of datagrams handed over; ErrTimeout if the deadline passed first; net.ErrClosed
 // after Close.
 func (c *Conn) Recv(deadline time.Time, fn func(b []byte, from netip.AddrPort)) (int, error) {
-	if !deadline.Equal(c.deadline) {
-		if err := c.uc.SetReadDeadline(deadline); err != nil {
-			return 0, recvErr(err)
-		}
-		c.deadline = deadline
-	}
-	n, from, err := c.uc.ReadFromUDPAddrPort(c.buf)
-	if err != nil {
-		return 0, recvErr(err)
-	}
-	c.stats.rxCalls.Add(1)
-	c.stats.recvD.Add(1)
-	c.stats.recvB.Add(uint64(n))
-	fn(c.buf[:n], from)
-	return 1, nil
+	return c.port.recv(&c.stats, deadline, fn)
 }
 
 // SetRxTimestamps is a no-op here: RxTime is always zero.

@@ -46,8 +46,11 @@ type Conn struct {
 	rcvBuf, sndBuf int
 	gro            bool // UDP_GRO is on (fixed at Listen)
 
-	tx *sender
-	rx *receiver
+	// port is the portable path (Options.Portable; nil: the batched path, tx and rx). Chosen at
+	// Listen, it costs the batched path one comparison per Send and per Recv, not per datagram.
+	port *portable
+	tx   *sender
+	rx   *receiver
 }
 
 // sender is the state of Send; only the goroutine in Send touches it, except gso (read by Offload).
@@ -112,6 +115,9 @@ func newConn(uc *net.UDPConn, opt Options) (*Conn, error) {
 	if opt.Buffer <= 0 {
 		opt.Buffer = DefaultBuffer
 	}
+	if opt.Portable {
+		return newPortableConn(uc, rc, opt)
+	}
 	c := &Conn{uc: uc, rc: rc, tx: new(sender), rx: new(receiver)}
 
 	var (
@@ -170,6 +176,27 @@ func newConn(uc *net.UDPConn, opt Options) (*Conn, error) {
 	return c, nil
 }
 
+// portableNoted makes the notice that lanes run the portable path appear once per process.
+var portableNoted atomic.Bool
+
+// newPortableConn makes uc a lane on the portable path (Options.Portable): socket buffers as the
+// batched path sets them (so that a comparison of the two measures their system calls, not their
+// buffers), then Send and Recv as off Linux, one datagram per system call; no offload, no
+// receive timestamps, Pending always false.
+func newPortableConn(uc *net.UDPConn, rc syscall.RawConn, opt Options) (*Conn, error) {
+	c := &Conn{uc: uc, rc: rc, port: newPortable(uc)}
+	var rcvCapped, sndCapped bool
+	if err := rc.Control(func(fd uintptr) {
+		c.rcvBuf, rcvCapped = setBuffer(int(fd), unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, opt.Buffer)
+		c.sndBuf, sndCapped = setBuffer(int(fd), unix.SO_SNDBUF, unix.SO_SNDBUFFORCE, opt.Buffer)
+	}); err != nil {
+		return nil, err
+	}
+	warnOnce(opt, bufferWarning(opt.Buffer, c.rcvBuf/2, c.sndBuf/2, rcvCapped, sndCapped))
+	noteOnce(&portableNoted, opt, PortableNotice)
+	return c, nil
+}
+
 // setBuffer asks for want bytes of socket buffer (opt is SO_RCVBUF or SO_SNDBUF), trying the
 // *FORCE variant first, which ignores net.core.[rw]mem_max but needs CAP_NET_ADMIN. It returns the
 // size the kernel reports and whether it is below what was asked for. Linux doubles the value set
@@ -224,8 +251,17 @@ func (c *Conn) LocalAddr() netip.AddrPort {
 // them (Linux reports twice the payload bytes asked for; see socket(7)).
 func (c *Conn) Buffers() (recv, send int) { return c.rcvBuf, c.sndBuf }
 
-// Offload reports whether Send uses UDP GSO (false after a fallback) and Recv uses UDP GRO.
-func (c *Conn) Offload() (gso, gro bool) { return c.tx.gso.Load(), c.gro }
+// Offload reports whether Send uses UDP GSO (false after a fallback) and Recv uses UDP GRO:
+// never on the portable path.
+func (c *Conn) Offload() (gso, gro bool) {
+	if c.port != nil {
+		return false, false
+	}
+	return c.tx.gso.Load(), c.gro
+}
+
+// Portable reports whether the lane runs the portable socket path (Options.Portable).
+func (c *Conn) Portable() bool { return c.port != nil }
 
 // Send writes each packet in pkts as one datagram to dst.
 //
@@ -234,6 +270,9 @@ func (c *Conn) Offload() (gso, gro bool) { return c.tx.gso.Load(), c.gro }
 // reveal), GSO is switched off for this socket, the unsent packets are resent one datagram each, and
 // Stats.GSOFallbacks counts it; Send then returns nil if the resend succeeds.
 func (c *Conn) Send(dst netip.AddrPort, pkts [][]byte) error {
+	if c.port != nil {
+		return c.port.send(&c.stats, dst, pkts)
+	}
 	t := c.tx
 	t.setAddr(dst)
 	maxBytes := maxGSOBytes6
@@ -440,6 +479,9 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 // the number of datagrams handed over; ErrTimeout if the deadline passed first; net.ErrClosed
 // after Close.
 func (c *Conn) Recv(deadline time.Time, fn func(b []byte, from netip.AddrPort)) (int, error) {
+	if c.port != nil {
+		return c.port.recv(&c.stats, deadline, fn)
+	}
 	r := c.rx
 	if !deadline.Equal(r.deadline) {
 		if err := c.uc.SetReadDeadline(deadline); err != nil {
@@ -543,8 +585,12 @@ func itoa(v uint32) string {
 
 // SetRxTimestamps turns kernel receive timestamps (SO_TIMESTAMPNS) on or off; while on, RxTime
 // reports them. They cost a control message per datagram, so they are meant for short
-// measurements (the packet-train probe), not for bulk data.
+// measurements (the packet-train probe), not for bulk data. On the portable path it does nothing,
+// as off Linux: RxTime stays zero.
 func (c *Conn) SetRxTimestamps(on bool) error {
+	if c.port != nil {
+		return nil
+	}
 	v := 0
 	if on {
 		v = 1
@@ -558,8 +604,12 @@ func (c *Conn) SetRxTimestamps(on bool) error {
 	return serr
 }
 
-// Pending reports whether a datagram waits in the socket's receive queue, unread.
+// Pending reports whether a datagram waits in the socket's receive queue, unread; on the portable
+// path it does not tell (false), as off Linux.
 func (c *Conn) Pending() bool {
+	if c.port != nil {
+		return false
+	}
 	n := 0
 	_ = c.rc.Control(func(fd uintptr) {
 		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ)
@@ -569,9 +619,9 @@ func (c *Conn) Pending() bool {
 
 // RxTime is the kernel's receive time of the datagram being handed to Recv's fn (valid only
 // during that call), or the zero time when timestamps are off or the kernel gave none. The
-// segments of one GRO super-packet share one time.
+// segments of one GRO super-packet share one time. Always zero on the portable path.
 func (c *Conn) RxTime() time.Time {
-	if c.rx.stampNs == 0 {
+	if c.port != nil || c.rx.stampNs == 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, c.rx.stampNs)

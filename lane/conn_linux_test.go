@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -323,14 +324,18 @@ func TestAddrPortZone(t *testing.T) {
 	}
 }
 
-// TestAllocs: steady-state Send and Recv allocate nothing, with and without offload.
+// TestAllocs: steady-state Send and Recv allocate nothing, with and without offload, and on the
+// portable path.
 func TestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("race detector allocates")
 	}
-	for _, off := range []bool{false, true} {
-		tx := listen(t, "127.0.0.1:0", Options{DisableGSO: off})
-		rx := listen(t, "127.0.0.1:0", Options{DisableGRO: off})
+	for _, tc := range []struct {
+		name          string
+		off, portable bool
+	}{{"offload", false, false}, {"no offload", true, false}, {"portable", false, true}} {
+		tx := listen(t, "127.0.0.1:0", Options{DisableGSO: tc.off, Portable: tc.portable})
+		rx := listen(t, "127.0.0.1:0", Options{DisableGRO: tc.off, Portable: tc.portable})
 		pkts := numbered(64, func(int) int { return MaxDatagram })
 		dst := rx.LocalAddr()
 		got := 0
@@ -363,14 +368,22 @@ func TestAllocs(t *testing.T) {
 			n += k
 		}
 		allocs := testing.AllocsPerRun(50, round)
-		t.Logf("offload=%v: Send %v allocs/call (64 packets), Send+Recv %v allocs/round", !off, sendAllocs, allocs)
+		t.Logf("%s: Send %v allocs/call (64 packets), Send+Recv %v allocs/round", tc.name, sendAllocs, allocs)
 		if sendAllocs != 0 || allocs != 0 {
-			t.Errorf("offload=%v: Send %v allocs, Send+Recv %v allocs; want 0", !off, sendAllocs, allocs)
+			t.Errorf("%s: Send %v allocs, Send+Recv %v allocs; want 0", tc.name, sendAllocs, allocs)
 		}
 	}
 }
 
-func setCopyMode(c *Conn, on bool) { c.tx.copyMode = on }
+// socketPaths: Linux has the batched path and, with Options.Portable, macOS's.
+var socketPaths = []socketPath{{"batched", false}, {"portable", true}}
+
+// setCopyMode sets the batched path's copy mode (the portable path has none).
+func setCopyMode(c *Conn, on bool) {
+	if c.tx != nil {
+		c.tx.copyMode = on
+	}
+}
 
 // cpuTime is the process's user+system CPU time: per-packet cost that holds up better than wall
 // time when other processes share the machine.
@@ -483,5 +496,38 @@ func TestPending(t *testing.T) {
 	}
 	if rx.Pending() {
 		t.Fatal("still pending after it was read")
+	}
+}
+
+// TestPortableChoice: Linux lanes are batched unless Options.Portable asks for the portable path;
+// the first portable lane of a process says so once, through Options.Warn, and a batched one never.
+func TestPortableChoice(t *testing.T) {
+	old := portableNoted.Load()
+	defer portableNoted.Store(old)
+	portableNoted.Store(false)
+	var said []string
+	warn := func(m string) {
+		if !strings.Contains(m, "capped") { // (the buffer warning, where the sysctls cap buffers)
+			said = append(said, m)
+		}
+	}
+	b := listen(t, "127.0.0.1:0", Options{Warn: warn})
+	if b.Portable() || b.tx == nil || b.rx == nil || b.port != nil {
+		t.Fatal("a lane without Options.Portable is not on the batched path")
+	}
+	if len(said) != 0 {
+		t.Fatalf("a batched lane said %q", said)
+	}
+	for range 3 {
+		p := listen(t, "127.0.0.1:0", Options{Portable: true, Warn: warn})
+		if !p.Portable() || p.tx != nil || p.rx != nil {
+			t.Fatal("Options.Portable did not give the portable path alone")
+		}
+		if r, s := p.Buffers(); r <= 0 || s <= 0 {
+			t.Fatalf("portable lane's buffers: %d, %d", r, s)
+		}
+	}
+	if len(said) != 1 || said[0] != PortableNotice {
+		t.Fatalf("three portable lanes said %q, want the notice once", said)
 	}
 }

@@ -12,7 +12,8 @@
 // On Linux (conn_linux.go) Send batches with sendmmsg and coalesces runs of equal-sized packets into
 // UDP GSO super-packets; Recv batches with recvmmsg and UDP GRO and splits the coalesced datagrams in
 // place. Neither allocates in steady state. Elsewhere (conn_default.go) both use one system call
-// per datagram. The datagrams on the wire are the same either way.
+// per datagram (portable.go), and so do Linux lanes opened with Options.Portable. The datagrams on
+// the wire are the same either way.
 package lane
 
 import (
@@ -51,14 +52,21 @@ type Options struct {
 	DisableGSO bool
 	// DisableGRO turns UDP receive coalescing off (FARWING_GRO=0).
 	DisableGRO bool
+	// Portable puts the lane on the portable socket path, the one macOS runs: Send and Recv make
+	// one system call per datagram through package net (no sendmmsg, recvmmsg, GSO or GRO, no
+	// receive timestamps). It matters on Linux only (FARWING_SOCKETS=portable, through
+	// tuning.Settings), where it lets that path be tested and measured; elsewhere it is the only
+	// path. Listen says so once per process, through Warn (PortableNotice).
+	Portable bool
 	// GSOSegments is the most datagrams one GSO super-packet may carry (0: 64, the kernel's
 	// UDP_MAX_SEGMENTS before Linux 6.x; at most 128, which 6.18 accepts). If the kernel refuses
 	// more than 64, Send steps down to 64 by itself. With MaxDatagram-sized packets the 64 KiB
 	// datagram limit already stops at 45, so this only matters for packets under 1 KiB.
 	GSOSegments int
 
-	// Warn receives the one-per-process warning about capped socket buffers (nil: print it to
-	// standard error). Set it to func(string) {} to silence it.
+	// Warn receives the one-per-process warning about capped socket buffers and the one notice
+	// that lanes run the portable path (nil: print them to standard error). Set it to
+	// func(string) {} to silence them.
 	Warn func(msg string)
 }
 
@@ -124,6 +132,11 @@ func (s *counters) snapshot() Stats {
 // Stats returns a snapshot of the lane's counters.
 func (c *Conn) Stats() Stats { return c.stats.snapshot() }
 
+// PortableNotice is what a Linux process whose lanes run the portable path (Options.Portable)
+// says once, through Options.Warn or on standard error: the line that tells, in a copy's -v
+// output (which carries the remote peer's standard error), that an end really took that path.
+const PortableNotice = "lane: UDP lanes on the portable socket path (macOS's): one datagram per system call, no sendmmsg, recvmmsg, GSO or GRO"
+
 // bufferWarned makes the capped-buffer warning appear once per process, however many lanes open.
 var bufferWarned atomic.Bool
 
@@ -146,8 +159,12 @@ func bufferWarning(want, rcv, snd int, rcvCapped, sndCapped bool) string {
 
 // warnOnce delivers msg through opt.Warn (or to standard error) the first time it is called in
 // this process with a non-empty msg.
-func warnOnce(opt Options, msg string) {
-	if msg == "" || !bufferWarned.CompareAndSwap(false, true) {
+func warnOnce(opt Options, msg string) { noteOnce(&bufferWarned, opt, msg) }
+
+// noteOnce delivers msg through opt.Warn (or to standard error) if msg is not empty and once is
+// not yet set, and sets it.
+func noteOnce(once *atomic.Bool, opt Options, msg string) {
+	if msg == "" || !once.CompareAndSwap(false, true) {
 		return
 	}
 	if opt.Warn != nil {

@@ -21,6 +21,43 @@ func quiet(o Options) Options {
 	return o
 }
 
+// socketPath is one of a platform's ways of using its sockets: on Linux the batched path and the
+// portable one (Options.Portable), elsewhere the portable one alone (socketPaths, in
+// conn_linux_test.go and conn_default_test.go).
+type socketPath struct {
+	name     string
+	portable bool
+}
+
+// eachPath runs f as a subtest for each socket path of this platform; f hands portable on to
+// Options.Portable, so that the generic tests run on the path macOS runs wherever they run.
+func eachPath(t *testing.T, f func(t *testing.T, portable bool)) {
+	for _, p := range socketPaths {
+		t.Run(p.name, func(t *testing.T) { f(t, p.portable) })
+	}
+}
+
+// laneEnd is one end's options in TestLoopback.
+type laneEnd struct {
+	name string
+	opt  Options
+}
+
+// loopbackEnds are the senders and receivers TestLoopback pairs: on the batched path with and
+// without offload, and on the portable path.
+func loopbackEnds() (senders, receivers []laneEnd) {
+	for _, p := range socketPaths {
+		if p.portable {
+			senders = append(senders, laneEnd{"portable", Options{Portable: true}})
+			receivers = append(receivers, laneEnd{"portable", Options{Portable: true}})
+			continue
+		}
+		senders = append(senders, laneEnd{"gso", Options{}}, laneEnd{"nogso", Options{DisableGSO: true}})
+		receivers = append(receivers, laneEnd{"gro", Options{}}, laneEnd{"nogro", Options{DisableGRO: true}})
+	}
+	return senders, receivers
+}
+
 func listen(tb testing.TB, addr string, opt Options) *Conn {
 	tb.Helper()
 	c, err := Listen(addr, quiet(opt))
@@ -94,17 +131,18 @@ func checkSame(tb testing.TB, got, want [][]byte) {
 	}
 }
 
-// TestLoopback sends a mixed pattern over every combination of family, GSO and GRO and checks
-// that each datagram arrives once, intact and in order.
+// TestLoopback sends a mixed pattern over every combination of family and sender and receiver
+// (batched with and without GSO or GRO, portable; the two paths must understand each other, as a
+// Mac and a Linux host do) and checks that each datagram arrives once, intact and in order.
 func TestLoopback(t *testing.T) {
+	senders, receivers := loopbackEnds()
 	for _, fam := range []string{"127.0.0.1:0", "[::1]:0"} {
-		for _, gso := range []bool{true, false} {
-			for _, gro := range []bool{true, false} {
-				name := fam + map[bool]string{true: "/gso", false: "/nogso"}[gso] +
-					map[bool]string{true: "/gro", false: "/nogro"}[gro]
-				t.Run(name, func(t *testing.T) {
-					tx := listen(t, fam, Options{DisableGSO: !gso})
-					rx := listen(t, fam, Options{DisableGRO: !gro})
+		for _, snd := range senders {
+			for _, rcv := range receivers {
+				gso, gro := !snd.opt.DisableGSO && !snd.opt.Portable, !rcv.opt.DisableGRO && !rcv.opt.Portable
+				t.Run(fam+"/"+snd.name+"/"+rcv.name, func(t *testing.T) {
+					tx := listen(t, fam, snd.opt)
+					rx := listen(t, fam, rcv.opt)
 					pkts := numbered(1000, mixedLens)
 					// Chunks of various sizes, as a paced sender hands them over.
 					for i := 0; i < len(pkts); {
@@ -133,6 +171,13 @@ func TestLoopback(t *testing.T) {
 					if !gso && g || !gro && r {
 						t.Errorf("offload on although disabled: gso=%v gro=%v", g, r)
 					}
+					// The portable path makes one system call per datagram, each way.
+					if snd.opt.Portable && (!tx.Portable() || ts.TxSyscalls != ts.SentDatagrams) {
+						t.Errorf("portable sender: Portable() %v, %d send calls for %d datagrams", tx.Portable(), ts.TxSyscalls, ts.SentDatagrams)
+					}
+					if rcv.opt.Portable && (!rx.Portable() || rs.RxSyscalls != rs.RecvDatagrams) {
+						t.Errorf("portable receiver: Portable() %v, %d receive calls for %d datagrams", rx.Portable(), rs.RxSyscalls, rs.RecvDatagrams)
+					}
 					// Loopback passes super-packets whole to a GRO socket and never coalesces
 					// plain datagrams, so few receive calls prove that both ends did their part.
 					if g && r && rs.RxSyscalls > 50 {
@@ -144,8 +189,10 @@ func TestLoopback(t *testing.T) {
 	}
 }
 
-func TestRecvTimeoutAndClose(t *testing.T) {
-	c := listen(t, "127.0.0.1:0", Options{})
+func TestRecvTimeoutAndClose(t *testing.T) { eachPath(t, testRecvTimeoutAndClose) }
+
+func testRecvTimeoutAndClose(t *testing.T, portable bool) {
+	c := listen(t, "127.0.0.1:0", Options{Portable: portable})
 	start := time.Now()
 	n, err := c.Recv(time.Now().Add(20*time.Millisecond), func([]byte, netip.AddrPort) { t.Error("unexpected datagram") })
 	if n != 0 || err != ErrTimeout {
@@ -186,9 +233,11 @@ func TestRecvTimeoutAndClose(t *testing.T) {
 }
 
 // TestRecvAfterTimeout checks that a socket keeps working after a deadline passed.
-func TestRecvAfterTimeout(t *testing.T) {
-	a := listen(t, "127.0.0.1:0", Options{})
-	b := listen(t, "127.0.0.1:0", Options{})
+func TestRecvAfterTimeout(t *testing.T) { eachPath(t, testRecvAfterTimeout) }
+
+func testRecvAfterTimeout(t *testing.T, portable bool) {
+	a := listen(t, "127.0.0.1:0", Options{Portable: portable})
+	b := listen(t, "127.0.0.1:0", Options{Portable: portable})
 	if _, err := b.Recv(time.Now().Add(time.Millisecond), nil); err != ErrTimeout {
 		t.Fatal(err)
 	}
@@ -201,13 +250,15 @@ func TestRecvAfterTimeout(t *testing.T) {
 	}
 }
 
-func TestDualStack(t *testing.T) {
-	c, err := Listen("[::]:0", quiet(Options{}))
+func TestDualStack(t *testing.T) { eachPath(t, testDualStack) }
+
+func testDualStack(t *testing.T, portable bool) {
+	c, err := Listen("[::]:0", quiet(Options{Portable: portable}))
 	if err != nil {
 		t.Skip(err)
 	}
 	defer c.Close()
-	v4 := listen(t, "127.0.0.1:0", Options{})
+	v4 := listen(t, "127.0.0.1:0", Options{Portable: portable})
 	pkts := numbered(100, func(int) int { return MaxDatagram })
 	if err := c.Send(v4.LocalAddr(), pkts); err != nil {
 		t.Fatal(err)
@@ -239,8 +290,10 @@ func TestDualStack(t *testing.T) {
 	}
 }
 
-func TestBuffers(t *testing.T) {
-	c := listen(t, "127.0.0.1:0", Options{Buffer: 1 << 20})
+func TestBuffers(t *testing.T) { eachPath(t, testBuffers) }
+
+func testBuffers(t *testing.T, portable bool) {
+	c := listen(t, "127.0.0.1:0", Options{Buffer: 1 << 20, Portable: portable})
 	r, s := c.Buffers()
 	if r <= 0 || s <= 0 {
 		t.Fatalf("Buffers() = %d, %d", r, s)
@@ -289,11 +342,54 @@ func TestOptionsDisableOffload(t *testing.T) {
 	}
 }
 
+// TestPortable: a lane opened with Options.Portable runs the portable path, as every lane does off
+// Linux: no offload, one system call per datagram each way, no receive timestamps (RxTime zero
+// after SetRxTimestamps), Pending false even with a datagram waiting.
+func TestPortable(t *testing.T) {
+	a := listen(t, "127.0.0.1:0", Options{Portable: true})
+	b := listen(t, "127.0.0.1:0", Options{Portable: true})
+	if !a.Portable() {
+		t.Fatal("Portable() false with Options.Portable")
+	}
+	if gso, gro := a.Offload(); gso || gro {
+		t.Fatalf("Offload() = %v, %v on the portable path", gso, gro)
+	}
+	if err := b.SetRxTimestamps(true); err != nil {
+		t.Fatal(err)
+	}
+	pkts := numbered(100, mixedLens)
+	if err := a.Send(b.LocalAddr(), pkts); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // queued, unread
+	if b.Pending() {
+		t.Error("Pending() true on the portable path")
+	}
+	var got [][]byte
+	end := time.Now().Add(5 * time.Second)
+	for len(got) < len(pkts) {
+		if _, err := b.Recv(end, func(p []byte, from netip.AddrPort) {
+			if !b.RxTime().IsZero() {
+				t.Errorf("RxTime %v on the portable path", b.RxTime())
+			}
+			got = append(got, bytes.Clone(p))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkSame(t, got, pkts)
+	if as, bs := a.Stats(), b.Stats(); as.SentDatagrams != 100 || as.TxSyscalls != 100 || bs.RecvDatagrams != 100 || bs.RxSyscalls != 100 {
+		t.Fatalf("sender %+v, receiver %+v: want 100 datagrams in 100 system calls each way", as, bs)
+	}
+}
+
 // TestConcurrentSendRecv runs Send and Recv on the same pair of lanes from different goroutines,
 // both directions at once, as the session does (and gives the race detector something to see).
-func TestConcurrentSendRecv(t *testing.T) {
-	a := listen(t, "127.0.0.1:0", Options{})
-	b := listen(t, "127.0.0.1:0", Options{})
+func TestConcurrentSendRecv(t *testing.T) { eachPath(t, testConcurrentSendRecv) }
+
+func testConcurrentSendRecv(t *testing.T, portable bool) {
+	a := listen(t, "127.0.0.1:0", Options{Portable: portable})
+	b := listen(t, "127.0.0.1:0", Options{Portable: portable})
 	const total = 3000
 	pkts := numbered(total, mixedLens)
 	run := func(from, to *Conn, errc chan<- error) {

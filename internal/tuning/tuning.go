@@ -45,6 +45,7 @@ type Settings struct {
 	NoPathMem   bool // FARWING_PATHMEM=0: a push neither reads nor keeps path records (xfer.Options.PathMemory)
 	NoGSO       bool // FARWING_GSO set to a false value ("0", "false", "off", "no"): no UDP segmentation offload
 	NoGRO       bool // FARWING_GRO set to a false value: no UDP receive coalescing
+	Portable    bool // FARWING_SOCKETS=portable: lanes on macOS's socket path, one datagram per system call (lane.Options.Portable; Linux only)
 	// UserGOMAXPROCS and UserGOGC say the user set GOMAXPROCS or GOGC: ShareCPUs and TuneGC
 	// leave the runtime alone.
 	UserGOMAXPROCS, UserGOGC bool
@@ -67,6 +68,7 @@ func FromEnv(getenv func(string) string) Settings {
 		NoPathMem:      getenv("FARWING_PATHMEM") == "0",
 		NoGSO:          off(getenv("FARWING_GSO")),
 		NoGRO:          off(getenv("FARWING_GRO")),
+		Portable:       getenv("FARWING_SOCKETS") == "portable",
 		UserGOMAXPROCS: getenv("GOMAXPROCS") != "",
 		UserGOGC:       getenv("GOGC") != "",
 		SSH:            getenv("FARWING_SSH"),
@@ -96,7 +98,7 @@ func (s Settings) Apply() {
 
 // Lane is the lane options of a path's UDP sockets with buffers of buf bytes (0: the default).
 func (s Settings) Lane(buf int) lane.Options {
-	return lane.Options{Buffer: buf, DisableGSO: s.NoGSO, DisableGRO: s.NoGRO}
+	return lane.Options{Buffer: buf, DisableGSO: s.NoGSO, DisableGRO: s.NoGRO, Portable: s.Portable}
 }
 
 // Writer adds the switches that concern writing to o.

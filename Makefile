@@ -2,23 +2,41 @@
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN     := bin/farwing
+PEERS   := bin/peers
+# Static, with no paths of this machine and no build ID: one commit and VERSION give the same bytes.
+LDFLAGS := -s -w -buildid= -X main.version=$(VERSION)
 
-.PHONY: all build test demo bench-lab clean
+.PHONY: all build plain test cross demo dist clean
 
 all: build
 
-# A static binary: it is what bootstrap uploads to remote hosts.
+# The release build: bin/farwing carries the peer of every supported remote platform
+# (scripts/peers.sh), so that first contact installs one on Linux and macOS of either CPU.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/farwing
+	GO=$(GO) VERSION=$(VERSION) ./scripts/peers.sh $(PEERS)
+	CGO_ENABLED=0 $(GO) build -trimpath -tags farwing_peers -overlay $(PEERS)/overlay.json -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
 
-# The test command (CI runs exactly this through .ci/run). Lab tests need root and skip without it.
+# A plain build (as go install makes): it reaches hosts of its own platform only.
+plain:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
+
+# The test command (CI runs exactly this through .ci/run). Lab tests need root and skip without.
 test:
 	./scripts/setup.sh
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	GO=$(GO) ./scripts/cross.sh
 	$(GO) test -count=1 -timeout 20m ./...
 	GO=$(GO) ./scripts/fuzz.sh
+
+# Every supported platform builds and vets (scripts/cross.sh).
+cross:
+	GO=$(GO) ./scripts/cross.sh
+
+# One archive per client platform in dist/ (scripts/dist.sh), reproducible.
+dist:
+	GO=$(GO) VERSION=$(VERSION) ./scripts/dist.sh dist
 
 # A real copy through the built-in lab: 100 Mbit/s, 60 ms RTT, 1 % loss each way, real sshd.
 demo: build
@@ -26,4 +44,4 @@ demo: build
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -174,3 +174,14 @@ func unamePatterns(platform string) string {
 	}
 	return strings.Join(pats, "|")
 }
+
+// PeerHash is the SHA-256 of the build this executable installs on a remote of platform (Go's
+// OS/ARCH): the one it carries for it, or selfHash (this executable's) for its own platform where
+// it carries none; "" where it has none for it.
+func PeerHash(platform, selfHash string) string {
+	c := newCatalog(Identity{Hash: selfHash})
+	if i := c.find(platform); i >= 0 {
+		return c.builds[i].hash
+	}
+	return ""
+}

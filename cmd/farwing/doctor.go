@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
@@ -182,10 +183,12 @@ func peerFinding(rep *xfer.DoctorReport) finding {
 	}
 	f := finding{Check: "peer", Verdict: verdictOK, Detail: fmt.Sprintf("farwing %s (build %s) %s at %s, on %s %s/%s",
 		escape.Text(r.Farwing), short(escape.Text(r.SHA256)), how, escape.Text(rep.PeerPath), escape.Text(r.Hostname), escape.Text(r.OS), escape.Text(r.Arch))}
-	if r.SHA256 != rep.Local.SHA256 {
+	// The build this farwing installs there: the one it carries for the remote's platform (a
+	// release build), or itself.
+	if want := bootstrap.PeerHash(r.OS+"/"+r.Arch, rep.Local.SHA256); want != "" && r.SHA256 != want {
 		f.Verdict = verdictWarn
-		f.Detail += fmt.Sprintf("; this end is build %s", short(rep.Local.SHA256))
-		f.Fix = "the remote cache holds another build than this one: the next copy installs this one"
+		f.Detail += fmt.Sprintf("; this end installs build %s there", short(want))
+		f.Fix = "the remote cache holds another build than this one's: the next copy installs this one's"
 	}
 	return f
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -244,5 +245,29 @@ func TestDoctorEscapes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPeerFindingBuild: the peer check compares the remote's build with the one this farwing
+// installs on that platform (itself, for a plain build on its own platform; a carried one for a
+// release build), not with this executable: a release build's peers are other files.
+func TestPeerFindingBuild(t *testing.T) {
+	rep := goodReport()
+	rep.Local.OS, rep.Local.Arch = runtime.GOOS, runtime.GOARCH
+	rep.Remote.OS, rep.Remote.Arch = runtime.GOOS, runtime.GOARCH
+	if f := peerFinding(rep); f.Verdict != verdictOK {
+		t.Fatalf("the same build: %+v", f)
+	}
+	rep.Remote.SHA256 = strings.Repeat("b", 64)
+	if f := peerFinding(rep); f.Verdict != verdictWarn || !strings.Contains(f.Detail, "this end installs build aaaaaaaaaaaa… there") {
+		t.Fatalf("another build: %+v", f)
+	}
+	// A platform this (plain) build installs nothing on: no build to compare with.
+	rep.Remote.OS, rep.Remote.Arch = "darwin", "arm64"
+	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
+		rep.Remote.OS, rep.Remote.Arch = "linux", "amd64"
+	}
+	if f := peerFinding(rep); f.Verdict != verdictOK {
+		t.Fatalf("another platform: %+v", f)
 	}
 }

@@ -205,14 +205,16 @@ type Peer struct {
 	// skipped is closed when the remote said ok with an upload's start going ahead: serve drops
 	// those bytes whatever they are, so they need not wait for the build to be compressed.
 	skipped  chan struct{}
+	serve    []string  // the peer's command line, as the script runs it
 	began    time.Time // when ssh was started
 	waitOnce sync.Once
 	waitErr  error
 }
 
-// Args is the ssh command line that started the peer (the remote script and `farwing serve` with
-// its public key are in its last argument).
-func (p *Peer) Args() []string { return append([]string(nil), p.cmd.Args...) }
+// Args is the ssh command line that started the peer (remoteCommand last), followed by the
+// command the remote script, which went on ssh's input, ran: `farwing serve` with its arguments
+// (the public key among them).
+func (p *Peer) Args() []string { return slices.Concat(p.cmd.Args, p.serve) }
 
 // Identity is this build's identity: the SHA-256 of the running executable.
 type Identity struct {
@@ -570,6 +572,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	if err != nil {
 		return nil, err
 	}
+	p.serve = append([]string{"farwing", "serve"}, serveArgs...)
 	setup := anotherConnection(time.Since(p.began), muxed) // what another connection costs before it carries anything
 	i := c.find(platformOf(st.OS, st.Arch))
 	if st.State == "ok" {

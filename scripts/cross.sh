@@ -6,6 +6,7 @@
 #   scripts/cross.sh [OS/ARCH...]     (default: linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64)
 #
 # One line per platform; the first failure stops it, with the tool's own output above its line.
+# With -trimpath, as scripts/peers.sh builds: the packages compiled here serve its builds too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -17,11 +18,11 @@ for p in "${platforms[@]}"; do
 		echo "cross: $p: want OS/ARCH, such as darwin/arm64" >&2
 		exit 2
 	fi
-	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" vet ./...; then
+	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" vet -trimpath ./...; then
 		echo "cross: $p: FAILED: go vet ./... (its output is above)" >&2
 		exit 1
 	fi
-	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -o /dev/null ./cmd/farwing; then
+	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -o /dev/null ./cmd/farwing; then
 		echo "cross: $p: FAILED: go build ./cmd/farwing (its output is above)" >&2
 		exit 1
 	fi

@@ -10,7 +10,7 @@ import (
 // status line ("FARWING-PEER ok OS ARCH PATH", what the shell printed before it): serve writes it
 // together with its first control message (ready), so that the two arrive in one segment of
 // ssh's TCP connection instead of two, 10-15 ms apart, either of which a loss would hold up for a
-// retransmission timeout (0.3 s and more at 140 ms); and the shell no longer runs uname for it.
+// retransmission timeout (0.3 s and more at 140 ms).
 const AnnounceFlag = "--announce"
 
 // ChdirFlag is the serve flag with which the start script tells the peer the directory the ssh

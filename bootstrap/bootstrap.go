@@ -287,11 +287,12 @@ const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif ! cd -P "$1" >/dev
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // peerScript is first contact in one ssh session (read by the login shell's sh from the session's
-// first bytes: remoteCommand). It starts the cached peer when it is there and intact: first the
-// build guess names (the one this user last found on the account, else the one for this
-// executable's platform), without a process; else the build of c for the remote's platform, found
-// by `uname -s -m` (a platform c has none for is said as need with it: Start explains). The peer
-// is named in the cache by its own SHA-256 and checked against it before it runs, and must be this user's own file (not a link) in a cache directory that is private (privFunc); the
+// first bytes: remoteCommand). It starts the cached peer of c for the remote's platform, found by
+// `uname -s -m` (a platform c has none for is said as need with it: Start explains), when it is
+// there and intact. (Not the one this user last found there without asking uname: a home
+// directory shared by hosts of two CPUs holds the other's build too, and env, told to run a
+// foreign executable, has sh read it as a script.) The peer is named in the cache by its own
+// SHA-256 and checked against it before it runs, and must be this user's own file (not a link) in a cache directory that is private (privFunc); the
 // peer prints the status line itself (AnnounceFlag). It makes a missing cache directory with mode
 // 0700, and says unsafe (nothing run, nothing read) where the directory is not private. Once
 // checked, the directory is the shell's working directory and everything in it is named relative
@@ -299,9 +300,9 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // started through env (bash's exec builtin would run ./NAME by the path cd took, wherever that
 // leads by then), with ChdirFlag naming the directory the session started in. With
 // --skip it is told to drop the aheadLen bytes of an upload's start that follow the preface,
-// where the client wrote them (ahead.go). Otherwise it reads and drops the preface
-// (prefaceLen bytes the client sent before the answer), and, without gzip or where the remote's
-// build is not the guessed one, those aheadLen bytes (else they are the upload's start, read as
+// where the client wrote them (ahead.go): the start of guess's upload. Otherwise it reads and drops
+// the preface (prefaceLen bytes the client sent before the answer), and, without gzip or where the
+// remote's build is not guess, those aheadLen bytes (else they are the upload's start, read as
 // below), reports what is needed with the formats it can unpack, and reads the peer from its
 // standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
 // digits the client chose at random), then any number of "FARWING-PART OFFSET LEN" lines, each
@@ -337,8 +338,7 @@ func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int
 		// or to a remote of another platform.
 		dropAhead = `{ [ "$z" = raw ] || [ "$B" != farwing-` + g.h16() + ` ]; } && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
 	}
-	// B is the build's name in the cache directory, H its SHA-256: the guessed one's first, then
-	// the one for the remote's platform.
+	// B is the name in the cache directory of the build for the remote's platform, H its SHA-256.
 	var cases strings.Builder
 	for _, b := range c.builds {
 		if pat := unamePatterns(b.platform); pat != "" {
@@ -352,15 +352,11 @@ f() { [ -x "$B" ] && [ ! -L "$B" ] && [ -O "$B" ] && h "$B" && [ "$hv" = "$H" ];
 s0=$PWD
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 case $d in /*) ;; *) d="$s0/$d";; esac
-B=farwing-` + g.h16() + `; H=` + g.hash + `
-if v "$d" && f; then
-  ` + run + `
-fi
 s=$(uname -s -m); m=${s##* }; s=${s%% *}
 case "$s/$m" in
 ` + cases.String() + `*) echo "FARWING-PEER need $s $m raw $d"; exit 0;;
 esac
-if [ "$B" != farwing-` + g.h16() + ` ] && v "$d" && f; then
+if v "$d" && f; then
   ` + run + `
 fi
 [ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null

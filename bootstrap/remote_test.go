@@ -186,6 +186,7 @@ func TestStartRemotePlatform(t *testing.T) {
 	t.Setenv("FAKE_PATH", path)
 	id := Identity{Exe: filepath.Join(dir, "not-read")} // a carrying build never reads itself
 	var logged []string
+	serving := other // the platform whose build the remote must start
 	start := func() *Peer {
 		t.Helper()
 		logged = nil
@@ -198,7 +199,7 @@ func TestStartRemotePlatform(t *testing.T) {
 		// (--skip), the fake echoes it after the preface.
 		line, err := p.Stdout.ReadString('\n')
 		skip := fmt.Sprintf(" --skip %d:%d", len(pre), aheadLen)
-		if err != nil || strings.TrimSuffix(strings.TrimSuffix(line, "\n"), skip) != other+" served serve --pub k" {
+		if err != nil || strings.TrimSuffix(strings.TrimSuffix(line, "\n"), skip) != serving+" served serve --pub k" {
 			t.Fatalf("control channel starts %q (%v)", line, err)
 		}
 		got := make([]byte, len(pre))
@@ -237,6 +238,16 @@ func TestStartRemotePlatform(t *testing.T) {
 	os.WriteFile(cached, []byte("#!/bin/sh\nexit 7\n"), 0o755)
 	if p = start(); !p.Uploaded {
 		t.Fatal("a damaged cached build was not replaced")
+	}
+	// The same home reached on a host of this platform (a home shared by hosts of two CPUs): the
+	// record names the other build, which is there and intact, but this host gets its own.
+	fakeUname(t, path, "Linux", map[string]string{"linux/amd64": "x86_64", "linux/arm64": "aarch64"}[ownPlatform])
+	serving = ownPlatform
+	if p = start(); !p.Uploaded || sessions() != 5 {
+		t.Fatalf("a shared home on this platform: uploaded %v, %d sessions", p.Uploaded, sessions())
+	}
+	if p = start(); p.Uploaded {
+		t.Fatal("a shared home on this platform: its own build, cached, is uploaded again")
 	}
 
 	// A platform no build is carried for: a clear error, nothing made on the remote.

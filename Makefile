@@ -21,13 +21,14 @@ plain:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
 
 # The test command (CI runs exactly this through .ci/run). Lab tests need root and skip without.
-# scripts/cross.sh vets every package for every supported platform, this one included.
+# scripts/cross.sh vets every package for every supported platform, this one included; the tests
+# then build as the release does (no cgo, -trimpath), so that they reuse what it compiled.
 test:
 	./scripts/setup.sh
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	GO=$(GO) ./scripts/cross.sh
-	$(GO) test -count=1 -timeout 20m ./...
+	CGO_ENABLED=0 $(GO) test -trimpath -count=1 -timeout 20m ./...
 	GO=$(GO) ./scripts/fuzz.sh
 
 # Every supported platform builds and vets (scripts/cross.sh).

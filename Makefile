@@ -14,11 +14,11 @@ all: build
 # (scripts/peers.sh), so that first contact installs one on Linux and macOS of either CPU.
 build:
 	GO=$(GO) VERSION=$(VERSION) ./scripts/peers.sh $(PEERS)
-	CGO_ENABLED=0 $(GO) build -trimpath -tags farwing_peers -overlay $(PEERS)/overlay.json -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags farwing_peers -overlay $(PEERS)/overlay.json -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
 
 # A plain build (as go install makes): it reaches hosts of its own platform only.
 plain:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/farwing
 
 # The test command (CI runs exactly this through .ci/run). Lab tests need root and skip without.
 # scripts/cross.sh vets every package for every supported platform, this one included; the tests

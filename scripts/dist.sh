@@ -3,7 +3,8 @@
 # release build (it carries every supported remote platform's peer: scripts/peers.sh), README.md,
 # LICENSE (Farwing's terms, then the notices of Go and of every module compiled in) and SHA256SUMS
 # over those three; and OUT/SHA256SUMS over the archives. Reproducible: the builds have no path,
-# build ID or time of this machine in them, and the archives fix names' order, owners, modes and
+# build ID or time of this machine in them, nor a VCS stamp (whether go stamps one depends on its
+# environment's GOFLAGS; VERSION names the commit), and the archives fix names' order, owners, modes and
 # times (the commit's), so that two runs on one commit give the same bytes (--check builds twice,
 # the second without the build cache, and compares).
 #
@@ -21,7 +22,7 @@ if [ "$check" = --check ]; then
   again=$(mktemp -d)
   trap 'rm -rf "$again"' EXIT
   VERSION=$version SOURCE_DATE_EPOCH=$epoch "$0" "$out"
-  VERSION=$version SOURCE_DATE_EPOCH=$epoch GOFLAGS="${GOFLAGS:-} -a" "$0" "$again/dist"
+  VERSION=$version SOURCE_DATE_EPOCH=$epoch GOFLAGS="$("$GO" env GOFLAGS) -a" "$0" "$again/dist"
   if ! diff <(cd "$out" && sha256sum ./*) <(cd "$again/dist" && sha256sum ./*); then
     echo "dist: NOT reproducible: a second build (without the build cache) differs" >&2
     exit 1
@@ -60,7 +61,7 @@ for p in "${clients[@]}"; do
   name=farwing-$version-$os-$arch
   d=$work/stage/$name
   mkdir -p "$d"
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -tags farwing_peers -overlay "$work/peers/overlay.json" \
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -buildvcs=false -tags farwing_peers -overlay "$work/peers/overlay.json" \
     -ldflags "-s -w -buildid= -X main.version=$version" -o "$d/farwing" ./cmd/farwing
   cp README.md "$d/README.md"
   cp "$work/LICENSE" "$d/LICENSE"

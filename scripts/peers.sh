@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the peers a release build carries (internal/peers): for each platform, farwing as a plain
-# build (no peers of its own), static, with -trimpath and no build ID so that one commit gives the
+# build (no peers of its own), static, with -trimpath, no build ID and no VCS stamp so that one commit gives the
 # same bytes, compressed with gzip -9 -n; then OUT/MANIFEST ("OS/ARCH SHA256 SIZE FILE" per peer)
 # and OUT/overlay.json, which places them where internal/peers embeds them:
 #
@@ -24,7 +24,7 @@ overlay=
 for p in "${platforms[@]}"; do
   os=${p%/*} arch=${p#*/}
   exe="$out/farwing-$os-$arch"
-  (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath \
+  (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -buildvcs=false \
     -ldflags "-s -w -buildid= -X main.version=$version" -o "$exe" ./cmd/farwing)
   sum=$(sha256sum "$exe" | cut -d' ' -f1)
   size=$(wc -c <"$exe" | tr -d ' ')

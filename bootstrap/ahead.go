@@ -23,8 +23,10 @@ import (
 // script is told how many bytes that is (aheadLen):
 //   - need, with gzip there: the bytes are the upload's beginning, read as usual; the client goes
 //     on from the first part's end (one round trip of TCP's slow start earlier than otherwise);
-//   - need without gzip: the shell reads and drops them before it says need (the client then
-//     sends the build as it is, from the start);
+//   - need without gzip, or need from a remote whose platform's build is not the one guessed
+//     (guess: the build this user last installed on the account, else this platform's): the
+//     shell reads and drops them before it says need (the client then sends the build for the
+//     remote, as it is or compressed, from the start);
 //   - ok (the peer was there after all): `farwing serve --skip L:A` drops them after the L bytes
 //     of the preface, so its control channel is unchanged; they cost only their bytes on the wire,
 //     since the peer answers the preface that comes before them;

@@ -1,7 +1,8 @@
-// Package bootstrap reaches a remote host with the system's OpenSSH: one ssh session checks for a
-// Farwing peer of this exact build in the remote's cache, receives it on its standard input
-// (gzip-compressed where the remote has gzip) when it is missing or wrong, checks its SHA-256 and
-// starts `farwing serve`, whose stdin/stdout become the control channel.
+// Package bootstrap reaches a remote host with the system's OpenSSH: one ssh session checks for the
+// Farwing peer this build installs on the remote's platform (a build it carries, or itself) in the
+// remote's cache, receives it on its standard input (gzip-compressed where the remote has gzip)
+// when it is missing or wrong, checks its SHA-256 and starts `farwing serve`, whose stdin/stdout
+// become the control channel.
 package bootstrap
 
 import (
@@ -286,8 +287,8 @@ const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif ! cd -P "$1" >/dev
 // emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-// peerScript is first contact in one ssh session (read by the login shell's sh from the session's
-// first bytes: remoteCommand). It starts the cached peer of c for the remote's platform, found by
+// peerScript is first contact in one ssh session (run by sh whatever the login shell:
+// remoteCommand). It starts the cached peer of c for the remote's platform, found by
 // `uname -s -m` (a platform c has none for is said as need with it: Start explains), when it is
 // there and intact. (Not the one this user last found there without asking uname: a home
 // directory shared by hosts of two CPUs holds the other's build too, and env, told to run a
@@ -670,7 +671,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	if rep.prefaced {
 		close(p.prefaced)
 	} else {
-		go p.writePreface(nil, preface, nil)
+		go p.writePreface(preface, nil)
 	}
 	p.Uploaded, p.SentBytes, p.Format = true, int64(len(data)), format
 	p.UploadSessions, p.ResentBytes, p.Ahead = rep.sessions, rep.extra, up != nil
@@ -848,11 +849,11 @@ func parseStatus(line string) (peerStatus, error) {
 	return st, nil
 }
 
-// run starts script on host (remoteCommand, the script first on its stdin), writes preface to its
-// stdin after it and returns the peer with the first status line. With within above 0 it gives up when the line has not come by then, killing
+// run starts script on host (remoteCommand), writes preface to its stdin and returns the peer with
+// the first status line. With within above 0 it gives up when the line has not come by then, killing
 // ssh, with errMuxSilent.
 func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
-	cmd := s.sshCmd(ctx, host, remoteCommand)
+	cmd := s.sshCmd(ctx, host, remoteCommand(script))
 	if opts := withEnvPreface(cmd, preface); opts != nil {
 		// The options go before the host (cmd.Args: ssh, the options, "--", host, command).
 		cmd.Args = slices.Insert(cmd.Args, 1, opts...)
@@ -879,7 +880,7 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead
 	if err := cmd.Start(); err != nil {
 		return nil, peerStatus{}, fmt.Errorf("%w: cannot run ssh: %v", ErrSSH, err)
 	}
-	go p.writePreface(scriptInput(script), preface, ahead)
+	go p.writePreface(preface, ahead)
 	type read struct {
 		st  peerStatus
 		err error
@@ -914,13 +915,10 @@ func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead
 func (p *Peer) Prefaced() <-chan struct{} { return p.prefaced }
 
 // writePreface writes the caller's first control messages at once, before the remote answers,
-// after the remote script (scriptInput) where one goes first, and after them the start of an upload where one goes ahead, or as many bytes of filler where the
+// and after them the start of an upload where one goes ahead, or as many bytes of filler where the
 // remote said ok before it was compressed (a failed write shows up as a missing status line or a
 // closed control channel).
-func (p *Peer) writePreface(script, preface []byte, ahead *ahead) {
-	if len(script) > 0 {
-		p.Stdin.Write(script)
-	}
+func (p *Peer) writePreface(preface []byte, ahead *ahead) {
 	if len(preface) > 0 {
 		p.Stdin.Write(preface)
 	}

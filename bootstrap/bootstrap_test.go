@@ -805,7 +805,8 @@ func TestPlatformOf(t *testing.T) {
 		{"Linux", "aarch64", "linux/arm64"}, {"Linux", "arm64", "linux/arm64"},
 		{"Darwin", "arm64", "darwin/arm64"}, {"Darwin", "x86_64", "darwin/amd64"},
 		{"FreeBSD", "amd64", "freebsd/amd64"},
-		{"SunOS", "x86_64", ""}, {"Linux", "mips", ""}, {"Linux", "armv7l", ""}, {"linux", "x86_64", ""}, {"", "", ""},
+		{"Linux", "armv7l", "linux/arm"}, {"Linux", "riscv64", "linux/riscv64"}, {"OpenBSD", "amd64", "openbsd/amd64"},
+		{"SunOS", "x86_64", ""}, {"Linux", "mips", ""}, {"linux", "x86_64", ""}, {"", "", ""},
 	} {
 		if got := platformOf(c.sys, c.machine); got != c.want {
 			t.Errorf("platformOf(%q, %q) = %q, want %q", c.sys, c.machine, got, c.want)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/farwing/farwing/internal/escape"
@@ -38,7 +39,7 @@ var ownPlatform = runtime.GOOS + "/" + runtime.GOARCH
 
 // catalog is what this executable can install: the builds it carries, and itself for its own
 // platform where it carries none for that; carriedErr says why the carried set is unusable (it is
-// then left out). needSelf: the own platform's build is this executable, whose hash id must have.
+// then left out).
 type catalog struct {
 	builds     []build
 	carriedErr error
@@ -99,11 +100,13 @@ func (c catalog) platforms() string {
 	return strings.Join(ps[:len(ps)-1], ", ") + " and " + ps[len(ps)-1]
 }
 
-// unameMachines maps `uname -m` to Go's architectures, and unameSystems `uname -s` to Go's OS,
-// for the platforms a build may be carried for (the remote script's case has the same names).
+// unameMachines maps `uname -m` to Go's architectures, and unameSystems `uname -s` to Go's OS:
+// those release builds carry peers for, and others a plain build of farwing may run on and so
+// serve (the remote script's case has the same names).
 var (
-	unameSystems  = map[string]string{"Linux": "linux", "Darwin": "darwin", "FreeBSD": "freebsd"}
-	unameMachines = map[string][]string{"amd64": {"x86_64", "amd64"}, "arm64": {"aarch64", "arm64"}}
+	unameSystems  = map[string]string{"Linux": "linux", "Darwin": "darwin", "FreeBSD": "freebsd", "OpenBSD": "openbsd", "NetBSD": "netbsd"}
+	unameMachines = map[string][]string{"amd64": {"x86_64", "amd64"}, "arm64": {"aarch64", "arm64"}, "386": {"i386", "i686"},
+		"arm": {"armv7l", "armv6l"}, "riscv64": {"riscv64"}, "ppc64le": {"ppc64le"}, "s390x": {"s390x"}}
 )
 
 // platformOf is Go's OS/ARCH for a remote's `uname -s` and `uname -m`, or "" for one no build is
@@ -111,10 +114,8 @@ var (
 func platformOf(sys, machine string) string {
 	goos := unameSystems[sys]
 	for goarch, names := range unameMachines {
-		for _, n := range names {
-			if n == machine && goos != "" {
-				return goos + "/" + goarch
-			}
+		if goos != "" && slices.Contains(names, machine) {
+			return goos + "/" + goarch
 		}
 	}
 	return ""
@@ -131,8 +132,8 @@ func (c catalog) noBuild(host, sys, machine string) error {
 		strings.Join(peers.Supported, ", ")
 	if c.carriedErr != nil {
 		how = fmt.Sprintf("this build's carried peers are unusable (%v); reinstall it", c.carriedErr)
-	} else if platformOf(sys, machine) == "" {
-		how = "farwing has peers for " + strings.Join(peers.Supported, ", ") + " only"
+	} else if !slices.Contains(peers.Supported, platformOf(sys, machine)) {
+		how = "farwing's release builds have peers for " + strings.Join(peers.Supported, ", ") + " only"
 	}
 	return fmt.Errorf("%w: %s is %s, but this farwing carries a peer for %s only; %s",
 		ErrPlatform, escape.Text(host), remote, c.platforms(), how)
@@ -172,6 +173,7 @@ func unamePatterns(platform string) string {
 			pats = append(pats, sys+"/"+m)
 		}
 	}
+	slices.Sort(pats) // the same script every time
 	return strings.Join(pats, "|")
 }
 

@@ -1,26 +1,42 @@
 package bootstrap
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Any login shell. sshd hands the command line it is given to the account's login shell (`$SHELL
 // -c LINE`), which may be sh, bash, dash, zsh or ksh, but also fish, csh or tcsh, where a multi-line
 // `sh -c '…'` is not valid: csh allows no newline inside quotes and expands `!` even inside single
-// quotes; fish has its own syntax. So the command line is one that each of them reads the same way:
-// remoteCommand, one line with a single-quoted argument holding no newline, `!`, `'` or `\` but
-// `\n` (literal for all of them inside single quotes: fish's only escapes there are `\\` and
-// `\'`, csh's `\!` and a backslash-newline), which has sh read the script itself from the session's
-// first lines, up to the line scriptEnd, with its read builtin (which reads no byte past the
-// line's end: what follows is the control channel's preface, an upload, or a part's bytes), and
-// run it. A script cut short (the connection lost) is not run.
+// quotes; fish has its own syntax. So the command line is one that each of them reads the same way
+// (remoteCommand): `exec sh -c '…'`, whose single-quoted argument has sh print the script with
+// printf's %b and run it. Inside the quotes are only letters, digits and punctuation that none of
+// those shells treats specially there; every other byte of the script (newline, `!`, quotes, `$`,
+// backslash, …) is written as %b's octal escape `\0NNN` (a backslash and digits: csh's single quotes
+// keep a backslash but before `!` or a newline, fish's but before `\` or `'`).
+//
+// The script travels in the exec request itself: sshd opens the session's input only once the
+// command runs, so a script sent on it would start a round trip later.
 
-// scriptEnd is the line that ends the script on the session's input.
-const scriptEnd = "FARWING-SCRIPT-END"
+// remoteCommand is the command line given to ssh that runs script with sh.
+func remoteCommand(script string) string {
+	return `exec sh -c 'eval "$(printf "%b" "` + escapeForPrintf(script) + `")"'`
+}
 
-// remoteCommand is the command line given to ssh for every remote script.
-const remoteCommand = `exec sh -c 'n=$(printf "\nx"); n=${n%x}; s=; g=; ` +
-	`while IFS= read -r l; do [ "$l" = ` + scriptEnd + ` ] && { g=1; break; }; s="$s$n$l"; done; [ -n "$g" ] && eval "$s"'`
+// keptAsIs are the bytes escapeForPrintf leaves as they are: inside sh's double quotes, csh's,
+// tcsh's, fish's and POSIX shells' single quotes and printf's %b, none of them means anything.
+const keptAsIs = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;=+-_/|&(){}[]<>*?#@~"
 
-// scriptInput is script as it goes first on the session's input: its lines, then scriptEnd.
-func scriptInput(script string) []byte {
-	return []byte(strings.TrimSuffix(script, "\n") + "\n" + scriptEnd + "\n")
+// escapeForPrintf writes every byte of s that is not in keptAsIs as printf %b's `\0NNN`.
+func escapeForPrintf(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) * 2)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; strings.IndexByte(keptAsIs, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, `\0%03o`, c)
+		}
+	}
+	return b.String()
 }

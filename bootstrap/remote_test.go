@@ -27,50 +27,64 @@ func shellPath(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if name == "ksh" {
-			t.Skip("ksh not installed")
-		}
 		t.Fatalf("%s is not installed: scripts/setup.sh installs it (apt-get install %s)", name, name)
 	}
 	return p
 }
 
 // TestRemoteCommandShells (issue 38, point 5): remoteCommand, given to each login shell as sshd
-// gives it (SHELL -c LINE), has sh run the script that comes first on its input exactly as
-// written (quotes, `!`, backslashes, newlines inside quotes), and leaves the input that follows
-// the script to it byte for byte; a script cut short (no scriptEnd) is not run at all.
+// gives it (SHELL -c LINE), has sh run the script exactly as written (quotes, `!`, backslashes,
+// newlines inside quotes, every byte but NUL), with the session's input left to it byte for byte;
+// the real start script, as long as it gets, passes through each shell intact too.
 func TestRemoteCommandShells(t *testing.T) {
+	var every []byte
+	for c := 1; c < 256; c++ {
+		if c != '\n' {
+			every = append(every, byte(c))
+		}
+	}
 	script := `x='it'\''s'
 if [ ! -z "$x" ]; then echo "ok $x"; fi
 case $x in it*) printf '%s\n' "a\\b!";; esac
 y="two
 lines"; echo "$y"
+cat <<'END'
+` + string(every) + `
+END
 exec cat
 `
 	rest := []byte("the control channel\x00\xff\n and more")
-	want := "ok it's\na\\b!\ntwo\nlines\n" + string(rest)
+	want := "ok it's\na\\b!\ntwo\nlines\n" + string(every) + "\n" + string(rest)
+	_, id := fakePeer(t, t.TempDir(), 1)
+	c := catalog{builds: []build{selfBuild(id)}}
+	for _, p := range []string{"linux/arm64", "darwin/amd64", "darwin/arm64"} {
+		c.builds = append(c.builds, build{platform: p, hash: strings.Repeat("ab", 32), gz: []byte{1}})
+	}
+	start := peerScript(c, 0, "'--pub' 'k'", 1<<20, aheadLen) // the longest: every build, a preface and an upload ahead
 	for _, name := range loginShells {
 		t.Run(name, func(t *testing.T) {
 			sh := shellPath(t, name)
 			home := t.TempDir()
-			run := func(stdin []byte) string {
-				cmd := exec.Command(sh, "-c", remoteCommand)
+			run := func(cmdLine string, stdin []byte) string {
+				cmd := exec.Command(sh, "-c", cmdLine)
 				cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "SHELL=" + sh}
 				cmd.Dir = home
 				cmd.Stdin = bytes.NewReader(stdin)
 				var errb bytes.Buffer
 				cmd.Stderr = &errb
 				out, err := cmd.Output()
-				if err != nil && len(stdin) > len(script) {
+				if err != nil {
 					t.Fatalf("%s -c remoteCommand: %v: %s", name, err, errb.String())
 				}
 				return string(out)
 			}
-			if got := run(append(scriptInput(script), rest...)); got != want {
+			if got := run(remoteCommand(script), rest); got != want {
 				t.Fatalf("%s ran the script as %q, want %q", name, got, want)
 			}
-			if got := run([]byte(script)); got != "" {
-				t.Fatalf("%s ran a script cut short: %q", name, got)
+			// The start script itself, printed instead of run: byte for byte.
+			show := strings.Replace(remoteCommand(start), `eval "$(`, `printf %s "$(`, 1)
+			if got := run(show, nil); got != strings.TrimRight(start, "\n") {
+				t.Fatalf("%s passed the start script (%d bytes on the command line) as %d bytes, not as written", name, len(remoteCommand(start)), len(got))
 			}
 		})
 	}
@@ -253,7 +267,8 @@ func TestStartRemotePlatform(t *testing.T) {
 	// A platform no build is carried for: a clear error, nothing made on the remote.
 	for _, c := range []struct{ sys, machine, names, how string }{
 		{"Darwin", "arm64", "Darwin arm64 (darwin/arm64)", "make dist"},
-		{"Linux", "riscv64", "Linux riscv64,", "has peers for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 only"},
+		{"Linux", "riscv64", "Linux riscv64 (linux/riscv64),", "release builds have peers for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 only"},
+		{"Linux", "mips", "Linux mips,", "release builds have peers for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64 only"},
 	} {
 		fakeUname(t, path, c.sys, c.machine)
 		home := t.TempDir()
@@ -276,4 +291,15 @@ func TestStartRemotePlatform(t *testing.T) {
 	if !errors.Is(err, ErrPlatform) || !strings.Contains(err.Error(), "carries a peer for "+ownPlatform+" only") || !strings.Contains(err.Error(), "make dist") {
 		t.Fatalf("a plain build to %s: %v", other, err)
 	}
+	// A plain build for a platform release builds carry no peer for (here: one that says it is
+	// linux/riscv64) still serves remotes of its own platform with itself.
+	defer func(p string) { ownPlatform = p }(ownPlatform)
+	ownPlatform = "linux/riscv64"
+	fakeUname(t, path, "Linux", "riscv64")
+	t.Setenv("FAKE_HOME", t.TempDir())
+	p, err = Start(context.Background(), SSH{SSHPath: ssh}, "h", plain, nil, pre)
+	if err != nil || !p.Uploaded {
+		t.Fatalf("a plain linux/riscv64 build to a linux/riscv64 remote: %v", err)
+	}
+	p.Close(time.Second)
 }

@@ -22,7 +22,7 @@ import (
 )
 
 // Installing the peer sends it in parts over the main ssh session, each acknowledged by the remote
-// script (startScript), so that the client knows the rate the single TCP stream really delivers.
+// script (peerScript), so that the client knows the rate the single TCP stream really delivers.
 // Where that rate would keep the upload going for more than a few seconds (a loss-based TCP on a
 // lossy path: CUBIC moves a few hundred kbit/s at 3 % loss and 140 ms), the part of the file not yet
 // handed to the main session is split among extra ssh connections, each writing its range into a
@@ -88,7 +88,7 @@ func parsePart(s string) (part, bool) {
 
 // uploadLine is a line of the remote script while the peer is uploaded: "FARWING-GOT OFF N" (a
 // part of the main session stored), "FARWING-MISSING OFF-N ..." (parts named in the join that
-// are not there) or, ending the upload, a status line (startScript).
+// are not there) or, ending the upload, a status line (peerScript).
 type uploadLine struct {
 	got     part
 	missing []part
@@ -155,11 +155,11 @@ r ` + n + ` >"$t" &&
 // -p, -o, -J and farwing's ProxyCommand as the main session has them), on a TCP connection of its
 // own (ControlPath=none: never riding on a shared one) and never asking for a password
 // (BatchMode: one that cannot authenticate without fails, and its range goes back to the main
-// session). These come first: ssh keeps the first value it is given. It runs remoteCommand: the
-// caller puts the script first on its input (scriptInput).
-func (s SSH) helperCmd(ctx context.Context, host string) *exec.Cmd {
+// session). These come first: ssh keeps the first value it is given. It runs script
+// (remoteCommand).
+func (s SSH) helperCmd(ctx context.Context, host, script string) *exec.Cmd {
 	s.mux = false
-	return s.sshCmd(ctx, host, remoteCommand, "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
+	return s.sshCmd(ctx, host, remoteCommand(script), "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
 }
 
 // seg is a range of the upload and who carries it: the main session (its own share, or the range
@@ -608,9 +608,9 @@ func (u *uploader) maybeSplit(ctx context.Context, dir, h16, id string, done cha
 
 // runHelper runs extra connection i, which stores part c.
 func (u *uploader) runHelper(ctx context.Context, i int, dir, h16, id string, c part) helperDone {
-	cmd := u.s.helperCmd(ctx, u.host)
+	cmd := u.s.helperCmd(ctx, u.host, partScript(dir, h16, id, c))
 	in := &countingReader{r: bytes.NewReader(u.data[c.off : c.off+c.n])}
-	cmd.Stdin = io.MultiReader(bytes.NewReader(scriptInput(partScript(dir, h16, id, c))), in)
+	cmd.Stdin = in
 	out, errs := &tail{}, &tail{}
 	cmd.Stdout, cmd.Stderr = out, errs
 	if u.s.Verbose {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Farwing's tests and lab need on a Debian machine: OpenSSH (client and server, for
 # the real ssh/scp bootstrap), iproute2 (network namespaces), iperf3 (TCP comparisons), the login
-# shells a remote account may have (zsh, fish, csh, tcsh: the bootstrap must start under each), and
+# shells a remote account may have (zsh, ksh, fish, csh, tcsh: the bootstrap must start under each), and
 # qemu-user-static with binfmt_misc, so that a remote "linux/arm64" account in the lab runs the
 # arm64 peer.
 # Safe to run again; does nothing when everything is there. Needs root to install.
@@ -11,7 +11,7 @@ command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-serve
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
-for sh in zsh fish csh tcsh; do command -v $sh >/dev/null 2>&1 || need+=($sh); done
+for sh in zsh ksh fish csh tcsh; do command -v $sh >/dev/null 2>&1 || need+=($sh); done
 command -v perl >/dev/null 2>&1 || need+=(perl-base)
 [ "$(uname -m)" = aarch64 ] || [ -x /usr/bin/qemu-aarch64-static ] || need+=(qemu-user-static)
 if [ ${#need[@]} -gt 0 ]; then

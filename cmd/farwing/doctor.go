@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -137,7 +136,7 @@ func diagnose(rep *xfer.DoctorReport, err error) []finding {
 		fix := ""
 		switch code {
 		case xfer.ExitPlatform:
-			fix = "this build runs on " + localPlatform() + " only; build farwing for the remote's OS and architecture"
+			fix = "use a release build of farwing (make dist, make build), which carries the peer for Linux and macOS on x86-64 and arm64"
 		case xfer.ExitInstall:
 			fix = "make ~/.cache/farwing writable for the remote user (or set XDG_CACHE_HOME there)"
 		}
@@ -158,8 +157,6 @@ func diagnose(rep *xfer.DoctorReport, err error) []finding {
 		clockFinding(rep),
 	}
 }
-
-func localPlatform() string { return runtime.GOOS + "/" + runtime.GOARCH }
 
 // slowSSH is the start time beyond which ssh gets a warning (an upload aside).
 const slowSSH = 5.0

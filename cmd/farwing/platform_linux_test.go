@@ -151,7 +151,7 @@ func TestLabArm64Remote(t *testing.T) {
 	// A platform this build carries no peer for: one clear line, exit 8, nothing installed.
 	for _, c := range []struct{ sys, machine, says string }{
 		{"Darwin", "arm64", "is Darwin arm64 (darwin/arm64), but this farwing carries a peer for linux/amd64 and linux/arm64 only"},
-		{"Linux", "riscv64", "is Linux riscv64, but this farwing carries a peer for linux/amd64 and linux/arm64 only"},
+		{"Linux", "riscv64", "is Linux riscv64 (linux/riscv64), but this farwing carries a peer for linux/amd64 and linux/arm64 only"},
 	} {
 		armAccount(t, srv, c.sys, c.machine)
 		os.RemoveAll(filepath.Join(srv.Home, ".cache"))

@@ -1,6 +1,6 @@
 // Package peers holds the builds of farwing for other platforms that a release build carries
 // inside itself, so that first contact can install the peer on a remote of any supported
-// platform without a Go toolchain or network access on either end (docs/DESIGN decision 10).
+// platform without a Go toolchain or network access on either end.
 //
 // A plain `go build` or `go install` carries none: bootstrap then uploads the running executable
 // itself, which serves remotes of its own platform only. A release build (`make build`, `make

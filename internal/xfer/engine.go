@@ -31,7 +31,7 @@ const (
 	ExitSSH         = 5  // ssh/scp failed: unknown host, refused, authentication
 	ExitUDP         = 6  // no UDP path, or the path died mid-transfer
 	ExitVerify      = 7  // a block or file failed verification
-	ExitPlatform    = 8  // the remote OS/architecture cannot run this build
+	ExitPlatform    = 8  // this build carries no peer for the remote's OS/architecture
 	ExitInstall     = 9  // the peer could not be installed on the remote host (its cache is not writable)
 	ExitProtocol    = 10 // the other end broke the protocol: an unsafe or unrequested name, a malformed message
 	ExitInterrupted = 130

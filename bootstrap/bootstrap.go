@@ -254,36 +254,6 @@ const pruneDays = 30
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-// hashFunc defines the remote shell's h FILE, which sets hv to the file's SHA-256 (hex) with
-// whichever tool the remote has, OpenSSL first: it uses the CPU's SHA instructions where
-// coreutils' sha256sum may not (a 10 MB peer: 20 against 30 ms on AMD EPYC Zen 5, on every
-// start). Every tool prints the digest first, up to a space; taking it with the shell's own
-// expansion instead of cut spares a process (each costs the remote some milliseconds).
-const hashFunc = `h() { hv=$(openssl dgst -sha256 -r "$1" 2>/dev/null || sha256sum "$1" 2>/dev/null || shasum -a 256 "$1" 2>/dev/null || sha256 -q "$1" 2>/dev/null); hv=${hv%% *}; }`
-
-// readFunc defines the remote shell's r N, which copies exactly N bytes of its input to its output,
-// reading none past them (what follows is the next part, or the peer's control channel): head -c
-// where it reads no more than it copies (GNU's and busybox's; the BSDs' and macOS's read their
-// input through stdio's buffer, ahead of what they copy), else perl's sysread (macOS has perl),
-// else dd bs=1 (a system call per byte).
-const readFunc = `if [ "$(printf abc | { head -c 1 >/dev/null 2>&1; cat; })" = bc ]; then r() { head -c "$1"; }; ` +
-	`elif command -v perl >/dev/null 2>&1; then r() { perl -e 'my $n = shift; while ($n > 0) { my $k = sysread(STDIN, my $b, $n < 65536 ? $n : 65536); exit 1 unless $k; exit 1 unless syswrite(STDOUT, $b) == $k; $n -= $k; }' "$1"; }; ` +
-	`else r() { dd bs=1 count="$1" 2>/dev/null; }; fi`
-
-// privFunc defines the remote shell's v DIR, which enters DIR (cd -P) and succeeds where it is
-// private: not a symbolic link, a directory whose physical name is farwing (as every cache
-// directory's is: no link swapped in after the check leads elsewhere), owned by this user (test
-// -O .), neither group- nor other-writable (the 6th and 9th characters of ls -ld's mode string:
-// POSIX's format, as BSD's and macOS's ls print it too). Otherwise it sets c to why: link, nodir
-// (missing, not a directory, or not to be entered), owner or mode (a mode that allows others to
-// write, or that ls did not print). What it checks is the working directory, not a path: from
-// then on the script names what it keeps or runs relative to it, so another user who can write a
-// directory above it (a group-writable ~/.cache) and renames it away and puts one of theirs at its
-// name changes nothing the script reads, writes or runs; and no one else can plant a file, a
-// link or another build at the names it uses inside (test -O and -L are the shell's own, and cd;
-// ls is the one process it costs).
-const privFunc = `v() { c=; if [ -L "$1" ]; then c=link; elif ! cd -P "$1" >/dev/null 2>&1; then c=nodir; else case $PWD in */farwing) if [ ! -O . ]; then c=owner; else case $(ls -ld . 2>/dev/null) in d????w*|d???????w*) c=mode;; d*) ;; *) c=mode;; esac; fi;; *) c=link;; esac; fi; [ -z "$c" ]; }`
-
 // emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -328,16 +298,22 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // Only POSIX shell and tools: uname, head -c (readFunc), env, ls, gzip where present, and a
 // SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
 func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) string {
-	drop, skip, dropAhead := "", "", ""
+	return stripComments(render(startTemplate, peerScriptFor(c, guess, serveArgs, prefaceLen, aheadLen)))
+}
+
+// peerScriptFor is what start.sh is given for peerScript.
+func peerScriptFor(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) peerScriptData {
+	d := peerScriptData{Hash: hashFunc, Priv: privFunc, Read: readFunc, Empty: emptySHA256, PruneDays: pruneDays,
+		Chdir: ChdirFlag, Serve: serveArgs}
 	if prefaceLen > 0 {
-		drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
+		d.Drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
 	}
-	g := c.builds[guess]
+	skip := ""
 	if aheadLen > 0 {
 		skip = " --skip " + strconv.Itoa(prefaceLen) + ":" + strconv.Itoa(aheadLen)
 		// The bytes ahead are the guessed build's upload in gzip form: of no use without gzip,
 		// or to a remote of another platform.
-		dropAhead = `{ [ "$z" = raw ] || [ "$B" != farwing-` + g.h16() + ` ]; } && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
+		d.DropAhead = `{ [ "$z" = raw ] || [ "$B" != farwing-` + c.builds[guess].h16() + ` ]; } && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
 	}
 	// B is the name in the cache directory of the build for the remote's platform, H its SHA-256.
 	var cases strings.Builder
@@ -346,76 +322,9 @@ func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int
 			fmt.Fprintf(&cases, "%s) B=farwing-%s; H=%s;;\n", pat, b.h16(), b.hash)
 		}
 	}
-	run := `exec env "./$B" serve ` + AnnounceFlag + ` "$d/$B" ` + ChdirFlag + ` "$s0" ` + serveArgs + skip
-	return hashFunc + `
-` + privFunc + `
-f() { [ -x "$B" ] && [ ! -L "$B" ] && [ -O "$B" ] && h "$B" && [ "$hv" = "$H" ]; }
-s0=$PWD
-d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
-case $d in /*) ;; *) d="$s0/$d";; esac
-s=$(uname -s -m); m=${s##* }; s=${s%% *}
-case "$s/$m" in
-` + cases.String() + `*) echo "FARWING-PEER need $s $m raw $d"; exit 0;;
-esac
-if v "$d" && f; then
-  ` + run + `
-fi
-[ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null
-if ! v "$d"; then
-  if [ "$c" = nodir ]; then echo "FARWING-PEER nodir $s $m $d"; else echo "FARWING-PEER unsafe $s $m $c $d"; fi
-  exit 0
-fi
-[ -w . ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
-h /dev/null; [ "$hv" = ` + emptySHA256 + ` ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
-` + readFunc + `
-` + drop + `z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
-` + dropAhead + `echo "FARWING-PEER need $s $m $z $d"
-q=
-b() { [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
-k() { case "$1" in ''|0?*|*[!0-9]*|???????????*) return 1;; esac; }
-read -r w f n i || exit 0
-case "$w:$f" in FARWING-UPLOAD:gzip|FARWING-UPLOAD:raw) ;; *) b;; esac
-k "$n" && [ "$n" -gt 0 ] || b
-case "$i" in ????????????????) ;; *) b;; esac
-case "$i" in *[!0-9a-f]*) b;; esac
-q=".$B.$i"
-u=$(umask); umask 077
-j=
-while read -r w a; do
-  case "$a" in *[!0-9\ -]*) b;; esac
-  set -- $a
-  case "$w" in
-  FARWING-PART)
-    [ $# -eq 2 ] && k "$1" && k "$2" && [ "$2" -gt 0 ] && [ $(($1 + $2)) -le "$n" ] || b
-    r "$2" >"$q.$1-$2.tmp"
-    echo "FARWING-GOT $1 $2";;
-  FARWING-JOIN)
-    o=0; e=
-    for x; do
-      y=${x%-*}; l=${x#*-}
-      [ "$x" = "$y-$l" ] && k "$y" && k "$l" && [ "$y" -eq "$o" ] && [ "$l" -gt 0 ] || b
-      o=$((y + l)); [ "$o" -le "$n" ] || b
-      [ -f "$q.$x.tmp" ] || e="$e $x"
-    done
-    [ "$o" -eq "$n" ] || b
-    [ -n "$e" ] || { j=1; break; }
-    echo "FARWING-MISSING$e";;
-  *) b;;
-  esac
-done
-[ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
-# The working directory is private (v): no other user can have left a file or a link at the
-# parts' names or at $t, and none can change what these names lead to.
-t=".$B.$$.tmp"
-for x; do set -- "$@" "$q.$x.tmp"; shift; done
-if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
-rm -f "$q".*.tmp
-umask "$u"
-h "$t"; if [ "$hv" != "$H" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
-chmod 755 "$t" && mv -f "$t" "$B" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
-find . -maxdepth 1 -type f \( -name 'farwing-*' -mtime +` + fmt.Sprint(pruneDays) + ` -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "$B" -exec rm -f {} + 2>/dev/null
-echo "FARWING-PEER ok $s $m $d/$B"
-exec env "./$B" serve ` + ChdirFlag + ` "$s0" ` + serveArgs
+	d.Cases = cases.String()
+	d.Run = `exec env "./$B" serve ` + AnnounceFlag + ` "$d/$B" ` + ChdirFlag + ` "$s0" ` + serveArgs + skip
+	return d
 }
 
 // Start reaches host, installs the peer when needed and starts it as `farwing serve ARGS`.

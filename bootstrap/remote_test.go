@@ -303,3 +303,46 @@ func TestStartRemotePlatform(t *testing.T) {
 	}
 	p.Close(time.Second)
 }
+
+// TestScriptsLint: the remote scripts, as rendered for the longest case (every build, a preface,
+// an upload ahead) and with their comments, parse in sh, dash and bash (-n), and shellcheck finds
+// nothing in them (its Debian package is installed by scripts/setup.sh; the few findings that are
+// meant are disabled in the scripts, each with why).
+func TestScriptsLint(t *testing.T) {
+	_, id := fakePeer(t, t.TempDir(), 1)
+	c := catalog{builds: []build{selfBuild(id)}}
+	for _, p := range []string{"linux/arm64", "darwin/amd64", "darwin/arm64"} {
+		c.builds = append(c.builds, build{platform: p, hash: strings.Repeat("ab", 32), gz: []byte{1}})
+	}
+	scripts := map[string]string{
+		"start.sh":       render(startTemplate, peerScriptFor(c, 0, "'--pub' 'k'", 1<<20, aheadLen)),
+		"start-plain.sh": render(startTemplate, peerScriptFor(catalog{builds: []build{selfBuild(id)}}, 0, "", 0, 0)),
+		"part.sh":        render(partTemplate, partScriptData{Priv: privFunc, Read: readFunc, Dir: shellQuote("/home/u/.cache/farwing"), Q: ".farwing-0123456789abcdef." + upID, Part: "0-5000", N: 5000}),
+	}
+	dir := t.TempDir()
+	for name, s := range scripts {
+		if strings.Contains(s, "{{") || strings.Contains(s, "<no value>") {
+			t.Fatalf("%s: not rendered whole", name)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range []string{"sh", "dash", "bash"} {
+			if out, err := exec.Command(shellPath(t, sh), "-n", p).CombinedOutput(); err != nil {
+				t.Errorf("%s -n %s: %v: %s", sh, name, err, out)
+			}
+		}
+		if _, err := exec.LookPath("shellcheck"); err != nil {
+			t.Logf("shellcheck not installed (scripts/setup.sh installs it): %s checked with sh -n only", name)
+			continue
+		}
+		if out, err := exec.Command("shellcheck", "-s", "sh", "-f", "gcc", p).CombinedOutput(); err != nil {
+			t.Errorf("shellcheck %s: %v:\n%s", name, err, out)
+		}
+		// What is sent is the same script without its comments.
+		if stripped := stripComments(s); strings.Contains(stripped, "\n#") || len(stripped) >= len(s) {
+			t.Errorf("%s: comments left in what is sent", name)
+		}
+	}
+}

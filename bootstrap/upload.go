@@ -140,15 +140,8 @@ func parseUploadLine(line string) (uploadLine, error) {
 // it is found private (v enters it), by names relative to it: no one else can have left a file or
 // a link at the temporary name ($$) or the part's, nor swap the directory they are in.
 func partScript(dir, h16, id string, c part) string {
-	n := strconv.Itoa(c.n)
-	return `umask 077
-` + privFunc + `
-v ` + shellQuote(dir) + ` || exit 1
-q=.farwing-` + h16 + `.` + id + `
-t="$q.` + c.String() + `.$$.tmp"
-` + readFunc + `
-r ` + n + ` >"$t" &&
-[ $(($(wc -c <"$t"))) -eq ` + n + ` ] && mv -f "$t" "$q.` + c.String() + `.tmp" && echo "FARWING-STORED ` + c.String() + `" || { rm -f "$t"; exit 1; }`
+	return stripComments(render(partTemplate, partScriptData{Priv: privFunc, Read: readFunc, Dir: shellQuote(dir),
+		Q: ".farwing-" + h16 + "." + id, Part: c.String(), N: c.n}))
 }
 
 // helperCmd is the ssh command of an extra upload connection: the user's own command line (-F, -i,

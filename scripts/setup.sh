@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Farwing's tests and lab need on a Debian machine: OpenSSH (client and server, for
 # the real ssh/scp bootstrap), iproute2 (network namespaces), iperf3 (TCP comparisons), the login
-# shells a remote account may have (zsh, ksh, fish, csh, tcsh: the bootstrap must start under each), and
-# qemu-user-static with binfmt_misc, so that a remote "linux/arm64" account in the lab runs the
-# arm64 peer.
+# shells a remote account may have (zsh, ksh, fish, csh, tcsh: the bootstrap must start under
+# each), shellcheck (the remote scripts' lint), and qemu-user-static with binfmt_misc, so that a
+# remote "linux/arm64" account in the lab runs the arm64 peer.
 # Safe to run again; does nothing when everything is there. Needs root to install.
 set -euo pipefail
 need=()
@@ -13,6 +13,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 for sh in zsh ksh fish csh tcsh; do command -v $sh >/dev/null 2>&1 || need+=($sh); done
 command -v perl >/dev/null 2>&1 || need+=(perl-base)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 [ "$(uname -m)" = aarch64 ] || [ -x /usr/bin/qemu-aarch64-static ] || need+=(qemu-user-static)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

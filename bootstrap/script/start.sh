@@ -1,0 +1,74 @@
+# First contact (bootstrap.peerScript): start the cached peer for this host's platform, or receive
+# it, check its SHA-256 and start it. A text/template; what it is given is in peerScriptData.
+# shellcheck disable=SC2015 # "check && check || b": b (a bad upload) exits, meant whenever any check fails
+{{.Hash}}
+{{.Priv}}
+f() { [ -x "$B" ] && [ ! -L "$B" ] && [ -O "$B" ] && h "$B" && [ "$hv" = "$H" ]; }
+s0=$PWD
+d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
+case $d in /*) ;; *) d="$s0/$d";; esac
+s=$(uname -s -m); m=${s##* }; s=${s%% *}
+case "$s/$m" in
+{{.Cases}}*) echo "FARWING-PEER need $s $m raw $d"; exit 0;;
+esac
+if v "$d" && f; then
+  {{.Run}}
+fi
+# shellcheck disable=SC2174 # -m applies to the cache directory itself, the one that must be private
+[ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null
+if ! v "$d"; then
+  if [ "$c" = nodir ]; then echo "FARWING-PEER nodir $s $m $d"; else echo "FARWING-PEER unsafe $s $m $c $d"; fi
+  exit 0
+fi
+[ -w . ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
+h /dev/null; [ "$hv" = {{.Empty}} ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
+{{.Read}}
+{{.Drop}}z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
+{{.DropAhead}}echo "FARWING-PEER need $s $m $z $d"
+q=
+b() { [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
+k() { case "$1" in ''|0?*|*[!0-9]*|???????????*) return 1;; esac; }
+read -r w f n i || exit 0
+case "$w:$f" in FARWING-UPLOAD:gzip|FARWING-UPLOAD:raw) ;; *) b;; esac
+k "$n" && [ "$n" -gt 0 ] || b
+case "$i" in ????????????????) ;; *) b;; esac
+case "$i" in *[!0-9a-f]*) b;; esac
+q=".$B.$i"
+u=$(umask); umask 077
+j=
+while read -r w a; do
+  case "$a" in *[!0-9\ -]*) b;; esac
+  # shellcheck disable=SC2086 # split into its numbers, which the case above checked
+  set -- $a
+  case "$w" in
+  FARWING-PART)
+    [ $# -eq 2 ] && k "$1" && k "$2" && [ "$2" -gt 0 ] && [ $(($1 + $2)) -le "$n" ] || b
+    r "$2" >"$q.$1-$2.tmp"
+    echo "FARWING-GOT $1 $2";;
+  FARWING-JOIN)
+    o=0; e=
+    for x; do
+      y=${x%-*}; l=${x#*-}
+      [ "$x" = "$y-$l" ] && k "$y" && k "$l" && [ "$y" -eq "$o" ] && [ "$l" -gt 0 ] || b
+      o=$((y + l)); [ "$o" -le "$n" ] || b
+      [ -f "$q.$x.tmp" ] || e="$e $x"
+    done
+    [ "$o" -eq "$n" ] || b
+    [ -n "$e" ] || { j=1; break; }
+    echo "FARWING-MISSING$e";;
+  *) b;;
+  esac
+done
+[ -n "$j" ] || { rm -f "$q".*.tmp; exit 0; }
+# The working directory is private (v): no other user can have left a file or a link at the
+# parts' names or at $t, and none can change what these names lead to.
+t=".$B.$$.tmp"
+for x; do set -- "$@" "$q.$x.tmp"; shift; done
+if [ "$f" = gzip ]; then cat "$@" | gzip -dc >"$t" 2>/dev/null; else cat "$@" >"$t"; fi
+rm -f "$q".*.tmp
+umask "$u"
+h "$t"; if [ "$hv" != "$H" ]; then rm -f "$t"; echo "FARWING-PEER badhash"; exit 0; fi
+chmod 755 "$t" && mv -f "$t" "$B" || { rm -f "$t"; echo "FARWING-PEER norename"; exit 0; }
+find . -maxdepth 1 -type f \( -name 'farwing-*' -mtime +{{.PruneDays}} -o -name '.farwing-*.tmp' -mtime +1 \) ! -name "$B" -exec rm -f {} + 2>/dev/null
+echo "FARWING-PEER ok $s $m $d/$B"
+exec env "./$B" serve {{.Chdir}} "$s0" {{.Serve}}

@@ -2,7 +2,7 @@
 # Run inside `farwing lab`: a re-run onto an identical tree (10,000 x 4 KiB): farwing copy -r -p
 # then the same command twice; rsync -a likewise.
 set -u
-FW=${FW:-$(cd "$(dirname "$0")/.." && pwd)/bin/farwing}
+FW=${FW:-$(cd "$(dirname "$0")/../.." && pwd)/bin/farwing}
 CFG=$FARWING_LAB_SSH_CONFIG; H=$FARWING_LAB_HOST; RH=$FARWING_LAB_HOME
 W=$(mktemp -d /tmp/skip.XXXXXX); trap 'rm -rf "$W"' EXIT
 "$(dirname "$0")/small-tree.sh" "$W"

@@ -3,7 +3,7 @@
 # farwing copy -r, tar over ssh and rsync -a, interleaved, ROUNDS rounds. Prints one line per run.
 set -u
 ROUNDS=${ROUNDS:-2}
-FW=${FW:-$(cd "$(dirname "$0")/.." && pwd)/bin/farwing}
+FW=${FW:-$(cd "$(dirname "$0")/../.." && pwd)/bin/farwing}
 CFG=$FARWING_LAB_SSH_CONFIG; H=$FARWING_LAB_HOST; RH=$FARWING_LAB_HOME
 W=$(mktemp -d /tmp/small.XXXXXX)
 trap 'rm -rf "$W"' EXIT

@@ -2,7 +2,7 @@
 # Resume measurement (README, "Resume after a kill"): a 1 GiB push and pull, whole, then killed
 # (SIGKILL of the local farwing) once the receiver's record says 512 blocks are synced, then run
 # again to resume. Run inside the lab:
-#   sudo farwing lab --rate 400M --rtt 140ms --loss 1% --queue 1bdp -- env RUN=1 bench/resume-measure.sh
+#   sudo farwing lab --rate 400M --rtt 140ms --loss 1% --queue 1bdp -- env RUN=1 bench/tools/resume-measure.sh
 # FARWING is the build to measure (in a 0755 directory), DATA where the local files go, OUT the
 # --json summaries and messages of each copy; MAINBIN another build whose full push is measured
 # first, for comparison.

@@ -5,7 +5,7 @@
 # ProxyCommand is not used); README's CUBIC row used one that sets TCP_CONGESTION=cubic on its
 # socket before it connects, as most hosts' default TCP behaves.
 set -u
-FW=${FW:-$(cd "$(dirname "$0")/.." && pwd)/bin/farwing}; RUNS=${RUNS:-3}
+FW=${FW:-$(cd "$(dirname "$0")/../.." && pwd)/bin/farwing}; RUNS=${RUNS:-3}
 CFG=$FARWING_LAB_SSH_CONFIG; H=$FARWING_LAB_HOST; RH=$FARWING_LAB_HOME
 W=$(mktemp -d /tmp/first.XXXXXX); trap 'rm -rf "$W"' EXIT
 head -c $((256<<20)) /dev/urandom > "$W/f.bin"

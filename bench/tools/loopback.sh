@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/loopback.sh — Farwing against scp and iperf3 on loopback, with CPU cost.
+# bench/tools/loopback.sh — Farwing against scp and iperf3 on loopback, with CPU cost.
 #
 # Starts its own sshd on 127.0.0.1 (throwaway keys, root login by key only, internal-sftp) and
 # removes it afterwards, creates a random file, then runs, interleaved, RUNS times each:
@@ -10,7 +10,7 @@
 # server in a cpuacct cgroup of its own, so the CPU seconds reported cover both ends (client
 # tree + the server's sshd/farwing serve/sftp) in user and system time.
 #
-# Usage: sudo bench/loopback.sh [SIZE_MIB (2048)] [RUNS (5)]
+# Usage: sudo bench/tools/loopback.sh [SIZE_MIB (2048)] [RUNS (5)]
 # Env:   FARWING=path (default bin/farwing, built with CGO_ENABLED=0 if missing)
 #        FARWING_CPUPROFILE=prefix: CPU profiles of both ends (the server's sessions get it by SetEnv)
 #        PORT (default: first free from 22220), WORK (a fresh directory under /var/tmp), KEEP=1 keeps WORK.
@@ -25,7 +25,7 @@ if [[ -z $PORT ]]; then # the first free port from 22220 (others may run their o
 		ss -ltnH "sport = :$PORT" | grep -q . || break
 	done
 fi
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 FARWING=${FARWING:-bin/farwing}
 if [[ ! -x $FARWING ]]; then
 	CGO_ENABLED=0 go build -o "$FARWING" ./cmd/farwing

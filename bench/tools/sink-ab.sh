@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run inside `farwing lab` (e.g. `sudo farwing lab --rate 400M --rtt 140ms --loss 1% --queue 1bdp
-# -- bench/sink-ab.sh`): 1 GiB `--sink` pushes of the builds in BINS (space-separated paths),
+# -- bench/tools/sink-ab.sh`): 1 GiB `--sink` pushes of the builds in BINS (space-separated paths),
 # alternated round by round, RUNS rounds (default 4), after one warm-up copy each (which also
 # starts the shared ssh connection). One line per copy: goodput, BtlBw, congestion verdicts and
 # the data phase, from the copy's --json summary.

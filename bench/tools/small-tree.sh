@@ -1,5 +1,5 @@
 #!/bin/bash
-# small-tree.sh DIR: the small-files tree of bench/small-files.sh and bench/skip-tree.sh in
+# small-tree.sh DIR: the small-files tree of bench/tools/small-files.sh and bench/tools/skip-tree.sh in
 # DIR/tree: 100 directories of 100 random files of 4 KiB (41 MB).
 set -eu
 mkdir -p "$1/tree"

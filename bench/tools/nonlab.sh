@@ -2,7 +2,7 @@
 # Run inside `farwing lab`: the bench against the lab's sshd as an ordinary host, then iperf3
 # between the same two namespaces, TCP rows side by side. OUT: directory for the results.
 set -u
-FW=${FW:-$(cd "$(dirname "$0")/.." && pwd)/bin/farwing}; OUT=${OUT:-$(mktemp -d /tmp/nonlab.XXXXXX)}; mkdir -p "$OUT"
+FW=${FW:-$(cd "$(dirname "$0")/../.." && pwd)/bin/farwing}; OUT=${OUT:-$(mktemp -d /tmp/nonlab.XXXXXX)}; mkdir -p "$OUT"
 CFG=$FARWING_LAB_SSH_CONFIG; H=$FARWING_LAB_HOST
 echo "bench start $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"
 $FW bench -F "$CFG" "$H" --size ${SIZE:-256M} --runs ${RUNS:-3} --json "$OUT/ledger.json" -q > "$OUT/table.md" 2> "$OUT/bench.err"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run inside `farwing lab` (e.g. `sudo farwing lab --rate 400M --rtt 140ms --queue 1bdp --
-# bench/startup-ab.sh`): 16 MiB repeat copies of the builds in BINS (space-separated paths),
+# bench/tools/startup-ab.sh`): 16 MiB repeat copies of the builds in BINS (space-separated paths),
 # alternated round by round, RUNS rounds (default 6), after one warm-up copy each (which also
 # starts the shared ssh connection). One line per copy: the milliseconds from spawning the command
 # to each mark of its -v output (ssh started, the remote's ok, the peer's ready, the UDP lanes

@@ -93,7 +93,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			if err != nil {
 				// A test that failed here (no such congestion control, streams that never came) is
 				// the client's to report; the peer stays for the next one.
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
+				if err := ctl.SendError(err); err != nil {
 					return err
 				}
 				continue
@@ -106,7 +106,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			// directory; nothing else on this host is looked at.
 			sum, err := checkBenchFile(dir, m.Name)
 			if err != nil {
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
+				if err := ctl.SendError(err); err != nil {
 					return err
 				}
 				continue
@@ -120,7 +120,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				if errors.As(err, &re) || ctx.Err() != nil {
 					return err
 				}
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
+				if err := ctl.SendError(err); err != nil {
 					return err
 				}
 			}
@@ -128,7 +128,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			// A file for the pull direction's rows: random (made once, digest returned) or sparse.
 			name, sum, err := benchSource(ctx, dir, m.Size, m.Sink)
 			if err != nil {
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
+				if err := ctl.SendError(err); err != nil {
 					return err
 				}
 				continue
@@ -140,7 +140,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			// The "first copy" row: this build leaves the remote cache, so the next copy installs
 			// it again. The running peer keeps its (now unlinked) executable.
 			if err := uncache(); err != nil {
-				if err := ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)}); err != nil {
+				if err := ctl.SendError(err); err != nil {
 					return err
 				}
 				continue

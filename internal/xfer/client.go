@@ -505,7 +505,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 			if err := sendList(c.ctl, chunks, listErr); err != nil && !errors.Is(err, ErrListLimit) {
 				o.logf("sending the file list: %v", err)
 			} else if err != nil {
-				c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+				c.ctl.SendError(err)
 				c.cancel(err)
 			}
 		}(chunks)
@@ -816,7 +816,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	// The lanes and the handshake are prepared first; a path remembered from an earlier push
 	// (pathmem.go) then takes data before the handshake has answered, the handshake beside it.
 	if err := c.openPath(ctx, &o, host, ready, c.crypto, true, true); err != nil {
-		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		c.ctl.SendError(err)
 		return nil, err
 	}
 	key := ""
@@ -837,7 +837,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	} else {
 		rtt, err := c.handshake(ctx)
 		if err != nil {
-			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			c.ctl.SendError(err)
 			return nil, err
 		}
 		c.rtt = rtt
@@ -859,7 +859,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) {
-			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			c.ctl.SendError(err)
 		}
 		return nil, err
 	}
@@ -948,7 +948,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if files.Files, err = recvList(ctx, c.ctl, files.Entries); err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) {
-			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			c.ctl.SendError(err)
 		}
 		return nil, err
 	}
@@ -1002,7 +1002,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	// for it costs no time.
 	if err := <-hs; err != nil {
 		hs <- err // for the deferred wait
-		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		c.ctl.SendError(err)
 		return nil, err
 	}
 	hs <- nil
@@ -1013,7 +1013,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if err := resumeRecv(ctx, c.ctl, plan, parts); err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) {
-			c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			c.ctl.SendError(err)
 		}
 		return nil, err
 	}

@@ -859,6 +859,12 @@ func parse(line []byte) (Msg, int64, error) {
 	return m, int64(len(line)), nil
 }
 
+// SendError tells the other end that this one stops because of err: an error message with err's
+// text and the exit code it maps to (ExitCode), what the other end reports and exits with.
+func (c *Control) SendError(err error) error {
+	return c.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+}
+
 // Send writes one message; safe for concurrent use.
 func (c *Control) Send(m Msg) error {
 	line, err := json.Marshal(m)

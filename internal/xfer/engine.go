@@ -267,7 +267,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	if err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) && !errors.Is(err, ErrPeerGone) {
-			ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			ctl.SendError(err)
 		}
 		return res, err
 	}
@@ -539,7 +539,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		conf.close() // the files placed before the failure stay: the sender hears of them
 		var re *RemoteError
 		if !errors.As(err, &re) && !errors.Is(err, ErrPeerGone) {
-			ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+			ctl.SendError(err)
 		}
 		return res, err
 	}

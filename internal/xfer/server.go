@@ -61,7 +61,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	ctl.channelOnly = so.ChannelOnly
 	ctl.Start(cancel)
 	fail := func(err error) error {
-		ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+		ctl.SendError(err)
 		return err
 	}
 	cpub, err := decodePub(clientPub)

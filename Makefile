@@ -25,6 +25,7 @@ plain:
 # then build as the release does (no cgo, -trimpath), so that they reuse what it compiled.
 test:
 	./scripts/setup.sh
+	./scripts/lint-sh.sh
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	GO=$(GO) ./scripts/cross.sh

@@ -132,20 +132,33 @@ func (a *ahead) start(b []byte) []byte {
 	return append(w, b[:aheadPart]...)
 }
 
-// installedRecord is the file whose presence says that this user installed the build of that
-// hash (or found it installed) on the account ssh reaches for host: ssh's user, host name and port where `ssh -G`
-// told them (cfg), else host as given. "" where there is no cache directory.
-func installedRecord(hash string, cfg map[string]string, host string) string {
-	dir := localPeerDir("installed")
-	if dir == "" || len(hash) < 16 {
-		return ""
-	}
+// installRecords names this user's records of the builds installed on one account: the directory
+// (looked at once: localPeerDir checks it and those above it) and the account's key.
+type installRecords struct{ dir, key string }
+
+// installedRecords are the records for the account ssh reaches for host: ssh's user, host name and
+// port where `ssh -G` told them (cfg), else host as given.
+func installedRecords(cfg map[string]string, host string) installRecords {
 	key := "host\x00" + host
 	if cfg["hostname"] != "" {
 		key = strings.Join([]string{"ssh", cfg["user"], cfg["hostname"], cfg["port"]}, "\x00")
 	}
 	h := sha256.Sum256([]byte(key))
-	return filepath.Join(dir, "farwing-"+hash[:16]+"-"+hex.EncodeToString(h[:8]))
+	return installRecords{dir: localPeerDir("installed"), key: hex.EncodeToString(h[:8])}
+}
+
+// of is the file whose presence says that this user installed the build of that hash (or found it
+// installed) on the account; "" where there is no cache directory.
+func (r installRecords) of(hash string) string {
+	if r.dir == "" || len(hash) < 16 {
+		return ""
+	}
+	return filepath.Join(r.dir, "farwing-"+hash[:16]+"-"+r.key)
+}
+
+// installedRecord is installedRecords(cfg, host).of(hash).
+func installedRecord(hash string, cfg map[string]string, host string) string {
+	return installedRecords(cfg, host).of(hash)
 }
 
 // noteInstalled records that a build runs on an account (a failure to record only costs the next
@@ -174,8 +187,9 @@ func noteInstalled(rec string) {
 // the remote's cache too).
 func Forget(ctx context.Context, s SSH, host string, id Identity) error {
 	cfg, _ := s.config(ctx, host) // as Start: without ssh's word the record is keyed by host
+	recs := installedRecords(cfg, host)
 	for _, b := range newCatalog(id).builds {
-		rec := installedRecord(b.hash, cfg, host)
+		rec := recs.of(b.hash)
 		if rec == "" {
 			continue
 		}

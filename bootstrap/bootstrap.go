@@ -425,9 +425,10 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	args := strings.Join(qa, " ")
 	// The guess: the build this user last found on that account, else the one for this
 	// executable's platform, where no record says the account has it (upload ahead).
+	recs := installedRecords(cfg, host)
 	guess, known := c.own(), false
 	for i, b := range c.builds {
-		if rec := installedRecord(b.hash, cfg, host); rec != "" {
+		if rec := recs.of(b.hash); rec != "" {
 			if _, err := os.Stat(rec); err == nil {
 				guess, known = i, true
 				break
@@ -440,7 +441,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	// installed on this host's account starts its upload at once (ahead.go).
 	var packed chan packedPeer
 	var up *ahead
-	if !known && installedRecord(g.hash, cfg, host) != "" && !s.noAhead && len(preface) <= aheadMaxPreface {
+	if !known && recs.of(g.hash) != "" && !s.noAhead && len(preface) <= aheadMaxPreface {
 		up = newAhead(g)
 	}
 	if pc := packedCache(g); pc != "" && up == nil {
@@ -495,7 +496,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 			}
 		}
 		if i >= 0 {
-			noteInstalled(installedRecord(c.builds[i].hash, cfg, host))
+			noteInstalled(recs.of(c.builds[i].hash))
 		}
 		p.RemoteOS, p.Path, p.Took = st.OS+" "+st.Arch, st.Path, time.Since(t0)
 		return p, nil
@@ -573,7 +574,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	if st = rep.st; st.State != "ok" { // install has closed the session
 		return nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
 	}
-	noteInstalled(installedRecord(b.hash, cfg, host))
+	noteInstalled(recs.of(b.hash))
 	// The control channel starts now, with the preface again (the first one went to the shell):
 	// already written after the join where the main session carried the whole upload.
 	p.prefaced = make(chan struct{})
@@ -698,15 +699,8 @@ func readIdentity(id Identity) ([]byte, error) {
 
 // gzipOf reports whether b is a gzip stream of the bytes whose SHA-256 is hash.
 func gzipOf(b []byte, hash string) bool {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return false
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, zr); err != nil {
-		return false
-	}
-	return hex.EncodeToString(h.Sum(nil)) == hash
+	_, err := gunzipOf(b, hash)
+	return err == nil
 }
 
 // peerStatus is a line of the remote shell: "FARWING-PEER STATE OS ARCH PATH" for the states ok

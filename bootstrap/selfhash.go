@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/farwing/farwing/internal/peers"
 )
 
 // selfHash is hashFile(exe), remembered in this user's cache under the file's identity: device,
@@ -31,7 +33,7 @@ func selfHashWith(exe string, hash func(string) (string, error)) (string, error)
 	}
 	rec := selfRecord(exe)
 	if b, err := os.ReadFile(rec); rec != "" && err == nil {
-		if k, h, ok := strings.Cut(strings.TrimSpace(string(b)), " "); ok && k == key && isHash(h) {
+		if k, h, ok := strings.Cut(strings.TrimSpace(string(b)), " "); ok && k == key && peers.IsHash(h) {
 			return h, nil
 		}
 	}
@@ -73,13 +75,4 @@ func forgetSelf(exe string) {
 	if rec := selfRecord(exe); rec != "" {
 		os.Remove(rec)
 	}
-}
-
-// isHash reports whether h is a SHA-256 in lower-case hex.
-func isHash(h string) bool {
-	if len(h) != 2*sha256.Size {
-		return false
-	}
-	_, err := hex.DecodeString(h)
-	return err == nil && strings.ToLower(h) == h
 }

@@ -69,7 +69,7 @@ func Parse(manifest []byte, open func(name string) ([]byte, error)) ([]Peer, err
 		switch {
 		case !ok || seen[f[0]] || !supported(f[0]):
 			return nil, fmt.Errorf("carried peers: manifest line %d: platform %q unsupported or repeated", i+1, f[0])
-		case !isHash(f[1]):
+		case !IsHash(f[1]):
 			return nil, fmt.Errorf("carried peers: manifest line %d: %q is not a SHA-256", i+1, f[1])
 		case err != nil || size <= 0:
 			return nil, fmt.Errorf("carried peers: manifest line %d: bad size %q", i+1, f[2])
@@ -101,8 +101,8 @@ func supported(platform string) bool {
 	return false
 }
 
-// isHash reports whether h is a SHA-256 in lower-case hex.
-func isHash(h string) bool {
+// IsHash reports whether h is a SHA-256 in lower-case hex.
+func IsHash(h string) bool {
 	if len(h) != 64 {
 		return false
 	}

@@ -409,7 +409,7 @@ func (s *statInfo) Mode() fs.FileMode {
 // reader, naming it.
 func readable(p string) error {
 	if err := unix.Faccessat(unix.AT_FDCWD, p, unix.R_OK, unix.AT_EACCESS); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrSource, p, err)
+		return fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
 	}
 	return nil
 }

@@ -342,12 +342,11 @@ var lineRules = map[string]lineRule{
 // its members take (key and value) and the elements of its arrays, over all its members (a key may
 // be given twice).
 type lineShape struct {
-	t      string
-	hasT   bool // a "t" member whose value is a string was found
-	longT  bool // ... and it is longer than any type
-	object bool // the line is a JSON object
-	bytes  [len(bulkNames)]int
-	elems  [len(bulkNames)]int
+	t     string
+	hasT  bool // a "t" member whose value is a string was found
+	longT bool // ... and it is longer than any type
+	bytes [len(bulkNames)]int
+	elems [len(bulkNames)]int
 }
 
 // checkLine bounds a line by its message's type, before it is decoded: the line, the members
@@ -408,7 +407,6 @@ func scanLine(line []byte, sh *lineShape) bool {
 	if i == len(line) || line[i] != '{' {
 		return false
 	}
-	sh.object = true
 	i = skipSpace(line, i+1)
 	if i < len(line) && line[i] == '}' {
 		return skipSpace(line, i+1) == len(line)

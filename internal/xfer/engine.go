@@ -391,11 +391,8 @@ func (c *confirmations) take(part []fcopy.FileResult) error {
 		}
 		// Where the receiver says it placed the file is its word, shown as it is in --json:
 		// valid UTF-8, at most a path's length, nothing a terminal would act on.
-		p := strings.ToValidUTF8(r.Path, "?")
-		if len(p) > maxResultPath { // recvDone refused it; a clipped copy keeps nothing of the rest
-			p = strings.Clone(strings.ToValidUTF8(p[:maxResultPath], ""))
-		}
-		r.Path = escape.Text(p)
+		// (recvDone refused one longer than maxResultPath.)
+		r.Path = escape.Text(strings.ToValidUTF8(r.Path, "?"))
 		next, n, last = i+1, n+1, f.Name
 	}
 	c.next, c.n, c.last = next, n, last

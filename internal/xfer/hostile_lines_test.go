@@ -263,7 +263,6 @@ func referenceShape(t testing.TB, line []byte) lineShape {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		t.Fatalf("%s: not an object (%v)", line, err)
 	}
-	sh.object = true
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {

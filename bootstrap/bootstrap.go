@@ -304,26 +304,13 @@ func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int
 // peerScriptFor is what start.sh is given for peerScript.
 func peerScriptFor(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) peerScriptData {
 	d := peerScriptData{Hash: hashFunc, Priv: privFunc, Read: readFunc, Empty: emptySHA256, PruneDays: pruneDays,
-		Chdir: ChdirFlag, Serve: serveArgs}
-	if prefaceLen > 0 {
-		d.Drop = "r " + strconv.Itoa(prefaceLen) + " >/dev/null\n"
-	}
-	skip := ""
-	if aheadLen > 0 {
-		skip = " --skip " + strconv.Itoa(prefaceLen) + ":" + strconv.Itoa(aheadLen)
-		// The bytes ahead are the guessed build's upload in gzip form: of no use without gzip,
-		// or to a remote of another platform.
-		d.DropAhead = `{ [ "$z" = raw ] || [ "$B" != farwing-` + c.builds[guess].h16() + ` ]; } && r ` + strconv.Itoa(aheadLen) + " >/dev/null\n"
-	}
-	// B is the name in the cache directory of the build for the remote's platform, H its SHA-256.
-	var cases strings.Builder
+		Announce: AnnounceFlag, Chdir: ChdirFlag, Serve: serveArgs, PrefaceLen: prefaceLen, AheadLen: aheadLen,
+		Guess: c.builds[guess].h16()}
 	for _, b := range c.builds {
 		if pat := unamePatterns(b.platform); pat != "" {
-			fmt.Fprintf(&cases, "%s) B=farwing-%s; H=%s;;\n", pat, b.h16(), b.hash)
+			d.Builds = append(d.Builds, scriptBuild{Patterns: pat, H16: b.h16(), Hash: b.hash})
 		}
 	}
-	d.Cases = cases.String()
-	d.Run = `exec env "./$B" serve ` + AnnounceFlag + ` "$d/$B" ` + ChdirFlag + ` "$s0" ` + serveArgs + skip
 	return d
 }
 

@@ -29,14 +29,20 @@ var (
 
 // peerScriptData is what start.sh is given.
 type peerScriptData struct {
-	Hash, Priv, Read string // the functions
-	Cases            string // one case line per build: PATTERN) B=farwing-HASH16; H=HASH;;
-	Run              string // the command that starts a cached peer
-	Drop, DropAhead  string // the commands that drop the preface and the bytes written ahead ("" none)
+	Hash, Priv, Read string        // the functions
+	Builds           []scriptBuild // one case per build the remote's platform may ask for
+	Announce, Chdir  string        // serve's flags: the cached peer says ok itself; the login directory
+	Serve            string        // serve's arguments, quoted
+	PrefaceLen       int           // bytes of preface before the answer, which the shell drops (0: none)
+	AheadLen         int           // bytes of an upload's start after them (0: none), of the build Guess (HASH16)
+	Guess            string
 	Empty            string // the SHA-256 of nothing
 	PruneDays        int
-	Chdir, Serve     string // serve's flag for the login directory, and its arguments, quoted
 }
+
+// scriptBuild is a build in start.sh's case: the `uname -s`/`uname -m` pairs it serves
+// (PATTERN|PATTERN...), its name in the cache without "farwing-" and its SHA-256.
+type scriptBuild struct{ Patterns, H16, Hash string }
 
 // partScriptData is what part.sh is given.
 type partScriptData struct {

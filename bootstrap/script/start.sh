@@ -8,11 +8,15 @@ s0=$PWD
 d="${XDG_CACHE_HOME:-$HOME/.cache}/farwing"
 case $d in /*) ;; *) d="$s0/$d";; esac
 s=$(uname -s -m); m=${s##* }; s=${s%% *}
+# B is the name in the cache directory of the build for this platform, H its SHA-256.
 case "$s/$m" in
-{{.Cases}}*) echo "FARWING-PEER need $s $m raw $d"; exit 0;;
+{{range .Builds}}{{.Patterns}}) B=farwing-{{.H16}}; H={{.Hash}};;
+{{end}}*) echo "FARWING-PEER need $s $m raw $d"; exit 0;;
 esac
+# An intact cached peer starts at once: it prints the status line itself (--announce) and drops
+# the bytes written ahead after the preface (--skip PREFACE:AHEAD).
 if v "$d" && f; then
-  {{.Run}}
+  exec env "./$B" serve {{.Announce}} "$d/$B" {{.Chdir}} "$s0" {{.Serve}}{{if .AheadLen}} --skip {{.PrefaceLen}}:{{.AheadLen}}{{end}}
 fi
 # shellcheck disable=SC2174 # -m applies to the cache directory itself, the one that must be private
 [ -e "$d" ] || [ -L "$d" ] || mkdir -m 700 -p "$d" 2>/dev/null
@@ -23,8 +27,12 @@ fi
 [ -w . ] || { echo "FARWING-PEER nodir $s $m $d"; exit 0; }
 h /dev/null; [ "$hv" = {{.Empty}} ] || { echo "FARWING-PEER nohash $s $m $d"; exit 0; }
 {{.Read}}
-{{.Drop}}z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
-{{.DropAhead}}echo "FARWING-PEER need $s $m $z $d"
+{{if .PrefaceLen}}r {{.PrefaceLen}} >/dev/null
+{{end}}z=raw; command -v gzip >/dev/null 2>&1 && z=gzip,raw
+# The bytes ahead are the guessed build's upload in gzip form: of no use without gzip, or to a
+# remote of another platform.
+{{if .AheadLen}}{ [ "$z" = raw ] || [ "$B" != farwing-{{.Guess}} ]; } && r {{.AheadLen}} >/dev/null
+{{end}}echo "FARWING-PEER need $s $m $z $d"
 q=
 b() { [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
 k() { case "$1" in ''|0?*|*[!0-9]*|???????????*) return 1;; esac; }

@@ -36,8 +36,9 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 	}
 	if iv := max(sendEl, ackEl); iv > 0 && (c.rtpropStamp < 0 || iv >= minIv) {
 		rate := float64(c.delivered-p.delivered) / (float64(iv) / 1e9)
-		// Undo random thinning (§2.1.3): with loss before the bottleneck a sender at rate R
-		// delivers R(1-p), so this is the send rate that the delivered rate corresponds to.
+		// Undo random thinning (docs/CC.md, "Signals"): with loss before the bottleneck a sender
+		// at rate R delivers R(1-p), so this is the send rate that the delivered rate corresponds
+		// to.
 		cr := rate / (1 - c.thin)
 		if cr > c.bwLatest {
 			c.bwLatest = cr
@@ -58,12 +59,12 @@ func (c *Controller) rateSample(t int64, p *pkt) {
 // (once per acked packet, so it is kept rather than worked out there; its inputs change at a
 // round's end and at a baseline sample, which call this): RandomLoss,
 // the loss rate of the congestion-free rounds once they hold enough packets, within twice the
-// loss base's standard error of the base (else the base). Improvement: the base is the median of
-// a few low-rate samples, a few tenths of a per cent off at 3 % loss (lab, 1 GiB copies: 2.8-3.4 %
-// where the rounds measured 2.94-3.04 %), and every tenth of a per cent it reads high puts BtlBw
-// that much above the capacity, a queue that grows while CRUISE lasts and draws a queue cut. The
-// bound keeps congestion losses that no verdict caught (which the rounds' rate would take in)
-// from raising BtlBw, which would overfill the queue further.
+// loss base's standard error of the base (else the base). This departs from the starting
+// algorithm, which corrects by the base itself (docs/CC.md D2): the base is the median of a few
+// low-rate samples and reads further off the random rate than the rounds do, and whatever it
+// reads high puts BtlBw that much above the capacity, a queue that grows while CRUISE lasts and
+// draws a queue cut. The bound keeps congestion losses that no verdict caught (which the rounds'
+// rate would take in) from raising BtlBw, which would overfill the queue further.
 func (c *Controller) setThinning() {
 	u := 2 * c.baseSigma()
 	c.thin = math.Min(math.Max(c.RandomLoss(), c.lossBase-u), math.Min(c.lossBase+u, baseMax))

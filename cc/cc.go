@@ -1,11 +1,12 @@
 // Package cc is Farwing's rate controller: LTRC, the loss-tolerant BBR-style algorithm described
-// as built in docs/CC.md (states, signals, verdicts and why). It started from the project's research
-// note (congestion-control.md §2, outside this repository): "the note" in the comments below, and
-// "Improvement" marks where the code departs from it. It owns no sockets and no clocks: the session layer
-// reports what it sent, what was acked and what it declared lost (per lane, by per-lane sequence
-// number), calls Tick every few milliseconds, and reads PacingRate and InflightCap back. Every
-// method takes the current time, so the controller runs identically under a real clock and in the
-// virtual-time simulator of package cc/simnet.
+// as built in docs/CC.md (states, signals, verdicts and why). Where the code departs from the
+// algorithm it started from, the comment says so and names the departure ("docs/CC.md D7"): that
+// entry of docs/CC.md gives what the starting algorithm does and the measurement behind the
+// change. It owns no sockets and no clocks: the session layer reports what it sent, what was
+// acked and what it declared lost (per lane, by per-lane sequence number), calls Tick every few
+// milliseconds, and reads PacingRate and InflightCap back. Every method takes the current time, so
+// the controller runs identically under a real clock and in the virtual-time simulator of package
+// cc/simnet.
 //
 // One controller serves all lanes of a session (coupled: four lanes take one flow's share at a
 // shared bottleneck). Loss detection is the session's job and must be per lane: cross-lane order
@@ -38,8 +39,8 @@ type Config struct {
 	RingSize int
 }
 
-// Constants (docs/CC.md; the note's §2.2), in the units used here. Where a value differs from the note, the comment says
-// why.
+// Constants (docs/CC.md), in the units used here. Where a value departs from the starting
+// algorithm, the comment says why and names the departure.
 const (
 	iwPkts       = 32
 	startupGain  = 2.77
@@ -75,14 +76,14 @@ const (
 	// Fair share (policy fair). A drop-tail queue that overflows while we cruise (not probing) is
 	// being filled by another flow, a loss-based one: CUBIC fills the queue until it drops. Paced
 	// datagrams are rarely the ones a full drop-tail queue drops, so such a flow takes nearly all
-	// the losses and backs off while we keep our rate (lab, 400 Mbit/s, 140 ms, one BDP: CUBIC
-	// held 110–135–205 Mbit/s over 10 runs against us). While that evidence is recent, the rate is
-	// capped at fairShare of the path's capacity: the packet-train estimate or the largest BtlBw
-	// measured while not sharing, whichever is larger. Without a train estimate there is no cap:
-	// BtlBw alone underestimates the capacity when the other flow was there from the start (then
-	// it is our share, and a cap from it starved us to 27 % in the virtual-time test).
+	// the losses and backs off while we keep our rate, and gets far less than its share. While that
+	// evidence is recent, the rate is capped at fairShare of the path's capacity: the packet-train
+	// estimate or the largest BtlBw measured while not sharing, whichever is larger. Without a train
+	// estimate there is no cap: BtlBw alone underestimates the capacity when the other flow was
+	// there from the start (then it is our share, and a cap from it starves us). The starting
+	// algorithm has no such cap: docs/CC.md D28.
 	fairShare  = 0.6
-	shareHold  = int64(20 * time.Second) // CUBIC's own cycle at 140 ms and 200 Mbit/s is ~12 s
+	shareHold  = int64(20 * time.Second) // outlasts CUBIC's own cycle on a long fat path (docs/CC.md D28)
 	shareTrack = 0.92                    // delivered below this share of the paced rate (random loss aside) with a standing queue
 	shareFloor = 0.5                     // ... paces at the delivered rate, but not below this share of the capacity
 	capBuckets = 3
@@ -336,20 +337,19 @@ func (c *Controller) SeedBandwidth(now time.Time, bps float64) {
 	if c.resumeBps > 0 {
 		// The first measurement replaces a remembered rate, lower or higher; but a train that
 		// reads over four times the rate this path sustained came in compressed (its datagrams
-		// bunched on the way: 1 copy in ~180 on the lab read 1.9-2.2 Gbit/s of a 400 Mbit/s link,
-		// 4.7-5.4 times, and the start's overshoot then cost loss verdicts): the remembered rate
-		// stays, and STARTUP grows from what the path delivers where it really is faster now.
+		// bunched on the way, and the start's overshoot would cost loss verdicts): the remembered
+		// rate stays, and STARTUP grows from what the path delivers where it really is faster now
+		// (docs/CC.md D18; TestResumedStartup).
 		if bps > 4*c.resumeBps {
 			bps = c.resumeBps
 		}
 		c.resumeBps, c.initBw, c.seedBw = 0, c.iwBw, 0
 	}
 	// STARTUP paces at startupGain × bw: seed so that the next round paces at the estimate. A
-	// train reads the rate that reaches the receiver (after any loss on the way, and on the lab's
-	// 400 Mbit/s link 379 Mbit/s: the median window of a bursty arrival), itself under what the
-	// sender may send; the 90 % of it that this paced at left 15-18 % of the link idle for the
-	// first two round trips (simnet, TestSeededStartup: 8 Mbit/s more over the first second at 0
-	// and 3 % loss, no queue drops at estimates up to twice the capacity).
+	// train reads the rate that reaches the receiver (after any loss on the way, and under the
+	// link's rate where the arrival is bursty), itself under what the sender may send, so pacing
+	// at a fraction of it would leave part of the link idle for the first round trips (departs
+	// from the starting algorithm, which has no estimate: docs/CC.md D17; TestSeededStartup).
 	if b := bps / 8 / startupGain; b > c.initBw {
 		c.initBw = b
 	}
@@ -576,8 +576,8 @@ const randomLossMin = 5_000
 // rounds since STARTUP that drew no verdict, whose losses did not cluster at a queue or stand out
 // over the baseline, and that CRUISE did not pace above the model, once they hold randomLossMin
 // packets, and the low-rate baseline (LossBase) before that. Congestion losses that stay under
-// all of these tests would count; the simulator's cells (a one-BDP buffer, one of BDP/50, CUBIC
-// sharing it) read the random rate to within a tenth of it.
+// all of these tests would count. The starting algorithm sizes FEC from the baseline itself; how
+// closely this reads the random rate: docs/CC.md D9 (TestRandomLoss, TestShallowerThanQLow).
 func (c *Controller) RandomLoss() float64 {
 	if c.rlN >= randomLossMin {
 		return c.rlLost / c.rlN

@@ -1,7 +1,7 @@
 package cc
 
 // fair share (policy fair): evidence of a loss-based flow overflowing the queue, the capacity
-// estimate and the cap at fairShare of it (docs/CC.md, "Sharing with other flows").
+// estimate and the cap at fairShare of it (docs/CC.md, "Sharing with other flows"; D28, D29).
 
 import "math"
 
@@ -42,8 +42,8 @@ func (c *Controller) shareAfterRound(t int64, standing bool) {
 		// Part of what we send only lengthens a queue another flow shares (an RTT step delivers
 		// what we pace; a competitor's growth does not). Pace at what is delivered, down to half
 		// the capacity. Without this, with the delay signal disarmed by undrained DOWNs, a nearly
-		// full queue stood for 11 s in the lab while a window-limited CUBIC got W/RTT at twice the
-		// base RTT (63-105 Mbit/s of 400).
+		// full queue can stand for many seconds while a window-limited CUBIC flow gets only its
+		// window per the inflated round trip (departs from the starting algorithm: docs/CC.md D29).
 		c.bwLo = math.Max(shareFloor*capB, math.Min(c.bwLo, c.bwLatest))
 	}
 }

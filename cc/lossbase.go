@@ -27,9 +27,10 @@ func (c *Controller) lowRateNow() bool {
 // packets have resolved, pushing its loss rate as one baseline sample if it is large enough (else
 // it merges with the next episode).
 //
-// Improvement over the note: the note attributes a round's losses to the round in which they are
-// detected, so the first DOWN round mostly counts packets sent during UP; here each packet carries
-// a flag saying whether it was sent at low rate, and only those packets form the sample.
+// This departs from the starting algorithm (docs/CC.md D6), which attributes a round's losses to
+// the round in which they are detected, so the first DOWN round mostly counts packets sent during
+// UP; here each packet carries a flag saying whether it was sent at low rate, and only those
+// packets form the sample.
 func (c *Controller) maybeCommitBase(t int64) {
 	if c.lowRes < baseMinPkts || c.lowRateNow() {
 		return
@@ -50,11 +51,11 @@ func (c *Controller) maybeCommitBase(t int64) {
 		return // clearly congestive (or a path failure): not a random-loss sample
 	}
 	// Losses clustered at a full queue are self-inflicted, not random: most of the losses met a
-	// high queue, and those packets were lost at well above the baseline. Improvement: the second
-	// condition. A DOWN's packets mostly meet the queue its UP left, so at 3 % random loss most of
-	// their losses are "at a queue" too, and the sample was dropped: in the simulator a 25 s
-	// transfer kept 2-4 samples, the first of them STARTUP's 500-packet warm-up (at 3 % loss one
-	// read 1.0 %, and four false loss cuts followed).
+	// high queue, and those packets were lost at well above the baseline. The second condition
+	// departs from the starting algorithm (docs/CC.md D7): a DOWN's packets mostly meet the queue
+	// its UP left, so with random loss most of their losses are "at a queue" too, and on the first
+	// condition alone most DOWN samples were dropped, leaving the baseline to few samples, the
+	// noisy warm-up among them (TestRandomLossSeeds).
 	if l >= 3 && 2*hiq >= l && c.startupWarmCommitted &&
 		float64(hiq) > (c.lossBase+c.lossExcess)*float64(hiqN) {
 		return
@@ -84,12 +85,12 @@ type baseSample struct {
 // the weight lies on either side (the mean of the two rates where the halves meet exactly on a
 // boundary).
 //
-// Improvement: the plain median gave STARTUP's warm-up sample of ~500 packets (1-sigma 0.76 % at
-// 3 % loss) the same say as a DOWN round's thousands; with two or three samples early in a copy
-// the baseline could sit at 2.0-2.2 % on a 3 % path for seconds, which makes every round's random
-// losses look like an excess (lab, 1 GiB at 3 %: four loss-at-queue cuts in a copy whose data
-// phase took 0.3 s longer). The cap keeps one long episode (an undrained DOWN of many rounds, the
-// kind most likely to hold congestion losses) from being the median by its size alone.
+// This departs from the starting algorithm's plain median (docs/CC.md D8), which gives STARTUP's
+// warm-up sample of ~500 packets the same say as a DOWN round's thousands: with two or three
+// samples early in a copy a warm-up that read low holds the baseline low for seconds, which makes
+// every round's random losses look like an excess. The cap keeps one long episode (an undrained
+// DOWN of many rounds, the kind most likely to hold congestion losses) from being the median by
+// its size alone.
 func weightedMedian(s, samples []baseSample) float64 {
 	if len(samples) == 0 {
 		return 0

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// downPacingGain: the note's DOWN is 0.90× for one round. When a standing queue well above Q_HIGH
-// is visible (after a capacity drop or an overshoot) drain it in about one round instead, as
-// BBRv1's 0.75 does, but never deeper than 0.75.
+// downPacingGain: the starting algorithm's DOWN is 0.90× for one round. When a standing queue
+// above Q_HIGH is visible (after a capacity drop or an overshoot) drain it in about one round
+// instead, as BBRv1's 0.75 does, but never deeper than 0.75 (docs/CC.md D19).
 func (c *Controller) downPacingGain() float64 {
 	if c.lastQ > c.qHigh() && c.rtprop > 0 {
 		return math.Max(downGainMin, math.Min(downGain, 1-float64(c.lastQ)/float64(c.rtprop)))
@@ -48,7 +48,7 @@ func (c *Controller) setRate() {
 		// quarter, which keeps the overshoot to a fraction of a BDP of queue instead of the 1.77
 		// BDP a 2.77× round can leave there. Once the path has delivered clearly more than the
 		// estimate, the estimate was low: STARTUP then doubles per round from what it delivered
-		// (a quarter per round took seconds to climb from a low estimate at 140 ms).
+		// (a quarter per round climbs slowly from a low estimate on a long path; docs/CC.md D17).
 		if c.btlbw < seedProven*c.seedBw {
 			r = math.Min(r, 1.25*c.seedBw*8)
 		} else {
@@ -67,8 +67,8 @@ func (c *Controller) setRate() {
 		capB = cwndGain * c.bdp(b)
 		if c.mode == Startup {
 			if c.seedBw > 0 {
-				// The window must not hold a seeded STARTUP below its pacing rate: from a bw of a
-				// third of the estimate it held the first round to 65 % of it.
+				// The window must not hold a seeded STARTUP below its pacing rate: cwndGain × a bw
+				// of a third of the estimate held the first round well under it (docs/CC.md D17).
 				capB = math.Max(capB, seedCwnd*r/8*float64(c.rtprop)/1e9)
 			}
 			capB = math.Max(capB, float64(iwPkts*c.mss))

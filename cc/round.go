@@ -27,9 +27,10 @@ type roundAcc struct {
 func (r *roundAcc) lostAtQueue() bool { return r.lost >= 3 && 2*r.lostHiQ >= r.lost }
 
 // runThreshold is the per-lane loss-run length that i.i.d. loss at rate base produces in n
-// packets with probability below ~1e-3. Improvement: the note's fixed max(3, 2·run_base) fires in a
-// few per cent of rounds at 5 % random loss (thousands of losses per round at 400 Mbit/s), and every
-// false verdict costs 30 % of the rate until the next probe.
+// packets with probability below ~1e-3. This departs from the starting algorithm's fixed
+// max(3, 2·run_base) (docs/CC.md D11): at a high random loss and a high rate a round holds
+// thousands of losses, a fixed threshold is then reached by chance in a fair share of rounds, and
+// every false verdict costs 30 % of the rate until the next probe.
 func runThreshold(n int, base float64) int {
 	if base < 1e-4 || n <= 0 {
 		return 3
@@ -56,11 +57,10 @@ func (c *Controller) endRound(t int64) {
 		L := float64(r.lost) / float64(n)
 		nf := float64(n)
 		// The baseline is itself a measurement: early in a transfer it rests on STARTUP's
-		// 500-packet warm-up alone, whose 1-sigma at 3 % loss is 0.76 %. Improvement: a round
-		// must exceed it by its own noise and twice the baseline's (baseSigma) as well. Without
-		// that a warm-up read at 2.2 % made a DOWN's 3.4 % of random losses at the UP's queue a
-		// loss-at-queue cut (simulator, 3 % loss, two seeds of twelve; lab copies likewise), and
-		// one read at 1.0 % four loss-excess cuts in 0.8 s.
+		// 500-packet warm-up alone, which is noisy at a few per cent of loss. Departing from the
+		// starting algorithm (docs/CC.md D10), a round must exceed it by its own noise and twice
+		// the baseline's (baseSigma) as well. Without that, a warm-up that read low turned the
+		// random losses of later rounds into loss cuts (TestRandomLossSeeds).
 		u := 2 * c.baseSigma()
 		sig = float64(r.lost) > nf*(base+u)+lossZ*math.Sqrt(nf*base*(1-base))+1
 		excess := sig && L > base+u+c.lossExcess
@@ -71,9 +71,9 @@ func (c *Controller) endRound(t int64) {
 		// one round after they were sent, so counting sent packets is not enough).
 		warm := !c.startupWarmCommitted
 		if c.mode == Startup {
-			// Improvement: STARTUP leaves on loss only when the loss is clearly ours (a
-			// STARTUP overshoot is massive or comes with a queue). The warm-up baseline comes from
-			// ~500 packets and is noisy (at 3 % loss its 1-sigma is 0.8 %), so an "excess" verdict
+			// Departs from the starting algorithm (docs/CC.md D12): STARTUP leaves on loss only
+			// when the loss is clearly ours (a STARTUP overshoot is massive or comes with a queue).
+			// The warm-up baseline comes from ~500 packets and is noisy, so an "excess" verdict
 			// against it can end STARTUP at a fraction of the capacity, and PROBE_BW then needs
 			// ~1.25x per 2–3 s cycle to climb back.
 			excess, burst = false, false
@@ -95,9 +95,9 @@ func (c *Controller) endRound(t int64) {
 	// The queue verdict: a queue above qv in this round and the previous one, in PROBE_BW
 	// outside DOWN. Disarmed (a DOWN ended with a queue still standing, which may be another
 	// flow's), the delay signal still bounds a queue that keeps growing while we cruise: above
-	// half the base RTT. Without that bound CRUISE over a BtlBw a few percent high (the max filter
-	// of noisy samples) grew the lab's one-BDP queue until it overflowed, and the round's losses
-	// cut the rate to 0.7 (a 1 GiB copy at 1 %: 134 ms of queue, two deep cuts, 0.6 s). A
+	// half the base RTT. Without that bound CRUISE over a BtlBw a little high (the max filter of
+	// noisy samples) can grow a one-BDP queue until it overflows, and the round's losses cut the
+	// rate to 0.7 (departs from the starting algorithm: docs/CC.md D23; TestDisarmedQueueBound). A
 	// loss-based flow that keeps the queue standing is what competitive mode is for; until it is
 	// on, the bound yields to such a flow a little sooner.
 	qv, inPhase := qh, c.phase != Down
@@ -113,9 +113,9 @@ func (c *Controller) endRound(t int64) {
 		// far more precisely than the low-rate baseline samples. Not a round that CRUISE paced
 		// above the model, nor one whose losses were significant over the base without a verdict:
 		// in a buffer shallower than Q_LOW an overflow never shows as a queue and can stay under
-		// the verdicts' margin (a review's simulator run, buffer BDP/50, no random loss: this rate
-		// read 0.5 %, and FEC sent parity for it). Random losses alone are significant in about one
-		// round in a thousand.
+		// the verdicts' margin, and counting it would have FEC send parity on a path with no random
+		// loss (docs/CC.md D9; TestShallowerThanQLow). Random losses alone are significant in about
+		// one round in a thousand.
 		c.rlN += float64(n)
 		c.rlLost += float64(r.lost)
 		if c.rlN > randomLossSpan {
@@ -192,33 +192,32 @@ func (c *Controller) onCongestion(t int64, kind int, atQueue bool) {
 		return
 	}
 	// A delay-only cut stands even when the DOWN it starts shows that the queue is not ours (it
-	// used to be undone then). That is what leaves a loss-based flow room: against CUBIC in the
-	// lab, undoing it kept CUBIC at 63-102-186 Mbit/s of 400 over 10 runs, keeping it 110-134-205.
-	// The ratchet is bounded: an undrained DOWN disarms the delay signal (no queue verdicts until a
-	// DOWN drains again), and COMPETE_DOWNS of them in a row switch to competitive mode.
+	// used to be undone then). That is what leaves a loss-based flow room: undoing it left CUBIC
+	// clearly less of the link (docs/CC.md D15). The ratchet is bounded: an undrained DOWN
+	// disarms the delay signal (no queue verdicts until a DOWN drains again), and COMPETE_DOWNS of
+	// them in a row switch to competitive mode.
 	floor := c.bwLatest // never below the measured delivery rate (our current share)
 	if kind == congLoss && (c.compete || atQueue) {
-		// Improvement: in competitive mode the queue is shared with a loss-based flow and our
-		// delivered rate is simply what we send, so "never below the delivery rate" would make the
-		// loss response a no-op and starve the competitor (measured: 94 % vs CUBIC). There, a loss
-		// verdict is a plain multiplicative decrease of the delivered rate (AIMD, as Copa's
-		// competitive mode); probing adds back. The same holds, outside competitive mode, for
-		// losses that came with a full queue at well above the random-loss rate: a drop-tail
-		// queue overflowing, which a loss-based flow sharing it fills (the delay-based
-		// detection of competitive mode did not fire against CUBIC in the lab, which then held
-		// 70-167 Mbit/s of 400).
+		// Departs from the starting algorithm (docs/CC.md D13): in competitive mode the queue is
+		// shared with a loss-based flow and our delivered rate is simply what we send, so "never
+		// below the delivery rate" would make the loss response a no-op and starve the
+		// competitor. There, a loss verdict is a plain multiplicative decrease of the delivered
+		// rate (AIMD, as Copa's competitive mode); probing adds back. The same holds, outside
+		// competitive mode, for losses that came with a full queue at well above the random-loss
+		// rate: a drop-tail queue overflowing, which a loss-based flow sharing it fills (the
+		// delay-based detection of competitive mode need not fire against such a flow).
 		floor *= beta
 	}
 	c.bwLo = math.Max(floor, beta*math.Min(c.bwLo, c.btlbw))
-	// Improvement: also bound bw_hi. The note cuts only bw_lo, which REFILL resets to ∞, so after a
-	// capacity drop every probe cycle restarts from the stale max-filtered BtlBw (up to two cycles
-	// old) and re-floods the smaller link. bw_hi is raised again by any uncongested sample above it,
-	// so a false verdict costs at most until the next UP.
+	// Also bound bw_hi (departs from the starting algorithm: docs/CC.md D3). With only bw_lo cut,
+	// which REFILL resets to ∞, every probe cycle after a capacity drop restarts from the stale
+	// max-filtered BtlBw (up to two cycles old) and re-floods the smaller link. bw_hi is raised
+	// again by any uncongested sample above it, so a false verdict costs at most until the next UP.
 	c.bwHi = math.Min(c.bwHi, math.Max(floor, beta*math.Min(c.bwHi, c.btlbw)))
 	if c.mode == ProbeBW && c.phase != Down {
-		// Improvement: drain what we queued instead of cruising at 0.99× on top of it (the note
-		// leaves a full drop-tail buffer standing after a capacity drop); DOWN is also the queue-
-		// ownership test.
+		// Drain what we queued instead of cruising at 0.99× on top of it, which leaves a full
+		// drop-tail buffer standing after a capacity drop (departs from the starting algorithm:
+		// docs/CC.md D14); DOWN is also the queue-ownership test.
 		c.enterDown(t)
 	}
 }
@@ -233,20 +232,18 @@ const (
 // cruiseRound adapts CRUISE's pacing gain to the round's queue Q (its minimum) and whether its
 // losses were significant over the loss base (sig). CRUISE paces at 0.99 × the bandwidth model,
 // and with loss before the bottleneck the model is the capacity over (1 − the measured loss):
-// where the model reads a little low (a loss base a few tenths of a per cent high, a max filter
-// that caught no high sample) the queue empties and every datagram lost at an empty queue leaves
-// the link idle for its slot: in the simulator, whose delivery-rate samples are exact, 98.7-99.1 %
-// of the capacity at every loss level (99.6-99.8 % with this). On the lab the max filter reads 1-7
-// % high from ack jitter, CRUISE mostly stands on a queue, and the link's idle time did not change
-// (docs/PERFORMANCE.md, session 22). A round whose minimum queue is below Q_LOW has had the link
-// run dry or nearly: the gain steps up, a little per round, until a few milliseconds of queue
-// stand, and falls back to 1 as soon as they do. A round with significant losses (sig) holds it
-// at 1 for the rest of CRUISE, and where that round was paced above 1 (over) for the rest of the
-// transfer: a buffer shallower than Q_LOW overflows before any queue shows (a review's simulator
-// run, buffer BDP/50: the gain sat at its cap and overflowed 2 % all the while, and a CUBIC flow
-// sharing the buffer got 0.7 Mbit/s of 100 where it had 2.0). Only in CRUISE, and only where the
-// queue is known to be ours (armed, not competing, not sharing): a standing queue that belongs to
-// another flow keeps the gain at 1, as before.
+// where the model reads a little low (a loss base that reads low, a max filter that caught no
+// high sample) the queue empties and every datagram lost at an empty queue leaves the link idle
+// for its slot. (Where the max filter reads high instead, from ack jitter, CRUISE mostly stands
+// on a queue and this changes nothing.) A round whose minimum queue is below Q_LOW has had the
+// link run dry or nearly: the gain steps up, a little per round, until a few milliseconds of
+// queue stand, and falls back to 1 as soon as they do. A round with significant losses (sig)
+// holds it at 1 for the rest of CRUISE, and where that round was paced above 1 (over) for the
+// rest of the transfer: a buffer shallower than Q_LOW overflows before any queue shows, and a
+// gain left at its cap would overfill it all the while (TestShallowerThanQLow). Only in CRUISE,
+// and only where the queue is known to be ours (armed, not competing, not sharing): a standing
+// queue that belongs to another flow keeps the gain at 1, as before. The starting algorithm's
+// CRUISE gain is 1; what this gained, and where: docs/CC.md D25.
 func (c *Controller) cruiseRound(Q int64, sig, over bool) {
 	c.cruiseOff = c.cruiseOff || sig && over
 	if c.mode != ProbeBW || c.phase != Cruise || c.pol == Fixed || c.compete || c.shared || !c.queueArmed ||

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// qHigh and qLow are the standing-queue thresholds of §2.2 in ns.
+// qHigh and qLow are the standing-queue thresholds Q_HIGH and Q_LOW in ns (docs/CC.md, "Signals").
 func (c *Controller) qHigh() int64 {
 	if c.pol == Low {
 		return c.qHighFloor
@@ -50,27 +50,30 @@ func (c *Controller) onRTT(t int64, ln *laneState, rtt int64) {
 	if c.rtpropStamp < 0 || rtt <= c.rtprop {
 		c.rtprop, c.rtpropStamp = rtt, t
 	} else if rtt <= c.rtprop+c.qLow() && c.mode != ProbeRTT {
-		// Improvement: a sample within Q_LOW of rtprop confirms it (the path's round trip has
-		// not risen by more than Q_LOW), so the filter's window restarts without PROBE_RTT.
-		// rtprop itself stays the measured minimum, so confirmations never drift it upwards. The
-		// note's strict "<=" missed by a millisecond after most DOWNs that drained our queue, and
-		// each PROBE_RTT (half a BDP in flight for 200 ms and a round) cost a 1 GiB lab copy at
-		// 400 Mbit/s, 140 ms about 0.17 s, every 10 s.
+		// Departs from the starting algorithm's strict "<=" (docs/CC.md D4): a sample within
+		// Q_LOW of rtprop confirms it (the path's round trip has not risen by more than Q_LOW),
+		// so the filter's window restarts without PROBE_RTT. rtprop itself stays the measured
+		// minimum, so confirmations never drift it upwards. The strict test narrowly missed after
+		// most DOWNs that drained our queue, and each PROBE_RTT it then ran (half a BDP in flight
+		// for 200 ms and a round) cost the transfer link time every 10 s
+		// (TestRtpropConfirmedWithinQLow).
 		c.rtpropStamp = t
 	} else if t-c.rtpropStamp > rtpropWin && (c.mode != ProbeRTT || c.compete) {
 		if c.mayProbeRTT() {
 			c.enterProbeRTT(t)
 		} else {
-			// Improvement: without PROBE_RTT (competitive or Fixed) re-seed rtprop from the min
-			// over the last 10 s (2.5 s buckets), not from one arbitrary sample.
+			// Without PROBE_RTT (competitive or Fixed) re-seed rtprop from the min over the last
+			// 10 s (2.5 s buckets), not from one arbitrary sample (departs from the starting
+			// algorithm: docs/CC.md D5).
 			c.setRtprop(t, c.windowMinRTT())
 		}
 	}
 	q := rtt - c.rtprop
 	c.lastQ = q
-	// Improvement: STARTUP watches every sample, not the round's minimum. A round at 2.77× builds
-	// a queue of 1.77 round trips' worth of the excess before the round-end check can see it; a run
-	// of samples over the threshold ends STARTUP within a few feedback intervals instead.
+	// STARTUP watches every sample, not the round's minimum (departs from the starting algorithm:
+	// docs/CC.md D16). A round at 2.77× builds a queue of 1.77 round trips' worth of the excess
+	// before the round-end check can see it; a run of samples over the threshold ends STARTUP
+	// within a few feedback intervals instead.
 	if c.mode == Startup && c.rtpropStamp >= 0 {
 		if q > max(c.qHigh(), c.rtprop/4) {
 			if c.startupHighQ++; c.startupHighQ >= startupQSamples {

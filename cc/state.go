@@ -22,9 +22,9 @@ func (c *Controller) advance(t int64, Q int64) {
 		case Down:
 			// RTT samples lag the queue by up to an RTT: judge only once they can reflect DOWN.
 			if c.phaseRounds >= 2 && t-c.phaseStart >= c.rtprop+c.srtt {
-				// Improvement: keep draining while the queue is visibly shrinking (our own queue
-				// after a capacity drop can take many rounds); declare "undrained" only when it does
-				// not respond to our rate cut.
+				// Keep draining while the queue is visibly shrinking (our own queue after a capacity
+				// drop can take many rounds); declare "undrained" only when it does not respond to
+				// our rate cut (departs from the starting algorithm: docs/CC.md D22).
 				// Inflight beyond one BDP is by definition our own data sitting in a queue, and
 				// unlike the RTT samples it does not lag; shrinking samples also count.
 				if c.phaseRounds < maxDownRnds &&
@@ -39,9 +39,10 @@ func (c *Controller) advance(t int64, Q int64) {
 				c.enterUp(t)
 			}
 		case Up:
-			// Improvement: growth threshold 1.1, not 1.25. UP paces at 1.25x (less the 1 %
-			// margin), so real headroom shows as ~1.24x per round and a 1.25 test ends every probe
-			// after one step; the queue and loss exits stop UP at the ceiling instead.
+			// Growth threshold 1.1, not the starting algorithm's 1.25 (docs/CC.md D26). UP paces
+			// at 1.25x (less the 1 % margin), so real headroom shows as ~1.24x per round and a
+			// 1.25 test ends every probe after one step; the queue and loss exits stop UP at the
+			// ceiling instead.
 			if b := c.bw(); b >= 1.1*c.fullBw {
 				c.fullBw, c.fullCnt = b, 0
 			} else {
@@ -56,7 +57,7 @@ func (c *Controller) advance(t int64, Q int64) {
 
 // downEnd leaves DOWN without the queue having emptied. responded says the queue shrank clearly
 // while we slowed (ours, at least partly); otherwise the DOWN counts as undrained: the delay
-// signal is disarmed, and after COMPETE_DOWNS in a row we compete.
+// signal is disarmed (docs/CC.md D23), and after COMPETE_DOWNS in a row we compete.
 func (c *Controller) downEnd(t int64, responded bool) {
 	switch {
 	case min(c.lastQ, c.rnd.qmin) < c.qHigh():
@@ -94,10 +95,10 @@ func (c *Controller) checkState(t int64) {
 	case ProbeBW:
 		switch c.phase {
 		case Down:
-			// Improvement: DOWN lasts at least one rtprop even when nothing is queued. The note
-			// leaves DOWN as soon as inflight <= BDP, which after a short UP is a few milliseconds,
-			// and then its low-rate rounds never gather enough packets for a baseline sample. A
-			// full round at 0.9x costs ~0.5 % of a 2–3 s cycle.
+			// DOWN lasts at least one rtprop even when nothing is queued (departs from the starting
+			// algorithm: docs/CC.md D20). Leaving DOWN as soon as inflight <= BDP, which after a
+			// short UP is a few milliseconds, means its low-rate rounds never gather enough packets
+			// for a baseline sample. A full round at 0.9x costs ~0.5 % of a 2–3 s cycle.
 			if t-c.phaseStart >= c.rtprop {
 				if c.lastQ < c.qLow() {
 					// The queue emptied when we slowed: it was ours. (A capacity drop also
@@ -109,12 +110,12 @@ func (c *Controller) checkState(t int64) {
 					c.queueArmed = true
 					c.enterPhase(t, Cruise)
 				} else if c.downVerify == 0 && float64(c.inflight) <= c.bdp(c.bw()) {
-					// Our inflight is back to one BDP but a queue is still reported. Improvement:
-					// the note counts this as "drained", but inflight <= bw·rtprop also holds when
-					// rtprop itself has been inflated by a competitor's standing queue, and then
-					// competitive mode is left after every probe. RTT samples lag the queue by up
-					// to an RTT, so hold the rate (gain 1) for one srtt and judge by what the
-					// samples then show.
+					// Our inflight is back to one BDP but a queue is still reported. The starting
+					// algorithm counts this as "drained" (docs/CC.md D21), but inflight <= bw·rtprop
+					// also holds when rtprop itself has been inflated by a competitor's standing
+					// queue, and then competitive mode is left after every probe. RTT samples lag
+					// the queue by up to an RTT, so hold the rate (gain 1) for one srtt and judge by
+					// what the samples then show.
 					c.downVerify = t
 				} else if c.downVerify != 0 && t-c.downVerify >= c.srtt {
 					c.downEnd(t, c.lastQ < c.downQ0*7/10)
@@ -123,16 +124,18 @@ func (c *Controller) checkState(t int64) {
 		case Cruise:
 			// Probe again after PROBE_WAIT (2–3 s), or after probeMaxRounds round trips when
 			// those pass sooner (BBRv2's Reno-coexistence bound, min(BDP in packets, 63) rounds):
-			// on a short path the clock alone left a copy at 70 % of its rate for seconds after
-			// one loss event (loopback: 6.7 of 9 Gbit/s for the rest of a 2 s copy).
+			// on a short path the clock alone holds a copy at the cut rate for seconds after one
+			// loss event (departs from the starting algorithm: docs/CC.md D24;
+			// TestCruiseProbesAfterRounds).
 			if !c.timeoutActive && (t-c.phaseStart >= c.probeWaitDur ||
 				c.phaseRounds >= min(probeMaxRounds, max(int(c.bdp(c.bw())/float64(c.mss)), 1))) {
 				c.enterRefill(t)
 			}
 		case Up:
-			// Improvement: end the probe as soon as it builds a queue (latest sample, or inflight
-			// beyond BDP + Q_HIGH's worth), not at the end of a round on the round's minimum: with
-			// a deep buffer the round-based exit leaves ~0.5 BDP of queue per probe.
+			// End the probe as soon as it builds a queue (latest sample, or inflight beyond BDP +
+			// Q_HIGH's worth), not at the end of a round on the round's minimum, which in a deep
+			// buffer leaves a large part of a BDP queued per probe (departs from the starting
+			// algorithm: docs/CC.md D27).
 			if !c.compete {
 				b := c.bw()
 				// Pacing at 1.25x alone puts 1.25 BDP in flight; only more than that is queue.
@@ -181,10 +184,10 @@ func (c *Controller) enterDown(t int64) {
 func (c *Controller) enterRefill(t int64) {
 	c.enterPhase(t, Refill)
 	c.bwLo = math.Inf(1)
-	// New probe cycle: the max filter keeps this cycle and the previous one (BBRv3). Improvement
-	// over the note's 10-round window: at 139 ms ten rounds (1.4 s) are shorter than PROBE_WAIT
-	// (2–3 s), so BtlBw would decay to CRUISE samples (0.99× each cycle, less under loss) between
-	// probes.
+	// New probe cycle: the max filter keeps this cycle and the previous one (BBRv3), not the
+	// starting algorithm's 10 rounds (docs/CC.md D1): below a 200 ms round trip ten rounds are
+	// shorter than PROBE_WAIT (2–3 s), so BtlBw would decay to CRUISE samples (0.99× each cycle,
+	// less under loss) between probes.
 	c.bwSlot[1], c.bwSlot[0] = c.bwSlot[0], 0
 	c.btlbw = c.bwSlot[1]
 }

@@ -2,7 +2,7 @@
 # Run inside `farwing lab`: a first copy (peer not installed: the remote cache and the local
 # packed peer emptied) against a repeat copy, both --ssh-persist 0, a 256 MiB push, RUNS runs.
 # PROXY="CMD %h %p": ssh goes through that ProxyCommand (the user's own, so farwing's bbr
-# ProxyCommand is not used); README's CUBIC row used one that sets TCP_CONGESTION=cubic on its
+# ProxyCommand is not used); the CUBIC row of the first-contact table (git show b3300e1:README.md) used one that sets TCP_CONGESTION=cubic on its
 # socket before it connects, as most hosts' default TCP behaves.
 set -u
 FW=${FW:-$(cd "$(dirname "$0")/../.." && pwd)/bin/farwing}; RUNS=${RUNS:-3}

@@ -78,7 +78,7 @@ MaxStartups 100
 MaxSessions 100
 Subsystem sftp internal-sftp
 EOF
-if [[ -n ${FARWING_CPUPROFILE:-} ]]; then # the remote peer profiles where its own environment says so (README)
+if [[ -n ${FARWING_CPUPROFILE:-} ]]; then # the remote peer profiles where its own environment says so (docs/USAGE.md, environment)
 	echo "SetEnv FARWING_CPUPROFILE=$FARWING_CPUPROFILE" >>"$K/sshd_config"
 fi
 cat >"$K/ssh_config" <<EOF

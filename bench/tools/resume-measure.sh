@@ -1,5 +1,5 @@
 #!/bin/sh
-# Resume measurement (README, "Resume after a kill"): a 1 GiB push and pull, whole, then killed
+# Resume measurement ("Resume after a kill" in git show b3300e1:README.md): a 1 GiB push and pull, whole, then killed
 # (SIGKILL of the local farwing) once the receiver's record says 512 blocks are synced, then run
 # again to resume. Run inside the lab:
 #   sudo farwing lab --rate 400M --rtt 140ms --loss 1% --queue 1bdp -- env RUN=1 bench/tools/resume-measure.sh

@@ -76,7 +76,7 @@ type ahead struct {
 // newAhead starts the upload's start of build bd: its carried gzip form, or this executable's from
 // the cache where that is there (checked meanwhile), else compressed now where the build is large
 // enough; nil where none applies.
-func newAhead(bd build) *ahead {
+func newAhead(dir string, bd build) *ahead {
 	var idb [8]byte
 	rand.Read(idb[:])
 	a := &ahead{id: hex.EncodeToString(idb[:]), done: make(chan struct{}), wrote: make(chan struct{})}
@@ -93,7 +93,7 @@ func newAhead(bd build) *ahead {
 	if bd.exe == "" {
 		return nil
 	}
-	if c := packedCache(bd); c != "" {
+	if c := packedCache(dir, bd); c != "" {
 		if b, err := os.ReadFile(c); err == nil && len(b) > aheadPart {
 			a.data, a.wire = b, a.start(b)
 			close(a.wrote)
@@ -108,7 +108,7 @@ func newAhead(bd build) *ahead {
 		return nil
 	}
 	go func() {
-		b, err := payload(bd, "gzip")
+		b, err := payload(dir, bd, "gzip")
 		a.data, a.valid = b, err == nil && len(b) > aheadPart
 		if a.valid {
 			a.wire = a.start(b)
@@ -133,18 +133,19 @@ func (a *ahead) start(b []byte) []byte {
 }
 
 // installRecords names this user's records of the builds installed on one account: the directory
-// (looked at once: localPeerDir checks it and those above it) and the account's key.
+// (checked once, with those above it: newSession, localPeerDir) and the account's key.
 type installRecords struct{ dir, key string }
 
-// installedRecords are the records for the account ssh reaches for host: ssh's user, host name and
-// port where `ssh -G` told them (cfg), else host as given.
-func installedRecords(cfg map[string]string, host string) installRecords {
+// installedRecords are the records in dir (peer/installed: newSession's installedDir,
+// localPeerDir's; "" none) for the account ssh reaches for host: ssh's user, host name and port
+// where `ssh -G` told them (cfg), else host as given.
+func installedRecords(dir string, cfg map[string]string, host string) installRecords {
 	key := "host\x00" + host
 	if cfg["hostname"] != "" {
 		key = strings.Join([]string{"ssh", cfg["user"], cfg["hostname"], cfg["port"]}, "\x00")
 	}
 	h := sha256.Sum256([]byte(key))
-	return installRecords{dir: localPeerDir("installed"), key: hex.EncodeToString(h[:8])}
+	return installRecords{dir: dir, key: hex.EncodeToString(h[:8])}
 }
 
 // of is the file whose presence says that this user installed the build of that hash (or found it
@@ -156,9 +157,9 @@ func (r installRecords) of(hash string) string {
 	return filepath.Join(r.dir, "farwing-"+hash[:16]+"-"+r.key)
 }
 
-// installedRecord is installedRecords(cfg, host).of(hash).
+// installedRecord is the record of hash for host in this user's cache (installedRecords).
 func installedRecord(hash string, cfg map[string]string, host string) string {
-	return installedRecords(cfg, host).of(hash)
+	return installedRecords(localPeerDir("installed"), cfg, host).of(hash)
 }
 
 // noteInstalled records that a build runs on an account (a failure to record only costs the next
@@ -187,7 +188,7 @@ func noteInstalled(rec string) {
 // the remote's cache too).
 func Forget(ctx context.Context, s SSH, host string, id Identity) error {
 	cfg, _ := s.config(ctx, host) // as Start: without ssh's word the record is keyed by host
-	recs := installedRecords(cfg, host)
+	recs := installedRecords(localPeerDir("installed"), cfg, host)
 	for _, b := range newCatalog(id).builds {
 		rec := recs.of(b.hash)
 		if rec == "" {

@@ -166,7 +166,7 @@ func TestStartAhead(t *testing.T) {
 	if p.Uploaded || sessions() != 4 {
 		t.Fatalf("peer there, no record: uploaded %v, %d sessions", p.Uploaded, sessions())
 	}
-	gzForm, _ := os.ReadFile(packedCache(selfBuild(id)))
+	gzForm, _ := os.ReadFile(packedCache(localPeerDir(), selfBuild(id)))
 	wire := fmt.Sprintf("FARWING-UPLOAD gzip %d ", len(gzForm))
 	line, _ := p.Stdout.ReadString('\n')
 	if want := "served serve --pub k --skip " + strconv.Itoa(len(pre)) + ":"; !strings.HasPrefix(line, want) {
@@ -183,9 +183,9 @@ func TestStartAhead(t *testing.T) {
 	// A damaged cached gzip form, no record, peer missing: the session that said need is closed,
 	// a second one uploads a good build.
 	Forget(context.Background(), SSH{SSHPath: ssh}, "h", id)
-	damaged := must(os.ReadFile(packedCache(selfBuild(id))))
+	damaged := must(os.ReadFile(packedCache(localPeerDir(), selfBuild(id))))
 	damaged[len(damaged)/2] ^= 0x55
-	os.WriteFile(packedCache(selfBuild(id)), damaged, 0o600)
+	os.WriteFile(packedCache(localPeerDir(), selfBuild(id)), damaged, 0o600)
 	home3 := t.TempDir()
 	if p := start(home3); !p.Uploaded || p.Ahead || sessions() != 6 {
 		t.Fatalf("damaged gzip form: uploaded %v, ahead %v, %d sessions in all (want 6)", p.Uploaded, p.Ahead, sessions())
@@ -195,7 +195,7 @@ func TestStartAhead(t *testing.T) {
 	if got, err := os.ReadFile(remotePeer(home3)); err != nil || string(got) != string(raw) {
 		t.Fatalf("after a damaged gzip form: installed peer differs from the build (%v)", err)
 	}
-	if _, err := os.Stat(packedCache(selfBuild(id))); err != nil || !gzipOf(must(os.ReadFile(packedCache(selfBuild(id)))), id.Hash) {
+	if _, err := os.Stat(packedCache(localPeerDir(), selfBuild(id))); err != nil || !gzipOf(must(os.ReadFile(packedCache(localPeerDir(), selfBuild(id)))), id.Hash) {
 		t.Fatal("the damaged gzip form was not made again")
 	}
 	// A build too small to be sure of a first part, compressed first: nothing ahead.

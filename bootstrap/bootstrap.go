@@ -38,7 +38,10 @@ var ErrPlatform = errors.New("unsupported remote platform")
 // created or written, it has no tool to check a SHA-256, or the uploaded build did not check out.
 var ErrInstall = errors.New("cannot install the peer")
 
-// SSH holds the options passed through to the system ssh.
+// SSH is the user's configuration for reaching a host: the options passed through to the system
+// ssh, and who is told what first contact does. It is the caller's: Start never changes it, and
+// what Start finds and decides for one host (this user's cache directories, whether the
+// connection is shared, the ProxyCommand, the attempts of first contact) is that start's session.
 type SSH struct {
 	Config   string   // -F
 	Identity string   // -i
@@ -66,22 +69,18 @@ type SSH struct {
 	BBR bool
 	// Log, when set, is told what Start decided (-v).
 	Log     func(format string, args ...any)
-	mux     bool          // Start found that Persist applies to this host
-	muxLive bool          // Start found a shared connection that answers locally: the first session rides on it
-	muxPid  int           // ... and the pid its master gave (0: none said)
-	proxy   string        // the ProxyCommand Start chose ("" none)
-	SSHPath string        // default "ssh"
+	SSHPath string // default "ssh"
+	// Tests' settings, given with the rest and never changed either.
 	upload  *uploadTuning // nil: defaultUpload
 	noAhead bool          // write no upload ahead of the remote's answer (ahead.go)
 }
 
 // Flags are the ssh flags as `farwing copy` and scp take them (-F -i -P -o -J), without the
-// connection-sharing options Start adds: what a command run on the user's behalf is given.
-func (s SSH) Flags() []string {
-	s.mux = false
-	return s.common("-P")
-}
+// connection-sharing options a start's session adds: what a command run on the user's behalf is
+// given.
+func (s SSH) Flags() []string { return s.common("-P") }
 
+// common are the user's own ssh flags, with portFlag for the port (-p for ssh, -P for scp).
 func (s SSH) common(portFlag string) []string {
 	var a []string
 	if s.Config != "" {
@@ -99,39 +98,7 @@ func (s SSH) common(portFlag string) []string {
 	if s.Jump != "" {
 		a = append(a, "-J", s.Jump)
 	}
-	if s.mux {
-		if dir, err := controlDir(); err == nil {
-			// The socket's name covers the options given here as well as ssh's %C (local host,
-			// remote host, port, user), so a copy with another -F, -i, -o or -J never rides on a
-			// connection that was authenticated or configured differently.
-			h := sha256.Sum256([]byte(strings.Join(a, "\x00")))
-			a = append(a, "-o", "ControlMaster=auto", "-o", "ControlPath="+dir+"/"+hex.EncodeToString(h[:4])+"-%C",
-				"-o", "ControlPersist="+strconv.Itoa(int(max(s.Persist, time.Second)/time.Second)))
-		}
-	}
 	return a
-}
-
-// maxControlPath is the longest control socket directory used: a unix socket path holds 107
-// bytes on Linux (103 on the BSDs and macOS), the name is 8 hex digits, a dash and %C's 40 after
-// the directory's slash, and a master first binds its socket at that path with a dot and 16
-// random characters added (OpenSSH's muxserver_listen), failing the whole ssh command where that
-// is too long ("unix_listener: path ... too long for Unix domain socket", exit 255): 40 bytes.
-const maxControlPath = len(syscall.RawSockaddrUnix{}.Path) - 1 - len("/12345678-") - 40 - len(".0123456789abcdef")
-
-// useMux says whether Persist should add its own connection sharing, given ssh's configuration
-// for the host (`ssh -G`): not when the user's configuration shares connections already (a
-// ControlMaster or a ControlPath), and not when the socket directory's path is too long.
-func (s SSH) useMux(cfg map[string]string) bool {
-	if s.Persist <= 0 || cfg == nil {
-		return false
-	}
-	if dir, err := controlDir(); err != nil || len(dir) > maxControlPath {
-		return false
-	}
-	// -G leaves an unset ControlPath out, and "none" too (so that one cannot be told apart).
-	cm := cfg["controlmaster"]
-	return (cm == "" || cm == "false") && cfg["controlpath"] == ""
 }
 
 // program is the ssh program: SSHPath, or ssh from PATH.
@@ -142,9 +109,15 @@ func (s SSH) program() string {
 	return s.SSHPath
 }
 
-// config is ssh's view of its configuration for host (`ssh -G`), keys in lower case.
+// config is ssh's view of its configuration for host (`ssh -G`) with the user's flags, keys in
+// lower case.
 func (s SSH) config(ctx context.Context, host string) (map[string]string, error) {
-	args := append(s.common("-p"), "-G", "--", host)
+	return s.configWith(ctx, host, s.common("-p"))
+}
+
+// configWith is config with flags as ssh's flags.
+func (s SSH) configWith(ctx context.Context, host string, flags []string) (map[string]string, error) {
+	args := append(slices.Clone(flags), "-G", "--", host)
 	out, err := exec.CommandContext(ctx, s.program(), args...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("%w: ssh -G %s: %v", ErrSSH, host, err)
@@ -158,23 +131,6 @@ func (s SSH) config(ctx context.Context, host string) (map[string]string, error)
 		}
 	}
 	return cfg, nil
-}
-
-// controlDir is where shared ssh connection sockets live: farwing/ssh of this user's cache, made
-// where it is missing and refused (an error wrapping privdir.ErrNotPrivate) where it or farwing/
-// is not private (cacheDir), since ssh would take a socket someone else planted there for the
-// host's. It is asked for each ssh command that names it, so it is checked for each.
-func controlDir() (string, error) { return cacheDir("ssh") }
-
-// sshCmd runs remoteCmd on host with the user's ssh options, after first (options that must win:
-// ssh keeps the first value it is given).
-func (s SSH) sshCmd(ctx context.Context, host, remoteCmd string, first ...string) *exec.Cmd {
-	args := append(slices.Concat(first, s.common("-p")), "-T", "-o", "ServerAliveInterval=15")
-	if s.proxy != "" {
-		args = append(args, "-o", "ProxyCommand="+s.proxy)
-	}
-	args = append(args, "--", host, remoteCmd)
-	return exec.CommandContext(ctx, s.program(), args...)
 }
 
 // Peer is a running `farwing serve` on the remote host.
@@ -208,6 +164,7 @@ type Peer struct {
 	skipped  chan struct{}
 	serve    []string  // the peer's command line, as the script runs it
 	began    time.Time // when ssh was started
+	session  *session  // what the start that made it found and decided (Start's, once it returns)
 	waitOnce sync.Once
 	waitErr  error
 }
@@ -324,41 +281,33 @@ func peerScriptFor(c catalog, guess int, serveArgs string, prefaceLen, aheadLen 
 // while ssh's configuration is read.
 func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []string, preface []byte) (*Peer, error) {
 	c := newCatalog(id)
+	se, peerErr, ctlErr := newSession(s) // no ctlDir where ssh/ is not this user's alone: no sharing
 	var hashed chan error
 	if self := c.self(); self >= 0 && id.Hash == "" {
 		hashed = make(chan error, 1)
 		go func() {
 			var err error
-			c.builds[self].hash, err = selfHash(id.Exe)
+			c.builds[self].hash, err = selfHashIn(se.selfDir(), id.Exe, hashFile)
 			hashed <- err
 		}()
 	}
-	_, peerErr := cacheDir("peer")
-	var sshErr error
-	if s.Persist > 0 {
-		if _, sshErr = controlDir(); sshErr != nil {
-			s.Persist = 0 // no socket directory that only this user can write: no sharing
-		}
-	}
-	for _, line := range cacheNotice(peerErr, sshErr) {
+	for _, line := range cacheNotice(peerErr, ctlErr) {
 		s.notice(line)
 	}
 	// One `ssh -G` (offline) answers both whether to share the connection and where ssh goes.
 	// Whether a shared connection of ours is there and answers is asked meanwhile (its socket
 	// is this user's, whatever ssh -G says).
 	var checked chan func() (bool, int)
-	if s.Persist > 0 {
+	if se.ctlDir != "" {
 		checked = make(chan func() (bool, int), 1)
-		m := s
-		m.mux = true
-		go func() { checked <- m.checkMux(ctx, host) }()
+		go func() { checked <- se.checkMux(ctx, host) }()
 	}
-	cfg, _ := s.config(ctx, host)
-	s.mux = s.useMux(cfg)
+	se.cfg, _ = s.config(ctx, host)
+	se.mux = se.useMux(se.cfg)
 	if checked != nil {
 		say := <-checked
-		if s.mux {
-			s.muxLive, s.muxPid = say()
+		if se.mux {
+			se.muxLive, se.muxPid = say()
 		}
 	}
 	if hashed != nil {
@@ -368,17 +317,17 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	}
 	exe, _ := os.Executable()
 	var why string
-	s.proxy, why = s.bbrProxy(host, cfg, exe, congestion)
+	se.proxy, why = s.bbrProxy(host, se.cfg, exe, congestion)
 	if s.Log != nil {
-		if s.proxy != "" {
+		if se.proxy != "" {
 			s.Log("ssh to %s through farwing's ProxyCommand, asking for bbr on its TCP connection (%s)", escape.Text(host), why)
 		} else {
 			s.Log("ssh to %s connects itself: no bbr asked for (%s)", escape.Text(host), why)
 		}
 	}
-	p, err := s.start(ctx, host, c, serveArgs, preface, cfg)
+	p, err := se.start(ctx, host, c, serveArgs, preface, !s.noAhead)
 	if p != nil {
-		p.HostName = cfg["hostname"]
+		p.HostName, p.session = se.cfg["hostname"], se
 	}
 	return p, err
 }
@@ -402,8 +351,9 @@ func anotherConnection(setup time.Duration, muxed bool) time.Duration {
 	return setup
 }
 
-// start is Start once ssh's configuration (cfg) is known: it installs and starts a build of c.
-func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []string, preface []byte, cfg map[string]string) (*Peer, error) {
+// start is Start once ssh's configuration is known: it installs and starts a build of c, writing
+// the start of an upload ahead of the remote's answer where mayAhead allows it (ahead.go).
+func (s *session) start(ctx context.Context, host string, c catalog, serveArgs []string, preface []byte, mayAhead bool) (*Peer, error) {
 	t0 := time.Now()
 	var qa []string
 	for _, a := range serveArgs {
@@ -412,7 +362,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	args := strings.Join(qa, " ")
 	// The guess: the build this user last found on that account, else the one for this
 	// executable's platform, where no record says the account has it (upload ahead).
-	recs := installedRecords(cfg, host)
+	recs := installedRecords(s.installedDir, s.cfg, host)
 	guess, known := c.own(), false
 	for i, b := range c.builds {
 		if rec := recs.of(b.hash); rec != "" {
@@ -428,14 +378,14 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 	// installed on this host's account starts its upload at once (ahead.go).
 	var packed chan packedPeer
 	var up *ahead
-	if !known && recs.of(g.hash) != "" && !s.noAhead && len(preface) <= aheadMaxPreface {
-		up = newAhead(g)
+	if !known && recs.of(g.hash) != "" && mayAhead && len(preface) <= aheadMaxPreface {
+		up = newAhead(s.peerDir, g)
 	}
-	if pc := packedCache(g); pc != "" && up == nil {
+	if pc := packedCache(s.peerDir, g); pc != "" && up == nil {
 		if _, err := os.Stat(pc); err != nil {
 			packed = make(chan packedPeer, 1)
 			go func() {
-				b, err := payload(g, "gzip")
+				b, err := payload(s.peerDir, g, "gzip")
 				packed <- packedPeer{b, err}
 			}()
 		}
@@ -519,10 +469,10 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 			return fail(fmt.Errorf("cannot read this program's own executable: %w", err))
 		} else if real != b.hash {
 			p.Close(3 * time.Second)
-			forgetSelf(b.exe)
+			forgetSelf(s.selfDir(), b.exe)
 			s.logf("this program's recorded SHA-256 was not its own (record removed); connecting again to install %s", real[:16])
-			c.builds[i].hash, s.noAhead = real, true
-			return s.start(ctx, host, c, serveArgs, preface, cfg)
+			c.builds[i].hash = real
+			return s.start(ctx, host, c, serveArgs, preface, false)
 		}
 	}
 	format := "raw"
@@ -537,8 +487,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 			// input already: start again without it (payload makes it anew).
 			p.Close(3 * time.Second)
 			s.logf("the gzip form of this build is damaged; connecting again to upload a new one")
-			s.noAhead = true
-			return s.start(ctx, host, c, serveArgs, preface, cfg)
+			return s.start(ctx, host, c, serveArgs, preface, false)
 		}
 		data = up.data
 	case format == "gzip" && packed != nil && i == guess:
@@ -546,7 +495,7 @@ func (s SSH) start(ctx context.Context, host string, c catalog, serveArgs []stri
 		data, err = r.data, r.err
 	default:
 		up = nil // without gzip the shell dropped what was written ahead
-		data, err = payload(b, format)
+		data, err = payload(s.peerDir, b, format)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("cannot read the peer for %s: %w", b.platform, err))
@@ -592,7 +541,7 @@ func unsafeCache(host string, st peerStatus) error {
 // gzip. A carried build is carried compressed, and checked against its hash here. This executable's
 // compressed form is kept in this user's cache, so only the first install of a build compresses
 // it (about 0.4 s for 10 MB); a cached one is used only when it unpacks to this build.
-func payload(b build, format string) ([]byte, error) {
+func payload(dir string, b build, format string) ([]byte, error) {
 	if b.gz != nil {
 		if format != "gzip" {
 			return gunzipOf(b.gz, b.hash)
@@ -606,7 +555,7 @@ func payload(b build, format string) ([]byte, error) {
 	if format != "gzip" {
 		return readIdentity(id)
 	}
-	cache := packedCache(b)
+	cache := packedCache(dir, b)
 	if cache != "" {
 		if b, err := os.ReadFile(cache); err == nil && gzipOf(b, id.Hash) {
 			return b, nil
@@ -650,10 +599,10 @@ type packedPeer struct {
 	err  error
 }
 
-// packedCache is where this user's cache keeps the gzip form of this executable's build ("" when
-// there is no cache, or for a carried build: it is carried compressed).
-func packedCache(b build) string {
-	dir := localPeerDir()
+// packedCache is where this user's cache keeps the gzip form of this executable's build, in dir
+// (peer/: newSession's peerDir, localPeerDir's) ("" when there is no cache, or for a carried
+// build: it is carried compressed).
+func packedCache(dir string, b build) string {
 	if dir == "" || b.exe == "" || len(b.hash) < 16 {
 		return ""
 	}
@@ -663,7 +612,7 @@ func packedCache(b build) string {
 // localPeerDir is where this user's cache keeps what it knows of the peer: builds' gzip forms,
 // with sub the records of this executable's hash (self) or of installs (installed). It is ""
 // where there is no cache, or where it is not private (cacheDir): nothing is read from it or
-// written to it then.
+// written to it then. (Start looks at each once: newSession.)
 func localPeerDir(sub ...string) string {
 	dir, err := cacheDir(append([]string{"peer"}, sub...)...)
 	if err != nil {
@@ -742,8 +691,8 @@ func parseStatus(line string) (peerStatus, error) {
 // run starts script on host (remoteCommand), writes preface to its stdin and returns the peer with
 // the first status line. With within above 0 it gives up when the line has not come by then, killing
 // ssh, with errMuxSilent.
-func (s SSH) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
-	cmd := s.sshCmd(ctx, host, remoteCommand(script))
+func (s *session) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
+	cmd := s.sshCmd(ctx, host, remoteCommand(script), s.mux)
 	if opts := withEnvPreface(cmd, preface); opts != nil {
 		// The options go before the host (cmd.Args: ssh, the options, "--", host, command).
 		cmd.Args = slices.Insert(cmd.Args, 1, opts...)
@@ -1024,7 +973,7 @@ var errMuxSilent = errors.New("the shared ssh connection did not answer")
 // socket reaches are ended (clearOrphans). It returns a function that says what it found
 // (Notice, Log) and returns true when a master answered that it runs, with the pid it gave (0
 // where it did not): for the caller to call once it knows that the connection is shared.
-func (s SSH) checkMux(ctx context.Context, host string) func() (bool, int) {
+func (s *session) checkMux(ctx context.Context, host string) func() (bool, int) {
 	snap := make(chan []int, 1) // the masters there as the check begins (a /proc scan, ms: meanwhile)
 	go func() { snap <- s.mastersHere() }()
 	out, hung, err := s.control(ctx, host, "check")
@@ -1052,14 +1001,14 @@ func (s SSH) checkMux(ctx context.Context, host string) func() (bool, int) {
 // dropMux ends the shared connection for host, whose master answered checkMux (as muxPid) but
 // whose sessions carry nothing: `ssh -O exit`, and the master is killed where it has not ended a
 // moment later (one waiting on a dead connection); its socket is removed (retireSilent).
-func (s SSH) dropMux(ctx context.Context, host string) { s.retireSilent(ctx, host, s.muxPid) }
+func (s *session) dropMux(ctx context.Context, host string) { s.retireSilent(ctx, host, s.muxPid) }
 
 // control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
 // it ran out of time, and how it ended.
-func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error) {
+func (s *session) control(ctx context.Context, host, cmd string) (string, bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, muxCheck)
 	defer cancel()
-	c := exec.CommandContext(cctx, s.program(), append(s.common("-p"), "-O", cmd, "--", host)...)
+	c := exec.CommandContext(cctx, s.program(), append(s.flags(true), "-O", cmd, "--", host)...)
 	c.WaitDelay = time.Second
 	out, err := c.CombinedOutput()
 	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
@@ -1067,11 +1016,11 @@ func (s SSH) control(ctx context.Context, host, cmd string) (string, bool, error
 
 // socketPath is the path of the shared connection's socket for host (from `ssh -G`), "" where
 // it is not one in this user's control directory.
-func (s SSH) socketPath(ctx context.Context, host string) string {
-	cfg, err := s.config(ctx, host)
-	dir, derr := controlDir()
+func (s *session) socketPath(ctx context.Context, host string) string {
+	cfg, err := s.configWith(ctx, host, s.flags(true))
+	dir := s.ctlDir
 	path := cfg["controlpath"]
-	if err != nil || derr != nil || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
+	if err != nil || dir == "" || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
 		return ""
 	}
 	return path

@@ -34,9 +34,10 @@ func TestSSHArgs(t *testing.T) {
 	if got := (SSH{}).common("-p"); len(got) != 0 {
 		t.Fatalf("empty options gave %v", got)
 	}
-	// What a command run for the user (farwing copy, scp) is given: scp's -P, no sharing options.
-	s.mux = true
-	if got := s.Flags(); !reflect.DeepEqual(got, []string{"-F", "cfg", "-i", "id", "-P", "2222", "-o", "A=1", "-o", "B=2", "-J", "j"}) {
+	// What a command run for the user (farwing copy, scp) is given: scp's -P, no sharing options,
+	// even where a start's session shares the connection.
+	se := &session{SSH: s, ctlDir: "/tmp/fw", mux: true}
+	if got := se.Flags(); !reflect.DeepEqual(got, []string{"-F", "cfg", "-i", "id", "-P", "2222", "-o", "A=1", "-o", "B=2", "-J", "j"}) {
 		t.Fatalf("flags %v", got)
 	}
 }
@@ -566,7 +567,7 @@ func TestStartForgedSelfRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := selfRecord(exe)
+	rec := selfRecord(localPeerDir("self"), exe)
 	os.MkdirAll(filepath.Dir(rec), 0o700)
 	if err := os.WriteFile(rec, []byte(key+" "+other.Hash+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -862,18 +863,18 @@ func TestSharedConnection(t *testing.T) {
 		{"user ControlPath", SSH{Config: cfg("Host h\n  ControlPath ~/.ssh/cm-%C\n"), Persist: time.Minute}, false},
 		{"user -o ControlPath", SSH{Config: cfg(""), Options: []string{"ControlPath=/tmp/x"}, Persist: time.Minute}, false},
 	} {
-		if got := c.s.useMux(sshConfig(t, c.s)); got != c.wantMux {
+		if got := sessionOf(c.s).useMux(sshConfig(t, c.s)); got != c.wantMux {
 			t.Errorf("%s: useMux = %v, want %v", c.name, got, c.wantMux)
 		}
 	}
 	path := func(s SSH) string {
-		s.mux = true
-		for _, a := range s.common("-p") {
+		flags := sessionOf(s).flags(true)
+		for _, a := range flags {
 			if p, ok := strings.CutPrefix(a, "ControlPath="); ok {
 				return p
 			}
 		}
-		t.Fatalf("no ControlPath in %v", s.common("-p"))
+		t.Fatalf("no ControlPath in %v", flags)
 		return ""
 	}
 	a := path(SSH{Config: cfg(""), Persist: time.Minute})
@@ -904,7 +905,7 @@ func TestSharedConnection(t *testing.T) {
 		cache := base + "/" + strings.Repeat("d", n-len(base+"/"+"/farwing/ssh"))
 		t.Setenv("XDG_CACHE_HOME", cache)
 		want := n <= maxControlPath
-		if s := (SSH{Config: cfg(""), Persist: time.Minute}); s.useMux(sshConfig(t, s)) != want {
+		if s := (SSH{Config: cfg(""), Persist: time.Minute}); sessionOf(s).useMux(sshConfig(t, s)) != want {
 			t.Errorf("control directory of %d bytes: sharing %v, want %v", n, !want, want)
 		}
 	}
@@ -919,7 +920,7 @@ func TestDeafSharedSocket(t *testing.T) {
 	}
 	s, dir, logged := muxTestSSH(t, "fwb")
 	ctx := context.Background()
-	c, err := s.config(ctx, "h")
+	c, err := s.configWith(ctx, "h", s.flags(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -968,10 +969,10 @@ func TestDeafSharedSocket(t *testing.T) {
 	}
 }
 
-// muxTestSSH is an SSH that shares connections to host "h" (127.0.0.1), whose cache and home are a
-// new temporary directory dir of a short name (a socket path holds 107 bytes), and whose -v lines
-// go to *logged.
-func muxTestSSH(t *testing.T, prefix string) (s SSH, dir string, logged *[]string) {
+// muxTestSSH is a start's session that shares connections to host "h" (127.0.0.1), whose cache
+// and home are a new temporary directory dir of a short name (a socket path holds 107 bytes), and
+// whose -v lines go to *logged.
+func muxTestSSH(t *testing.T, prefix string) (s *session, dir string, logged *[]string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
@@ -983,8 +984,16 @@ func muxTestSSH(t *testing.T, prefix string) (s SSH, dir string, logged *[]strin
 	cfg := filepath.Join(dir, "cfg")
 	os.WriteFile(cfg, []byte("Host h\n  HostName 127.0.0.1\n"), 0o600)
 	logged = new([]string)
-	s = SSH{Config: cfg, Persist: time.Minute, mux: true, Log: func(f string, a ...any) { *logged = append(*logged, fmt.Sprintf(f, a...)) }}
+	s = sessionOf(SSH{Config: cfg, Persist: time.Minute, Log: func(f string, a ...any) { *logged = append(*logged, fmt.Sprintf(f, a...)) }})
+	s.mux = true
 	return s, dir, logged
+}
+
+// sessionOf is the session Start would begin with s (newSession): its control directory, where
+// Persist asks for one and it is private.
+func sessionOf(s SSH) *session {
+	se, _, _ := newSession(s)
+	return se
 }
 
 // startScript is the remote script for id alone, as a plain build (its own platform) has it.

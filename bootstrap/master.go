@@ -77,7 +77,7 @@ func masterTitle(program, path string) string {
 // the old one cannot take with it. It ends every process titled as a master for that path that
 // was there when the check began (before: mastersHere), orphans included: a master another copy
 // made meanwhile is not one of them.
-func (s SSH) retireHung(ctx context.Context, host string, before []int) {
+func (s *session) retireHung(ctx context.Context, host string, before []int) {
 	path := s.socketPath(ctx, host)
 	if path == "" {
 		s.logf("cannot find the shared ssh connection's socket for %s", escape.Text(host))
@@ -98,7 +98,7 @@ func (s SSH) retireHung(ctx context.Context, host string, before []int) {
 // asked to exit (`ssh -O exit`), killed where it has not ended after masterGrace, and its socket
 // is removed. Where another master answers at the socket by now (another copy replaced it), that
 // one is left alone.
-func (s SSH) retireSilent(ctx context.Context, host string, pid int) {
+func (s *session) retireSilent(ctx context.Context, host string, pid int) {
 	asked := false
 	if out, hung, err := s.control(ctx, host, "check"); !hung && err == nil {
 		if now := masterPID(out); now != 0 && pid != 0 && now != pid {
@@ -137,7 +137,7 @@ func (s SSH) end(pid int, asked bool) {
 // is made there: each would remove the new one's socket when it ends. Only those there when the
 // check began count (before: mastersHere), and ssh -G is asked for the path only where there
 // were any.
-func (s SSH) clearOrphans(ctx context.Context, host string, before []int) {
+func (s *session) clearOrphans(ctx context.Context, host string, before []int) {
 	if len(before) == 0 {
 		return
 	}
@@ -154,9 +154,9 @@ func (s SSH) clearOrphans(ctx context.Context, host string, before []int) {
 
 // mastersHere lists this user's processes titled as masters for a socket in this user's control
 // directory (Linux only, findMasters: none elsewhere).
-func (s SSH) mastersHere() []int {
-	dir, err := controlDir()
-	if !findMasters || err != nil {
+func (s *session) mastersHere() []int {
+	dir := s.ctlDir
+	if !findMasters || dir == "" {
 		return nil
 	}
 	pre := filepath.Base(s.program()) + ": " + dir + "/"
@@ -164,7 +164,7 @@ func (s SSH) mastersHere() []int {
 }
 
 // mastersOf lists the processes of before that are still titled as masters for the socket path.
-func (s SSH) mastersOf(path string, before []int) []int {
+func (s *session) mastersOf(path string, before []int) []int {
 	title := masterTitle(s.program(), path)
 	var pids []int
 	for _, pid := range before {

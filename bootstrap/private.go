@@ -22,26 +22,42 @@ import (
 //     time (a hash, a compression, a guess that the remote lacks the build).
 
 // cacheDir is base/farwing/elem... of this user's cache (os.UserCacheDir), each level made where
-// it is missing (mode 0700) and checked (privdir.Make). Its error wraps privdir.ErrNotPrivate
-// where one of them is not private, and names it and the fix.
+// it is missing (mode 0700) and checked: farwing/ with the directories above it (privdir.Make),
+// each level below alone (privdir.MakeIn: the one above it was just checked). Its error wraps
+// privdir.ErrNotPrivate where one of them is not private, and names it and the fix.
 func cacheDir(elem ...string) (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
 	}
-	dir := base
-	for _, e := range append([]string{"farwing"}, elem...) {
-		dir = filepath.Join(dir, e)
-		if err := privdir.Make(dir); err != nil {
+	dir := filepath.Join(base, "farwing")
+	if err := privdir.Make(dir); err != nil {
+		return "", err
+	}
+	for _, e := range elem {
+		if dir, err = privdir.MakeIn(dir, e); err != nil {
 			return "", err
 		}
 	}
 	return dir, nil
 }
 
+// subDir is name inside dir, a cache directory cacheDir or subDir returned, made where it is
+// missing and checked (privdir.MakeIn); "" where dir is "" or it is not private.
+func subDir(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	sub, err := privdir.MakeIn(dir, name)
+	if err != nil {
+		return ""
+	}
+	return sub
+}
+
 // cacheNotice is one line for each of this user's cache directories that Start will not use
 // because it is not private (what it costs, which directory, the fix), none where all are: peer
-// is cacheDir("peer")'s error, ssh controlDir's (nil where connection sharing was not asked for).
+// is peer/'s error, ssh ssh/'s (nil where connection sharing was not asked for): newSession's.
 func cacheNotice(peer, ssh error) []string {
 	var lines []string
 	if errors.Is(peer, privdir.ErrNotPrivate) {

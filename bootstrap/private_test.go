@@ -174,7 +174,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	controlPath := func() string {
-		for _, a := range (SSH{Persist: time.Minute, mux: true}).common("-p") {
+		for _, a := range sessionOf(SSH{Persist: time.Minute}).flags(true) {
 			if p, ok := strings.CutPrefix(a, "ControlPath="); ok {
 				return p
 			}
@@ -194,11 +194,11 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// All private: used. (With the build's gzip form there, Start compresses nothing.)
 	raw, _ := os.ReadFile(exe)
-	keepFile(packedCache(selfBuild(id)), gzipped(t, raw))
+	keepFile(packedCache(localPeerDir(), selfBuild(id)), gzipped(t, raw))
 	if p := controlPath(); !strings.HasPrefix(p, filepath.Join(fw, "ssh")+"/") {
 		t.Fatalf("control path %q in a private directory", p)
 	}
-	if packedCache(selfBuild(id)) == "" || selfRecord(exe) == "" {
+	if packedCache(localPeerDir(), selfBuild(id)) == "" || selfRecord(localPeerDir("self"), exe) == "" {
 		t.Fatal("no cache in private directories")
 	}
 	if n := notices(); len(n) != 0 {
@@ -211,7 +211,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 	if p := controlPath(); p != "" {
 		t.Errorf("control path %q in a directory open to others", p)
 	}
-	if (SSH{Persist: time.Minute}).useMux(map[string]string{}) {
+	if sessionOf(SSH{Persist: time.Minute}).useMux(map[string]string{}) {
 		t.Error("sharing with a control directory open to others")
 	}
 	if n := notices(); len(n) != 1 || !strings.HasPrefix(n[0], "not sharing the ssh connection: ") || !strings.Contains(n[0], "chmod go-w "+ssh) {
@@ -228,7 +228,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// peer/self open to others, holding a record that names another build for this executable
 	// (what anyone could leave there): not believed, not replaced.
-	rec := selfRecord(exe)
+	rec := selfRecord(localPeerDir("self"), exe)
 	self := filepath.Dir(rec)
 	os.MkdirAll(self, 0o700)
 	os.Chmod(self, 0o777)
@@ -246,15 +246,15 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// peer/ open to others: no compressed build read or written, no install record, one line.
 	peer := filepath.Join(fw, "peer")
-	os.Remove(packedCache(selfBuild(id)))
+	os.Remove(packedCache(localPeerDir(), selfBuild(id)))
 	os.Chmod(peer, 0o775)
-	if c := packedCache(selfBuild(id)); c != "" {
+	if c := packedCache(localPeerDir(), selfBuild(id)); c != "" {
 		t.Errorf("compressed build %s read from a directory open to others", c)
 	}
 	if r := installedRecord(id.Hash, nil, "h"); r != "" {
 		t.Errorf("install record %s in a directory open to others", r)
 	}
-	if _, err := payload(selfBuild(id), "gzip"); err != nil {
+	if _, err := payload(localPeerDir(), selfBuild(id), "gzip"); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := filepath.Glob(filepath.Join(peer, "*.gz")); len(m) != 0 {
@@ -267,7 +267,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 
 	// farwing/ itself open to others: nothing of it used, one line for both.
 	os.Chmod(fw, 0o777)
-	if controlPath() != "" || packedCache(selfBuild(id)) != "" || selfRecord(exe) != "" || installedRecord(id.Hash, nil, "h") != "" {
+	if controlPath() != "" || packedCache(localPeerDir(), selfBuild(id)) != "" || selfRecord(localPeerDir("self"), exe) != "" || installedRecord(id.Hash, nil, "h") != "" {
 		t.Error("a cache used below a farwing/ open to others")
 	}
 	if n := notices(); len(n) != 1 || !strings.Contains(n[0], "nor sharing the ssh connection") || !strings.Contains(n[0], "chmod go-w "+fw) {
@@ -278,7 +278,7 @@ func TestLocalCacheNotPrivate(t *testing.T) {
 	// In a private directory, links where files are made are not followed.
 	victim := filepath.Join(dir, "victim")
 	os.WriteFile(victim, []byte("keep"), 0o600)
-	gz := packedCache(selfBuild(id))
+	gz := packedCache(localPeerDir(), selfBuild(id))
 	if err := os.Symlink(victim, gz+"."+strconv.Itoa(os.Getpid())+".tmp"); err != nil {
 		t.Fatal(err)
 	}

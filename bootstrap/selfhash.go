@@ -22,16 +22,17 @@ import (
 // only means hashing, as before; one for a file that changed is replaced.
 //
 // The record only names the build: an install hashes the executable again before it sends any of
-// it (SSH.start), and removes a record that was wrong (forgetSelf).
-func selfHash(exe string) (string, error) { return selfHashWith(exe, hashFile) }
+// it (first contact), and removes a record that was wrong (forgetSelf).
+func selfHash(exe string) (string, error) { return selfHashIn(localPeerDir("self"), exe, hashFile) }
 
-// selfHashWith is selfHash with hash as the hashing (a test's hook).
-func selfHashWith(exe string, hash func(string) (string, error)) (string, error) {
+// selfHashIn is selfHash with the records in dir (peer/self, "" none: Start's session has it) and
+// hash as the hashing (a test's hook).
+func selfHashIn(dir, exe string, hash func(string) (string, error)) (string, error) {
 	key, err := fileKey(exe)
 	if err != nil {
 		return hash(exe)
 	}
-	rec := selfRecord(exe)
+	rec := selfRecord(dir, exe)
 	if b, err := os.ReadFile(rec); rec != "" && err == nil {
 		if k, h, ok := strings.Cut(strings.TrimSpace(string(b)), " "); ok && k == key && peers.IsHash(h) {
 			return h, nil
@@ -57,12 +58,11 @@ func fileKey(p string) (string, error) {
 	return fmt.Sprintf("%d:%d:%d:%d.%09d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
 }
 
-// selfRecord is where the hash of the executable at exe is recorded ("" without a cache, or where
-// it is not private: localPeerDir): one record per path, so that builds run from different paths
-// do not replace each other's; those untouched for pruneDays go as a record is written
-// (keepFile).
-func selfRecord(exe string) string {
-	dir := localPeerDir("self")
+// selfRecord is where the hash of the executable at exe is recorded in dir, this user's
+// peer/self ("" without a cache, or where it is not private: localPeerDir): one record per path,
+// so that builds run from different paths do not replace each other's; those untouched for
+// pruneDays go as a record is written (keepFile).
+func selfRecord(dir, exe string) string {
 	if dir == "" {
 		return ""
 	}
@@ -70,9 +70,9 @@ func selfRecord(exe string) string {
 	return filepath.Join(dir, "farwing-"+hex.EncodeToString(h[:8]))
 }
 
-// forgetSelf removes the record of the executable at exe.
-func forgetSelf(exe string) {
-	if rec := selfRecord(exe); rec != "" {
+// forgetSelf removes the record of the executable at exe from dir (selfRecord).
+func forgetSelf(dir, exe string) {
+	if rec := selfRecord(dir, exe); rec != "" {
 		os.Remove(rec)
 	}
 }

@@ -34,7 +34,7 @@ func TestSelfHashRecord(t *testing.T) {
 		}
 	}
 	check("first", a)
-	rec := selfRecord(exe)
+	rec := selfRecord(localPeerDir("self"), exe)
 	b, err := os.ReadFile(rec)
 	if err != nil || !strings.Contains(string(b), sum(a)) {
 		t.Fatalf("no record of the hash at %s: %q, %v", rec, b, err)
@@ -97,7 +97,7 @@ func TestSelfHashChangedWhileHashed(t *testing.T) {
 	if err := os.WriteFile(exe, one, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h, err := selfHashWith(exe, func(p string) (string, error) {
+	h, err := selfHashIn(localPeerDir("self"), exe, func(p string) (string, error) {
 		h, err := hashFile(p)
 		time.Sleep(10 * time.Millisecond)
 		if werr := os.WriteFile(p, two, 0o755); werr != nil {
@@ -106,9 +106,9 @@ func TestSelfHashChangedWhileHashed(t *testing.T) {
 		return h, err
 	})
 	if err != nil || h != sum(one) {
-		t.Fatalf("selfHashWith = %s, %v; want %s", h, err, sum(one))
+		t.Fatalf("selfHashIn = %s, %v; want %s", h, err, sum(one))
 	}
-	if _, err := os.Stat(selfRecord(exe)); err == nil {
+	if _, err := os.Stat(selfRecord(localPeerDir("self"), exe)); err == nil {
 		t.Fatal("a file that changed while it was hashed was recorded")
 	}
 	if h, err := selfHash(exe); err != nil || h != sum(two) {

@@ -150,9 +150,8 @@ func partScript(dir, h16, id string, c part) string {
 // (BatchMode: one that cannot authenticate without fails, and its range goes back to the main
 // session). These come first: ssh keeps the first value it is given. It runs script
 // (remoteCommand).
-func (s SSH) helperCmd(ctx context.Context, host, script string) *exec.Cmd {
-	s.mux = false
-	return s.sshCmd(ctx, host, remoteCommand(script), "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
+func (s *session) helperCmd(ctx context.Context, host, script string) *exec.Cmd {
+	return s.sshCmd(ctx, host, remoteCommand(script), false, "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes")
 }
 
 // seg is a range of the upload and who carries it: the main session (its own share, or the range
@@ -203,7 +202,7 @@ type wmsg struct {
 
 // uploader is one upload's state, kept by install's loop alone.
 type uploader struct {
-	s       SSH
+	s       *session
 	t       uploadTuning
 	host    string
 	data    []byte
@@ -234,7 +233,7 @@ type uploader struct {
 //
 // With ahead (nil where none), the upload line and the first part went with the preface: the
 // upload goes on from there.
-func (s SSH) install(ctx context.Context, host string, p *Peer, setup time.Duration, dir, h16, format string, data, preface []byte, ahead *ahead) (uploadReport, error) {
+func (s *session) install(ctx context.Context, host string, p *Peer, setup time.Duration, dir, h16, format string, data, preface []byte, ahead *ahead) (uploadReport, error) {
 	t := defaultUpload
 	if s.upload != nil {
 		t = *s.upload

@@ -26,7 +26,7 @@ func TestAnotherConnection(t *testing.T) {
 	}
 	// The main session rode the shared connection (answered in 0.35 s) and delivered 1 MB of
 	// 2.9 MB in its first 2 s: 3.8 s to go is within slow plus a handshake, so no extra connection.
-	u := &uploader{t: defaultUpload, data: make([]byte, 2_900_000), acked: 1_000_000, t0: time.Now().Add(-2 * time.Second),
+	u := &uploader{s: &session{}, t: defaultUpload, data: make([]byte, 2_900_000), acked: 1_000_000, t0: time.Now().Add(-2 * time.Second),
 		setup: anotherConnection(350*time.Millisecond, true)}
 	u.segs = []*seg{{end: len(u.data), own: true, next: 1_200_000}}
 	u.maybeSplit(t.Context(), "dir", "h16", "id", make(chan helperDone, 8), new(sync.WaitGroup))

@@ -22,14 +22,19 @@ var ErrNotPrivate = errors.New("not a private directory")
 // other user may write (no group or other write bit), below directories no other user can rename
 // it out of (ancestors). Its error names the directory at fault, what is wrong and what to do.
 func Check(dir string) error {
+	if err := checkSelf(dir); err != nil {
+		return err
+	}
+	return ancestors(dir, os.Getuid(), privateGroup)
+}
+
+// checkSelf is Check without the directories above dir.
+func checkSelf(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
 	}
-	if err := check(dir, fi, os.Getuid()); err != nil {
-		return err
-	}
-	return ancestors(dir, os.Getuid(), privateGroup)
+	return check(dir, fi, os.Getuid())
 }
 
 // ancestors checks every directory above dir (its real path: links resolved, as OpenSSH's
@@ -110,4 +115,22 @@ func Make(dir string) error {
 		return err
 	}
 	return Check(dir)
+}
+
+// MakeIn is Make for name inside parent, a directory that has just passed Make or Check (or
+// MakeIn): it creates parent/name where it is missing (mode 0700) and checks it, with the same
+// errors, but not the directories above it again: those are parent, which Check found private,
+// and the ones Check walked above parent. It returns parent/name.
+func MakeIn(parent, name string) (string, error) {
+	dir := filepath.Join(parent, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		if cerr := checkSelf(dir); cerr != nil && errors.Is(cerr, ErrNotPrivate) {
+			return "", cerr // something else stands at dir's name: say what
+		}
+		return "", err
+	}
+	if err := checkSelf(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

@@ -110,3 +110,55 @@ func TestAncestors(t *testing.T) {
 		t.Errorf("below another user's directory: %v", err)
 	}
 }
+
+// TestMakeIn: a directory made inside a checked one is made with mode 0700 and refused as Make
+// refuses it, with the same error (open to others, a link, a file at its name); the directories
+// above it are not walked again: below a parent that passed Check, one above that was opened to
+// others since is Make's to find, not MakeIn's.
+func TestMakeIn(t *testing.T) {
+	base := t.TempDir()
+	parent := filepath.Join(base, "mid", "farwing")
+	if err := Make(parent); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := MakeIn(parent, "ssh")
+	if err != nil || dir != filepath.Join(parent, "ssh") {
+		t.Fatalf("MakeIn = %q, %v", dir, err)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
+		t.Errorf("made with mode %04o, want 0700", fi.Mode().Perm())
+	}
+	if again, err := MakeIn(parent, "ssh"); err != nil || again != dir {
+		t.Errorf("MakeIn of a private directory that is there = %q, %v", again, err)
+	}
+	open := filepath.Join(parent, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	os.Symlink(dir, filepath.Join(parent, "link"))
+	os.WriteFile(filepath.Join(parent, "file"), nil, 0o600)
+	os.Symlink(filepath.Join(base, "nowhere"), filepath.Join(parent, "dangling"))
+	for _, c := range []struct{ name, want string }{
+		{"open", "can be written by other users"},
+		{"link", "symbolic link"},
+		{"file", "not a directory"},
+		{"dangling", "symbolic link"},
+	} {
+		p := filepath.Join(parent, c.name)
+		dir, err := MakeIn(parent, c.name)
+		if dir != "" || !errors.Is(err, ErrNotPrivate) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("MakeIn(%s) = %q, %v; want ErrNotPrivate naming it and %q", c.name, dir, err, c.want)
+		}
+		if merr := Make(p); merr == nil || err == nil || merr.Error() != err.Error() {
+			t.Errorf("MakeIn(%s): %v, where Make says %v", c.name, err, merr)
+		}
+	}
+	mid := filepath.Join(base, "mid")
+	os.Chmod(mid, 0o777)
+	defer os.Chmod(mid, 0o755)
+	if _, err := MakeIn(parent, "ssh"); err != nil {
+		t.Errorf("MakeIn walked the directories above its parent: %v", err)
+	}
+	if err := Make(dir); !errors.Is(err, ErrNotPrivate) {
+		t.Errorf("Make below a directory open to others: %v", err)
+	}
+}

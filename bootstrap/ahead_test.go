@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,8 +188,8 @@ func TestStartAhead(t *testing.T) {
 	damaged[len(damaged)/2] ^= 0x55
 	os.WriteFile(packedCache(localPeerDir(), selfBuild(id)), damaged, 0o600)
 	home3 := t.TempDir()
-	if p := start(home3); !p.Uploaded || p.Ahead || sessions() != 6 {
-		t.Fatalf("damaged gzip form: uploaded %v, ahead %v, %d sessions in all (want 6)", p.Uploaded, p.Ahead, sessions())
+	if p := start(home3); !p.Uploaded || p.Ahead || sessions() != 6 || !slices.Equal(reasons(p), []reason{0, damagedGzip}) {
+		t.Fatalf("damaged gzip form: uploaded %v, ahead %v, %d sessions in all (want 6), attempts %+v", p.Uploaded, p.Ahead, sessions(), p.session.attempts)
 	} else {
 		control(p, served+string(pre))
 	}

@@ -17,8 +17,8 @@ import (
 
 // session is one Start's state, apart from the user's configuration (SSH, kept as the caller gave
 // it): this user's cache directories, each checked once; ssh's view of the host; whether its
-// connection is shared and what was found of the shared one; and the ProxyCommand. Start makes
-// it, and the Peer it returns carries it.
+// connection is shared and what was found of the shared one; the ProxyCommand; and first
+// contact's attempts. Start makes it, and the Peer it returns carries it.
 type session struct {
 	SSH
 	cfg map[string]string // ssh's configuration for the host (`ssh -G`; nil: ssh did not say)
@@ -32,6 +32,7 @@ type session struct {
 	muxLive      bool          // a shared connection answered checkMux: the first session rides on it
 	muxPid       int           // ... and the pid its master gave (0: none said)
 	proxy        string        // the ProxyCommand chosen ("" none: bbrProxy)
+	attempts     []attempt     // first contact's, in order, each with why the one before it was given up (contact.go)
 }
 
 // newSession is the session of a start with s, before ssh is asked anything: this user's cache

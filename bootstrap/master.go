@@ -213,3 +213,27 @@ func waitGone(pid int, within time.Duration) bool {
 		}
 	}
 }
+
+// socketPath is the path of the shared connection's socket for host (from `ssh -G`), "" where
+// it is not one in this user's control directory.
+func (s *session) socketPath(ctx context.Context, host string) string {
+	cfg, err := s.configWith(ctx, host, s.flags(true))
+	dir := s.ctlDir
+	path := cfg["controlpath"]
+	if err != nil || dir == "" || !strings.HasPrefix(path, dir+"/") || strings.Contains(path[len(dir)+1:], "/") {
+		return ""
+	}
+	return path
+}
+
+// removeSocket removes the shared connection's socket at path (socketPath), if it is a socket.
+func (s SSH) removeSocket(path string) {
+	if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeSocket == 0 {
+		return
+	}
+	if err := os.Remove(path); err != nil {
+		s.logf("cannot remove the shared ssh connection's socket %s: %v", path, err)
+		return
+	}
+	s.logf("removed the shared ssh connection's socket %s", path)
+}

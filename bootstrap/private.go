@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/farwing/farwing/internal/privdir"
 )
@@ -94,4 +96,34 @@ func keepFile(p string, b []byte) {
 		os.Remove(f.Name())
 	}
 	tidyPacked(dir, p)
+}
+
+// tidyPacked removes from dir the files named farwing-* (compressed builds, records of this
+// build's hash) made more than pruneDays ago, as installing does on the remote, except keep, and
+// keepFile's temporary files left for a day.
+func tidyPacked(dir, keep string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		info, err := e.Info()
+		if err != nil || p == keep || !info.Mode().IsRegular() {
+			continue
+		}
+		age := time.Since(info.ModTime())
+		if strings.HasPrefix(e.Name(), "farwing-") && age > pruneDays*24*time.Hour || strings.HasPrefix(e.Name(), ".tmp-") && age > 24*time.Hour {
+			os.Remove(p)
+		}
+	}
+}
+
+// localPeerDir is where this user's cache keeps what it knows of the peer: builds' gzip forms,
+// with sub the records of this executable's hash (self) or of installs (installed). It is ""
+// where there is no cache, or where it is not private (cacheDir): nothing is read from it or
+// written to it then. (Start looks at each once: newSession.)
+func localPeerDir(sub ...string) string {
+	dir, err := cacheDir(append([]string{"peer"}, sub...)...)
+	if err != nil {
+		return ""
+	}
+	return dir
 }

@@ -73,3 +73,70 @@ func stripComments(s string) string {
 	}
 	return b.String()
 }
+
+// pruneDays is the age (days since upload) past which installing a build removes other builds
+// from the remote's cache.
+const pruneDays = 30
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// emptySHA256 is the SHA-256 of no bytes: the remote script's check that it has a tool to hash with.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// peerScript is first contact in one ssh session (run by sh whatever the login shell:
+// remoteCommand). It starts the cached peer of c for the remote's platform, found by
+// `uname -s -m` (a platform c has none for is said as need with it: Start explains), when it is
+// there and intact. (Not the one this user last found there without asking uname: a home
+// directory shared by hosts of two CPUs holds the other's build too, and env, told to run a
+// foreign executable, has sh read it as a script.) The peer is named in the cache by its own
+// SHA-256 and checked against it before it runs, and must be this user's own file (not a link) in a cache directory that is private (privFunc); the
+// peer prints the status line itself (AnnounceFlag). It makes a missing cache directory with mode
+// 0700, and says unsafe (nothing run, nothing read) where the directory is not private. Once
+// checked, the directory is the shell's working directory and everything in it is named relative
+// to it (privFunc: a directory above it that others can write cannot swap it), the build too,
+// started through env (bash's exec builtin would run ./NAME by the path cd took, wherever that
+// leads by then), with ChdirFlag naming the directory the session started in. With
+// --skip it is told to drop the aheadLen bytes of an upload's start that follow the preface,
+// where the client wrote them (ahead.go): the start of guess's upload. Otherwise it reads and drops
+// the preface (prefaceLen bytes the client sent before the answer), and, without gzip or where the
+// remote's build is not guess, those aheadLen bytes (else they are the upload's start, read as
+// below), reports what is needed with the formats it can unpack, and reads the peer from its
+// standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
+// digits the client chose at random), then any number of "FARWING-PART OFFSET LEN" lines, each
+// followed by exactly LEN bytes, which it stores as DIR/.farwing-HASH16.ID.OFFSET-LEN.tmp (mode
+// 0600) and acknowledges with "FARWING-GOT OFFSET LEN". Other ssh connections may store parts
+// there too (partScript). "FARWING-JOIN OFFSET-LEN ..." names the parts that make the upload, in
+// order: they must tile 0..N exactly (else badupload); those not there are named back in
+// "FARWING-MISSING OFFSET-LEN ...", and the client sends them and joins again. A complete join is
+// concatenated and unpacked into a temporary file (mode 0600; the peer itself runs with the
+// session's umask) of the cache directory, and the parts removed. Only a file whose SHA-256 is
+// this build's is made executable, renamed into place atomically and started, on the rest of the
+// same stdin: the control channel. Nothing of its input is read after the join but by the peer
+// (the shell's read stops at the join's newline; the parts are files by then), so the client may
+// send the control channel's preface right after the join (it does where the main session carried
+// every part; otherwise the remote may answer MISSING and read on, and the preface waits for ok).
+// A short or corrupt part fails the hash check. Every number must be decimal without leading zeros, at most 10 digits, and every
+// part inside N (else badupload: nothing run, this upload's parts removed). Installing a build is
+// also when the cache is tidied: other builds installed more than pruneDays ago, and uploads
+// abandoned for a day (parts included), are removed (a build still in use elsewhere is uploaded
+// again by its next copy; a running peer is not affected).
+//
+// Only POSIX shell and tools: uname, head -c (readFunc), env, ls, gzip where present, and a
+// SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
+func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) string {
+	return stripComments(render(startTemplate, peerScriptFor(c, guess, serveArgs, prefaceLen, aheadLen)))
+}
+
+// peerScriptFor is what start.sh is given for peerScript.
+func peerScriptFor(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) peerScriptData {
+	d := peerScriptData{Hash: hashFunc, Priv: privFunc, Read: readFunc, Empty: emptySHA256, PruneDays: pruneDays,
+		Announce: AnnounceFlag, Chdir: ChdirFlag, Serve: serveArgs, PrefaceLen: prefaceLen, AheadLen: aheadLen,
+		Guess: c.builds[guess].h16()}
+	for _, b := range c.builds {
+		if pat := unamePatterns(b.platform); pat != "" {
+			d.Builds = append(d.Builds, scriptBuild{Patterns: pat, H16: b.h16(), Hash: b.hash})
+		}
+	}
+	return d
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/privdir"
 )
 
@@ -104,4 +107,65 @@ func (s *session) sshCmd(ctx context.Context, host, remoteCmd string, shared boo
 	}
 	args = append(args, "--", host, remoteCmd)
 	return exec.CommandContext(ctx, s.program(), args...)
+}
+
+// muxCheck bounds the wait for a shared connection's master to answer `ssh -O check` or `ssh -O
+// exit`: it answers from this host, at once, unless it is stopped or hung (or whatever holds
+// the socket is not an ssh master).
+const muxCheck = 3 * time.Second
+
+// muxAnswer bounds the wait for the first line of the remote's answer over a shared connection
+// that answered muxCheck: a round trip or two on a live connection (the remote shell's start, a
+// hash of the peer, and a cached peer's start to its ready, tens of milliseconds), forever on one
+// a network change left dead, where ssh's keepalive gives up after about a minute.
+const muxAnswer = 5 * time.Second
+
+// errMuxSilent is run's error for a session over a shared connection that did not answer in time.
+var errMuxSilent = errors.New("the shared ssh connection did not answer")
+
+// checkMux asks the shared connection's master for host whether it runs (`ssh -O check`). One
+// that does not answer within muxCheck is stopped or hung: it is ended and its socket removed, so
+// that ssh makes a new master in its place (retireHung); where none answers, masters that no
+// socket reaches are ended (clearOrphans). It returns a function that says what it found
+// (Notice, Log) and returns true when a master answered that it runs, with the pid it gave (0
+// where it did not): for the caller to call once it knows that the connection is shared.
+func (s *session) checkMux(ctx context.Context, host string) func() (bool, int) {
+	snap := make(chan []int, 1) // the masters there as the check begins (a /proc scan, ms: meanwhile)
+	go func() { snap <- s.mastersHere() }()
+	out, hung, err := s.control(ctx, host, "check")
+	before := <-snap
+	switch {
+	case hung:
+		s.retireHung(ctx, host, before)
+		return func() (bool, int) {
+			s.notice(fmt.Sprintf("the shared ssh connection to %s did not answer within %s; connecting anew", escape.Text(host), muxCheck))
+			return false, 0
+		}
+	case err != nil:
+		s.clearOrphans(ctx, host, before)
+		return func() (bool, int) {
+			s.logf("no shared ssh connection to %s yet (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+			return false, 0
+		}
+	}
+	return func() (bool, int) {
+		s.logf("riding on the shared ssh connection to %s (%s)", escape.Text(host), escape.Text(lastMeaningful(out)))
+		return true, masterPID(out)
+	}
+}
+
+// dropMux ends the shared connection for host, whose master answered checkMux (as muxPid) but
+// whose sessions carry nothing: `ssh -O exit`, and the master is killed where it has not ended a
+// moment later (one waiting on a dead connection); its socket is removed (retireSilent).
+func (s *session) dropMux(ctx context.Context, host string) { s.retireSilent(ctx, host, s.muxPid) }
+
+// control runs `ssh -O cmd` for host's shared connection within muxCheck: its output, whether
+// it ran out of time, and how it ended.
+func (s *session) control(ctx context.Context, host, cmd string) (string, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, muxCheck)
+	defer cancel()
+	c := exec.CommandContext(cctx, s.program(), append(s.flags(true), "-O", cmd, "--", host)...)
+	c.WaitDelay = time.Second
+	out, err := c.CombinedOutput()
+	return string(out), cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil, err
 }

@@ -161,26 +161,26 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 		return code
 	}
 	if err := b.check(); err != nil {
-		return fail(xfer.ExitUsage, err)
+		return fail(exitUsage, err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return fail(xfer.ExitFail, err)
+		return fail(exitFail, err)
 	}
 	argv := append([]string{"farwing", "bench"}, args...)
 	var l *bench.Ledger
 	if b.lab {
 		if fs.NArg() != 0 {
-			return fail(xfer.ExitUsage, fmt.Errorf("--lab takes no host: it measures the emulated WAN"))
+			return fail(exitUsage, fmt.Errorf("--lab takes no host: it measures the emulated WAN"))
 		}
 		l, err = b.runLab(ctx, exe, args)
 		if err != nil {
-			return fail(xfer.ExitFail, err)
+			return fail(exitFail, err)
 		}
 		l.Argv = argv
 	} else {
 		if fs.NArg() != 1 {
-			return fail(xfer.ExitUsage, fmt.Errorf("bench needs one host, [user@]host; see 'farwing bench --help'"))
+			return fail(exitUsage, fmt.Errorf("bench needs one host, [user@]host; see 'farwing bench --help'"))
 		}
 		host := fs.Arg(0)
 		level := b.level
@@ -200,7 +200,7 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 	}
 	if b.jsonFile != "" {
 		if err := writeLedger(b.jsonFile, l); err != nil {
-			return fail(xfer.ExitFail, err)
+			return fail(exitFail, err)
 		}
 	}
 	if b.level == "" { // a --lab child prints nothing: its parent prints the whole table
@@ -210,9 +210,9 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 	case l.Complete:
 		return 0
 	case ctx.Err() != nil:
-		return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; the ledger holds what finished"))
+		return fail(exitInterrupted, fmt.Errorf("interrupted; the ledger holds what finished"))
 	}
-	return fail(xfer.ExitFail, errors.New(l.Error))
+	return fail(exitFail, errors.New(l.Error))
 }
 
 // benchProgress prints a line as each run starts (redrawn in place on a terminal) and ends.

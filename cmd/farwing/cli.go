@@ -47,7 +47,7 @@ func run(args []string) int {
 	xfer.Version = version
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return xfer.ExitUsage
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,7 +69,7 @@ func run(args []string) int {
 	case bootstrap.ProxyCommand: // ssh's ProxyCommand, started by bootstrap (not listed)
 		if len(args) != 3 {
 			fmt.Fprintf(stderr, "farwing %s: needs HOST PORT (it is ssh's ProxyCommand)\n", args[0])
-			return xfer.ExitUsage
+			return exitUsage
 		}
 		if err := bootstrap.Proxy(args[1], args[2], os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(stderr, oneLine(err))
@@ -83,7 +83,7 @@ func run(args []string) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "farwing: unknown command %q; run 'farwing help'\n", args[0])
-	return xfer.ExitUsage
+	return exitUsage
 }
 
 // debugLog is the engines' debug logger (FARWING_DEBUG): a line on standard error per call.
@@ -115,5 +115,5 @@ func parseFlags(fs *pflag.FlagSet, args []string) (code int, done bool) {
 // flags are listed (pflag prints nothing itself when errors are returned), and returns exit 2.
 func badFlags(cmd string, err error) int {
 	fmt.Fprintf(stderr, "farwing %s: %s; see 'farwing %s --help'\n", cmd, oneLine(err), cmd)
-	return xfer.ExitUsage
+	return exitUsage
 }

@@ -140,7 +140,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	}
 	o, err := c.options()
 	if err != nil {
-		return fail(xfer.ExitUsage, err)
+		return fail(exitUsage, err)
 	}
 	if c.verbose && !c.quiet {
 		t0 := time.Now()
@@ -164,27 +164,27 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	}
 	pos := fs.Args()
 	if len(pos) < 2 {
-		return fail(xfer.ExitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))
+		return fail(exitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))
 	}
 	srcs, dst := pos[:len(pos)-1], pos[len(pos)-1]
 	dstHost, dstPath, dstRemote := splitRemote(dst)
 	for _, s := range srcs {
 		if s == "-" && len(srcs) > 1 {
-			return fail(xfer.ExitUsage, fmt.Errorf("- (standard input) must be the only source"))
+			return fail(exitUsage, fmt.Errorf("- (standard input) must be the only source"))
 		}
 	}
 	switch {
 	case dst == "-" && c.json:
-		return fail(xfer.ExitUsage, fmt.Errorf("--json and - as the destination both write to standard output; give one"))
+		return fail(exitUsage, fmt.Errorf("--json and - as the destination both write to standard output; give one"))
 	case dst == "-" && o.Sink:
-		return fail(xfer.ExitUsage, fmt.Errorf("--sink writes nothing, and - as the destination writes standard output; give one"))
+		return fail(exitUsage, fmt.Errorf("--sink writes nothing, and - as the destination writes standard output; give one"))
 	}
 	var res *xfer.Result
 	switch {
 	case dstRemote:
 		for _, s := range srcs {
 			if _, _, rem := splitRemote(s); rem {
-				return fail(xfer.ExitUsage, fmt.Errorf("copying between two remote hosts is not supported: %s → %s", s, dst))
+				return fail(exitUsage, fmt.Errorf("copying between two remote hosts is not supported: %s → %s", s, dst))
 			}
 		}
 		if ev != nil {
@@ -194,7 +194,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		if srcs[0] == "-" {
 			p, done, err := spoolStdin(stdin)
 			if err != nil {
-				return fail(xfer.ExitCode(err), err)
+				return fail(exitCode(err), err)
 			}
 			defer done()
 			send = []string{p}
@@ -206,10 +206,10 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		for _, s := range srcs {
 			h, p, rem := splitRemote(s)
 			if !rem {
-				return fail(xfer.ExitUsage, fmt.Errorf("neither %s nor %s is remote (host:path); use cp for local copies", s, dst))
+				return fail(exitUsage, fmt.Errorf("neither %s nor %s is remote (host:path); use cp for local copies", s, dst))
 			}
 			if host != "" && h != host {
-				return fail(xfer.ExitUsage, fmt.Errorf("all remote sources must be on one host (%s and %s)", host, h))
+				return fail(exitUsage, fmt.Errorf("all remote sources must be on one host (%s and %s)", host, h))
 			}
 			host = h
 			paths = append(paths, p)
@@ -226,11 +226,11 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	if err != nil {
 		if ctx.Err() != nil {
 			if o.NoResume {
-				return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; partial files removed (--no-resume)"))
+				return fail(exitInterrupted, fmt.Errorf("interrupted; partial files removed (--no-resume)"))
 			}
-			return fail(xfer.ExitInterrupted, fmt.Errorf("interrupted; partial files with a resume record are kept, and the same command resumes them"))
+			return fail(exitInterrupted, fmt.Errorf("interrupted; partial files with a resume record are kept, and the same command resumes them"))
 		}
-		return fail(xfer.ExitCode(err), err)
+		return fail(exitCode(err), err)
 	}
 	if !c.quiet {
 		summary(res)

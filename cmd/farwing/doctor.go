@@ -72,12 +72,12 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "farwing doctor: doctor needs one host, [user@]host; see 'farwing doctor --help'")
-		return xfer.ExitUsage
+		return exitUsage
 	}
 	ports, err := session.ParsePortRange(d.ports)
 	if err != nil {
 		fmt.Fprintf(stderr, "farwing doctor: %s\n", oneLine(err))
-		return xfer.ExitUsage
+		return exitUsage
 	}
 	host := fs.Arg(0)
 	o := xfer.Options{SSH: d.ssh.ssh(d.verbose, tun), Ports: ports, Tuning: tun, DebugLog: debugLog}
@@ -88,7 +88,7 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 	rep, err := xfer.Doctor(ctx, o, host)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "farwing doctor: interrupted")
-		return xfer.ExitInterrupted
+		return exitInterrupted
 	}
 	fs2 := diagnose(rep, err)
 	code := 0
@@ -123,21 +123,21 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 // broke the protocol), and the checks that need it are not made.
 func diagnose(rep *xfer.DoctorReport, err error) []finding {
 	if err != nil {
-		code := xfer.ExitCode(err)
+		code := exitCode(err)
 		msg := oneLine(err)
-		if code == xfer.ExitSSH {
+		if code == exitSSH {
 			return []finding{{Check: "ssh", Verdict: verdictFail, Detail: msg, code: code,
 				Fix: "check that 'ssh " + escape.Text(rep.Host) + " true' works with the same -F/-i/-P/-o/-J flags: host name, port, key, known_hosts"}}
 		}
-		if code == xfer.ExitUDP { // the peer could not bind its lanes in the --port range
+		if code == exitUDP { // the peer could not bind its lanes in the --port range
 			return []finding{sshFinding(rep), {Check: "udp", Verdict: verdictFail, Detail: msg, code: code,
 				Fix: "give a range with at least 4 ports free on the remote host (and open it in its firewall), or leave --port out"}}
 		}
 		fix := ""
 		switch code {
-		case xfer.ExitPlatform:
+		case exitPlatform:
 			fix = "use a release build of farwing (make dist, make build), which carries the peer for Linux and macOS on x86-64 and arm64"
-		case xfer.ExitInstall:
+		case exitInstall:
 			fix = "make ~/.cache/farwing writable for the remote user (or set XDG_CACHE_HOME there)"
 		}
 		return []finding{sshFinding(rep), {Check: "peer", Verdict: verdictFail, Detail: msg, Fix: fix, code: code}}
@@ -223,7 +223,7 @@ func udpFinding(rep *xfer.DoctorReport) finding {
 	}
 	// The copy's message (rep.UDPError, in --json) names both possible causes; the peer's word on
 	// what its lanes heard tells which it is.
-	f := finding{Check: "udp", Verdict: verdictFail, code: xfer.ExitUDP, Detail: fmt.Sprintf("no UDP reply from %s ports %s within %s (this end's ports %s)",
+	f := finding{Check: "udp", Verdict: verdictFail, code: exitUDP, Detail: fmt.Sprintf("no UDP reply from %s ports %s within %s (this end's ports %s)",
 		escape.Text(rep.Addr), portsText(rep.Ports), session.HandshakeTimeout, portsText(rep.LocalPorts))}
 	switch h := rep.RemoteHeard; {
 	case h == 0:

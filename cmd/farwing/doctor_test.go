@@ -44,15 +44,15 @@ func TestDiagnoseAll(t *testing.T) {
 		}
 	}
 	fs = diagnose(&xfer.DoctorReport{Host: "u@h"}, fmt.Errorf("%w: ssh: Could not resolve hostname h", bootstrap.ErrSSH))
-	if len(fs) != 1 || fs[0].Check != "ssh" || fs[0].Verdict != verdictFail || fs[0].code != xfer.ExitSSH || fs[0].Fix == "" {
+	if len(fs) != 1 || fs[0].Check != "ssh" || fs[0].Verdict != verdictFail || fs[0].code != exitSSH || fs[0].Fix == "" {
 		t.Fatalf("ssh failure: %+v", fs)
 	}
 	fs = diagnose(&xfer.DoctorReport{Host: "u@h", SSHSeconds: 1}, fmt.Errorf("%w: remote is Plan9 mips", bootstrap.ErrPlatform))
-	if len(fs) != 2 || fs[0].Verdict != verdictOK || fs[1].Check != "peer" || fs[1].Verdict != verdictFail || fs[1].code != xfer.ExitPlatform {
+	if len(fs) != 2 || fs[0].Verdict != verdictOK || fs[1].Check != "peer" || fs[1].Verdict != verdictFail || fs[1].code != exitPlatform {
 		t.Fatalf("platform failure: %+v", fs)
 	}
-	fs = diagnose(&xfer.DoctorReport{Host: "u@h", SSHSeconds: 1}, &xfer.RemoteError{Msg: "the remote peer could bind only 2 of its 4 UDP lanes in ports 40000-40003", Code: xfer.ExitUDP})
-	if len(fs) != 2 || fs[1].Check != "udp" || fs[1].Verdict != verdictFail || fs[1].code != xfer.ExitUDP || !strings.Contains(fs[1].Detail, "only 2 of its 4") {
+	fs = diagnose(&xfer.DoctorReport{Host: "u@h", SSHSeconds: 1}, &xfer.RemoteError{Msg: "the remote peer could bind only 2 of its 4 UDP lanes in ports 40000-40003", Code: xfer.CodeUDP})
+	if len(fs) != 2 || fs[1].Check != "udp" || fs[1].Verdict != verdictFail || fs[1].code != exitUDP || !strings.Contains(fs[1].Detail, "only 2 of its 4") {
 		t.Fatalf("no room in the port range: %+v", fs)
 	}
 }
@@ -123,7 +123,7 @@ func TestDoctorVerdicts(t *testing.T) {
 	r := goodReport()
 	r.UDPError, r.RemoteHeard, r.UpOK, r.DownOK = "no UDP reply from 203.0.113.7 port(s) 40000-40003 within 5s", 0, false, false
 	f := udpFinding(r)
-	if f.Verdict != verdictFail || f.code != xfer.ExitUDP || !strings.Contains(f.Detail, "heard none") || !strings.Contains(f.Fix, "open UDP ports 40000-40003") ||
+	if f.Verdict != verdictFail || f.code != exitUDP || !strings.Contains(f.Detail, "heard none") || !strings.Contains(f.Fix, "open UDP ports 40000-40003") ||
 		!strings.HasPrefix(f.Detail, "no UDP reply from 203.0.113.7 ports 40000-40003 within 5s (this end's ports 51000-51003); ") {
 		t.Errorf("UDP blocked: %+v", f)
 	}

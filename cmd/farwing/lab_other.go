@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/farwing/farwing/internal/xfer"
 )
 
 // errLabLinux is why farwing lab and farwing bench --lab do not run here: the lab (bench/lab)
@@ -18,5 +16,5 @@ var errLabLinux = errors.New("the lab needs Linux (network namespaces, TUN); run
 // cmdLab is farwing lab where there is no lab: one line saying so, and the bad command line's exit.
 func cmdLab(_ context.Context, _ io.Reader, _ []string) int {
 	fmt.Fprintf(stderr, "farwing lab: %v\n", errLabLinux)
-	return xfer.ExitUsage
+	return exitUsage
 }

@@ -65,7 +65,7 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	if err := xfer.Serve(ctx, in, out, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
 		Tuning: tun, DebugLog: debugLog}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
-		return xfer.ExitCode(err)
+		return exitCode(err)
 	}
 	return 0
 }

@@ -69,7 +69,7 @@ func TestBenchHostileCheckNames(t *testing.T) {
 		"x\x1b]0;owned\x07", "x\ny", strings.Repeat("a", 5000)} {
 		_, err := benchAsk(t, b, Msg{T: "check", Name: name}, "checked")
 		var re *RemoteError
-		if !errors.As(err, &re) || re.Code != ExitProtocol {
+		if !errors.As(err, &re) || re.Code != CodeProtocol {
 			t.Errorf("check %q: %v", name, err)
 			continue
 		}
@@ -180,7 +180,7 @@ func TestBenchHostileTCPLimits(t *testing.T) {
 	}
 	benchStillServes(t, b)
 	_, err := benchAsk(t, b, Msg{T: "tcp"}, "listen")
-	if err == nil || ExitCode(err) != ExitSSH && ExitCode(err) != ExitProtocol {
+	if err == nil || CodeOf(err) != CodeSSH && CodeOf(err) != CodeProtocol {
 		t.Fatalf("a tcp request without its test: %v", err)
 	}
 	e.mu.Lock()
@@ -393,7 +393,7 @@ func TestBenchHostileFacts(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%.30q", first.Dest), func(t *testing.T) {
 			_, err := openHostile(t, first, nil)
-			if err == nil || ExitCode(err) != ExitProtocol {
+			if err == nil || CodeOf(err) != CodeProtocol {
 				t.Fatalf("first message %.60q: %v", first.Dest, err)
 			}
 			noControlBytes(t, err.Error())
@@ -409,7 +409,7 @@ func TestBenchHostileFacts(t *testing.T) {
 	for i := range bf.TCP.Available {
 		bf.TCP.Available[i] = big[:1000]
 	}
-	if _, err := openHostile(t, Msg{T: "facts", Facts: &bf, Dest: "/tmp/x"}, nil); ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
+	if _, err := openHostile(t, Msg{T: "facts", Facts: &bf, Dest: "/tmp/x"}, nil); CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
 		t.Fatalf("facts of 16 MB: %v", err)
 	}
 	huge := strings.Repeat("\xffé", 300) // within the 64 KiB of one message, all together

@@ -963,7 +963,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	if err != nil {
 		err = fmt.Errorf("refusing the remote's file list: %w", err)
-		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: ExitProtocol})
+		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: CodeProtocol})
 		return nil, err
 	}
 	if files.Skipped != nil {
@@ -982,7 +982,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			if errors.Is(err, fcopy.ErrName) {
 				what, err = "refusing the remote's file list", fmt.Errorf("refusing the remote's file list: %w", err)
 			}
-			c.ctl.Send(Msg{T: "error", Err: what, Code: ExitCode(err)})
+			c.ctl.Send(Msg{T: "error", Err: what, Code: CodeOf(err)})
 			return nil, err
 		}
 		if err := plan.Skip(have); err != nil {

@@ -81,8 +81,8 @@ func TestConfirmations(t *testing.T) {
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.want != "" && (!errors.Is(err, fcopy.ErrVerify) || ExitCode(err) != ExitVerify || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("%v (exit %d), want a failed verification saying %q", err, ExitCode(err), tc.want)
+			case tc.want != "" && (!errors.Is(err, fcopy.ErrVerify) || CodeOf(err) != CodeVerify || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%v (exit %d), want a failed verification saying %q", err, CodeOf(err), tc.want)
 			}
 			if err != nil {
 				noControlBytes(t, err.Error())

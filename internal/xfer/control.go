@@ -107,8 +107,8 @@ type Msg struct {
 	At     int64        `json:"at,omitempty"`
 
 	// error
-	Err  string `json:"err,omitempty"`
-	Code int    `json:"code,omitempty"`
+	Err  string    `json:"err,omitempty"`
+	Code ErrorCode `json:"code,omitempty"`
 }
 
 // PeerStats is what the remote end reports about its side of the data path.
@@ -858,9 +858,9 @@ func parse(line []byte) (Msg, int64, error) {
 }
 
 // SendError tells the other end that this one stops because of err: an error message with err's
-// text and the exit code it maps to (ExitCode), what the other end reports and exits with.
+// text and its code (CodeOf), what the other end reports and exits with.
 func (c *Control) SendError(err error) error {
-	return c.Send(Msg{T: "error", Err: err.Error(), Code: ExitCode(err)})
+	return c.Send(Msg{T: "error", Err: err.Error(), Code: CodeOf(err)})
 }
 
 // Send writes one message; safe for concurrent use.
@@ -945,10 +945,10 @@ func (c *Control) Expect(ctx context.Context, t string, within time.Duration) (M
 }
 
 // RemoteError is an error reported by the other end. Its text is escaped (it may come from a
-// hostile peer and is printed on a terminal), and its exit code is one this program documents.
+// hostile peer and is printed on a terminal), and its code is one of the protocol's.
 type RemoteError struct {
 	Msg  string
-	Code int // the exit code the other end would use (see cmd/farwing)
+	Code ErrorCode // the code the other end sent (CodeFail for one the protocol has not)
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
@@ -959,9 +959,9 @@ func remoteError(m Msg) *RemoteError {
 	if len(msg) > 1000 {
 		msg = msg[:1000] + "…"
 	}
-	code := ExitFail
+	code := CodeFail
 	switch m.Code {
-	case ExitSource, ExitDest, ExitSSH, ExitUDP, ExitVerify, ExitPlatform, ExitInstall, ExitProtocol:
+	case CodeSource, CodeDest, CodeSSH, CodeUDP, CodeVerify, CodePlatform, CodeInstall, CodeProtocol:
 		code = m.Code
 	}
 	return &RemoteError{Msg: "remote: " + escape.Text(msg), Code: code}

@@ -51,8 +51,8 @@ func TestDigestNeverSent(t *testing.T) {
 		}
 		took := time.Since(start)
 		var re *RemoteError
-		if dropped != 1 || !errors.As(err, &re) || re.Code != ExitUDP || !strings.Contains(err.Error(), "digest of file 0 did not come within 20s") {
-			t.Fatalf("a push whose digest never comes: %v (exit %d, %d digests held back)", err, ExitCode(err), dropped)
+		if dropped != 1 || !errors.As(err, &re) || re.Code != CodeUDP || !strings.Contains(err.Error(), "digest of file 0 did not come within 20s") {
+			t.Fatalf("a push whose digest never comes: %v (exit %d, %d digests held back)", err, CodeOf(err), dropped)
 		}
 		if took < digestWait || took > digestWait+PeerIdle {
 			t.Fatalf("the receiver gave up after %s, want %s after the data", took, digestWait)

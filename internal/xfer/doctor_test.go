@@ -76,8 +76,8 @@ func TestDoctorHostilePeer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			_, err := Doctor(ctx, e.options(), "host")
-			if ExitCode(err) != ExitProtocol {
-				t.Fatalf("%v (exit %d)", err, ExitCode(err))
+			if CodeOf(err) != CodeProtocol {
+				t.Fatalf("%v (exit %d)", err, CodeOf(err))
 			}
 		})
 	}

@@ -13,28 +13,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
-)
-
-// Exit codes, documented in README and `farwing help`.
-const (
-	ExitOK          = 0
-	ExitFail        = 1  // anything not listed below
-	ExitUsage       = 2  // bad command line
-	ExitSource      = 3  // a source is missing, unreadable or a directory without -r
-	ExitDest        = 4  // the destination cannot be written
-	ExitSSH         = 5  // ssh/scp failed: unknown host, refused, authentication
-	ExitUDP         = 6  // no UDP path, or the path died mid-transfer
-	ExitVerify      = 7  // a block or file failed verification
-	ExitPlatform    = 8  // this build carries no peer for the remote's OS/architecture
-	ExitInstall     = 9  // the peer could not be installed on the remote host (its cache is not writable)
-	ExitProtocol    = 10 // the other end broke the protocol: an unsafe or unrequested name, a malformed message
-	ExitInterrupted = 130
 )
 
 // PeerIdle is how long either end of a transfer goes on without hearing from the other (no
@@ -45,37 +28,6 @@ const (
 // stalled disk, and ends well inside the 30 s after which a vanished client must leave nothing
 // behind; sshd's TCP keepalive would take about two hours.
 const PeerIdle = 20 * time.Second
-
-// ExitCode maps an error to the process exit code.
-func ExitCode(err error) int {
-	var re *RemoteError
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.As(err, &re) && re.Code != 0:
-		return re.Code
-	case errors.Is(err, context.Canceled):
-		return ExitInterrupted
-	case errors.Is(err, fcopy.ErrSource):
-		return ExitSource
-	case errors.Is(err, fcopy.ErrDest):
-		return ExitDest
-	case errors.Is(err, fcopy.ErrVerify):
-		return ExitVerify
-	case errors.Is(err, bootstrap.ErrPlatform):
-		return ExitPlatform
-	case errors.Is(err, bootstrap.ErrInstall):
-		return ExitInstall
-	case errors.Is(err, ErrProtocol), errors.Is(err, fcopy.ErrName), errors.Is(err, fcopy.ErrTooLarge):
-		return ExitProtocol
-	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
-		return ExitSSH
-	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled),
-		errors.Is(err, session.ErrSilent), errors.Is(err, session.ErrPortRange):
-		return ExitUDP
-	}
-	return ExitFail
-}
 
 // sideResult is what one engine run measured.
 type sideResult struct {

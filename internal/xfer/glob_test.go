@@ -28,8 +28,8 @@ func TestInProcessPullGlob(t *testing.T) {
 	}
 	sameTree(t, back, map[string][32]byte{"a.bin": sums["d/a.bin"], "b.bin": sums["d/b.bin"]})
 	_, err = Pull(ctx, e.options(), "host", []string{filepath.Join(remote, "d", "*.none")}, t.TempDir())
-	if ExitCode(err) != ExitSource {
-		t.Errorf("pull of a pattern that matches nothing: %v (exit %d)", err, ExitCode(err))
+	if CodeOf(err) != CodeSource {
+		t.Errorf("pull of a pattern that matches nothing: %v (exit %d)", err, CodeOf(err))
 	}
 }
 

@@ -104,7 +104,7 @@ func TestControlLineByType(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrProtocol) || ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, ErrProtocol) || CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("a line of %d bytes: %v, want a protocol violation saying %q", len(c.line), err, c.want)
 			}
 			// Reading the line costs a few times its length (its bytes, their growing buffer);
@@ -178,7 +178,7 @@ func TestControlHonestLines(t *testing.T) {
 		{T: "hello", Role: "send", Paths: paths, Recursive: true, Follow: true, Compare: "checksum", Profile: worst(4096), Policy: "fair", FEC: "auto"},
 		{T: "hello", Role: "send", Paths: many},
 		{T: "hello", Role: "recv", Dest: worst(4096), Entries: maxListEntries},
-		{T: "error", Err: "destination: " + worst(128<<10) + "/" + worst(4096) + ": rename " + worst(128<<10) + "/" + worst(4096) + ": permission denied", Code: ExitDest},
+		{T: "error", Err: "destination: " + worst(128<<10) + "/" + worst(4096) + ": rename " + worst(128<<10) + "/" + worst(4096) + ": permission denied", Code: CodeDest},
 		{T: "files", Entries: maxListEntries, Skipped: &fcopy.Skipped{Special: 1, SpecialExample: worst(4096), Loops: 1, LoopExample: worst(4096)}},
 		{T: "done", Entries: maxListEntries, Stats: &PeerStats{Lanes: make([]LaneReport, 4), CC: &RateStats{Verdicts: make([]Verdict, 4)}, Drops: &Drops{}}},
 	} {

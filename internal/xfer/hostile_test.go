@@ -147,8 +147,8 @@ func TestRemoteErrorEscaped(t *testing.T) {
 	defer cancel()
 	_, err := Pull(ctx, e.options(), "host", []string{"x"}, t.TempDir())
 	var re *RemoteError
-	if !errors.As(err, &re) || ExitCode(err) != ExitFail || !strings.Contains(err.Error(), "disk on fire") {
-		t.Fatalf("remote error: %v (exit %d)", err, ExitCode(err))
+	if !errors.As(err, &re) || CodeOf(err) != CodeFail || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("remote error: %v (exit %d)", err, CodeOf(err))
 	}
 	noControlBytes(t, err.Error())
 }
@@ -195,7 +195,7 @@ func TestPushRefusesEscapingNames(t *testing.T) {
 			defer c.close(0)
 			_, err = c.ctl.Next(c.ctx, 10*time.Second)
 			var re *RemoteError
-			if !errors.As(err, &re) || re.Code != ExitProtocol {
+			if !errors.As(err, &re) || re.Code != CodeProtocol {
 				t.Fatalf("server's answer to %q: %v", name, err)
 			}
 			noControlBytes(t, err.Error())
@@ -220,8 +220,8 @@ func TestPullIntoSymlink(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, dst)
-	if !errors.Is(err, fcopy.ErrDest) || ExitCode(err) != ExitDest || !strings.Contains(err.Error(), "symbolic link") {
-		t.Fatalf("pull through a symlink: %v (exit %d)", err, ExitCode(err))
+	if !errors.Is(err, fcopy.ErrDest) || CodeOf(err) != CodeDest || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("pull through a symlink: %v (exit %d)", err, CodeOf(err))
 	}
 	emptyDir(t, elsewhere)
 }
@@ -307,7 +307,7 @@ func TestPushRefusesHostileTree(t *testing.T) {
 			defer c2.close(0)
 			_, err = c2.ctl.Next(c2.ctx, 10*time.Second)
 			var re *RemoteError
-			if !errors.As(err, &re) || re.Code != ExitProtocol {
+			if !errors.As(err, &re) || re.Code != CodeProtocol {
 				t.Fatalf("server's answer: %v", err)
 			}
 			noControlBytes(t, err.Error())
@@ -347,8 +347,8 @@ func TestHostileTreeThroughExistingLinks(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			_, err := Pull(ctx, o, "host", []string{"t"}, dst)
-			if ExitCode(err) != ExitDest || !strings.Contains(fmt.Sprint(err), "symbolic link") {
-				t.Fatalf("pull through an existing link: %v (exit %d)", err, ExitCode(err))
+			if CodeOf(err) != CodeDest || !strings.Contains(fmt.Sprint(err), "symbolic link") {
+				t.Fatalf("pull through an existing link: %v (exit %d)", err, CodeOf(err))
 			}
 			untouched()
 		})
@@ -366,7 +366,7 @@ func TestHostileTreeThroughExistingLinks(t *testing.T) {
 			defer c2.close(0)
 			_, err = c2.ctl.Next(c2.ctx, 10*time.Second)
 			var re *RemoteError
-			if !errors.As(err, &re) || re.Code != ExitDest || !strings.Contains(err.Error(), "symbolic link") {
+			if !errors.As(err, &re) || re.Code != CodeDest || !strings.Contains(err.Error(), "symbolic link") {
 				t.Fatalf("server's answer: %v", err)
 			}
 			untouched()
@@ -403,8 +403,8 @@ func TestPullSkippedReport(t *testing.T) {
 			}
 			_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
 			if !c.ok {
-				if ExitCode(err) != ExitProtocol || len(warned) != 0 {
-					t.Fatalf("refused report: %v (exit %d), warnings %q", err, ExitCode(err), warned)
+				if CodeOf(err) != CodeProtocol || len(warned) != 0 {
+					t.Fatalf("refused report: %v (exit %d), warnings %q", err, CodeOf(err), warned)
 				}
 				return
 			}
@@ -422,7 +422,7 @@ func toldProtocol(t *testing.T, told <-chan Msg) {
 	t.Helper()
 	select {
 	case m := <-told:
-		if m.Code != ExitProtocol {
+		if m.Code != CodeProtocol {
 			t.Fatalf("the remote was told %q with code %d", m.Err, m.Code)
 		}
 	case <-time.After(5 * time.Second):
@@ -446,8 +446,8 @@ func pullRefused(t *testing.T, files []fcopy.File, req string, set func(*Options
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := Pull(ctx, o, "host", []string{req}, dst)
-	if err == nil || ExitCode(err) != ExitProtocol {
-		t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, ExitCode(err))
+	if err == nil || CodeOf(err) != CodeProtocol {
+		t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, CodeOf(err))
 	}
 	noControlBytes(t, err.Error())
 	emptyDir(t, dst)
@@ -466,8 +466,8 @@ func TestPortsOutsideRange(t *testing.T) {
 	src := t.TempDir()
 	tree(t, src, map[string]int{"f": 10})
 	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
-	if ExitCode(err) != ExitProtocol || !strings.Contains(fmt.Sprint(err), "offered UDP port 9, outside --port 40000-40003") {
-		t.Fatalf("ports outside the range: %v (exit %d)", err, ExitCode(err))
+	if CodeOf(err) != CodeProtocol || !strings.Contains(fmt.Sprint(err), "offered UDP port 9, outside --port 40000-40003") {
+		t.Fatalf("ports outside the range: %v (exit %d)", err, CodeOf(err))
 	}
 }
 
@@ -518,28 +518,28 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 		// the second chunk it returns goes as one of its own before done.
 		chunk func(k int, part results, prev fcopy.FileResult) (results, bool)
 		end   func(last results, done *Msg) (results, results)
-		code  int
+		code  ErrorCode
 		want  string
 		told  int // files told of; -1: those of the chunks before the changed one
 	}{
 		{name: "another digest", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[1].Sum = strings.Repeat("0", 64); return p }),
-			code: ExitVerify, want: "with BLAKE3 \"000", told: -1},
+			code: CodeVerify, want: "with BLAKE3 \"000", told: -1},
 		{name: "a file not in the list", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[1].Name = "t/nothere"; return p }),
-			code: ExitVerify, want: `confirmed "t/nothere"`, told: -1},
+			code: CodeVerify, want: `confirmed "t/nothere"`, told: -1},
 		{name: "twice in a chunk", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[1] = p[0]; return p }),
-			code: ExitVerify, want: "twice", told: -1},
+			code: CodeVerify, want: "twice", told: -1},
 		{name: "again in a later chunk", chunk: at(2, func(p results, prev fcopy.FileResult) results { return append(results{prev}, p...) }),
-			code: ExitVerify, want: "twice", told: -1},
+			code: CodeVerify, want: "twice", told: -1},
 		{name: "out of order", chunk: at(2, func(p results, _ fcopy.FileResult) results { p[0], p[1] = p[1], p[0]; return p }),
-			code: ExitVerify, want: "was next", told: -1},
+			code: CodeVerify, want: "was next", told: -1},
 		{name: "a malformed chunk", chunk: at(2, func(results, fcopy.FileResult) results { return nil }),
-			code: ExitProtocol, want: "not DEFLATE", told: -1},
+			code: CodeProtocol, want: "not DEFLATE", told: -1},
 		{name: "one more than sent", end: func(last results, done *Msg) (results, results) { done.Entries++; return last, results{forged} },
-			code: ExitProtocol, want: "more than the files sent", told: 300},
+			code: CodeProtocol, want: "more than the files sent", told: 300},
 		{name: "short of a file", end: func(last results, done *Msg) (results, results) { done.Entries--; return last[:len(last)-1], nil },
-			code: ExitVerify, want: "confirmed 299 files of the 300 sent", told: 299},
+			code: CodeVerify, want: "confirmed 299 files of the 300 sent", told: 299},
 		{name: "done counts another number", end: func(last results, done *Msg) (results, results) { done.Entries += 2; return last, nil },
-			code: ExitProtocol, want: "done announces 302 results, 300 came", told: 300},
+			code: CodeProtocol, want: "done announces 302 results, 300 came", told: 300},
 		{name: "a path with escapes", chunk: at(1, func(p results, _ fcopy.FileResult) results { p[0].Path = "/dst/\x1b]0;owned\x07x"; return p }),
 			told: 300},
 	} {
@@ -605,8 +605,8 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_, err := Push(ctx, o, []string{top}, "host", dst)
-			if ExitCode(err) != c.code || c.code != 0 && !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("push: %v (exit %d), want exit %d saying %q", err, ExitCode(err), c.code, c.want)
+			if CodeOf(err) != c.code || c.code != 0 && !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("push: %v (exit %d), want exit %d saying %q", err, CodeOf(err), c.code, c.want)
 			}
 			if err != nil {
 				noControlBytes(t, err.Error())

@@ -372,8 +372,8 @@ func TestInProcessNoUDP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := Push(ctx, e.options(), []string{filepath.Join(src, "f")}, "host", t.TempDir())
-	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP {
-		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
+	if !errors.Is(err, session.ErrNoUDP) || CodeOf(err) != CodeUDP {
+		t.Fatalf("push without UDP: %v (exit %d)", err, CodeOf(err))
 	}
 	// lanetest numbers ports from 40000 on each host: the server's lanes and the client's.
 	for _, want := range []string{"no UDP reply from 198.18.0.2 port(s) 40000-40003 within 5s (this end's ports 40000-40003)",
@@ -445,9 +445,9 @@ func TestInProcessPortRange(t *testing.T) {
 	e.wait()
 	o.Ports = session.PortRange{Lo: lo, Hi: lo + 3}
 	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
-	if ExitCode(err) != ExitUDP || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("only 3 of its 4 UDP lanes in ports %d-%d", lo, lo+3)) ||
+	if CodeOf(err) != CodeUDP || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("only 3 of its 4 UDP lanes in ports %d-%d", lo, lo+3)) ||
 		!strings.Contains(fmt.Sprint(err), "--port") {
-		t.Fatalf("a range with three free ports: %v (exit %d)", err, ExitCode(err))
+		t.Fatalf("a range with three free ports: %v (exit %d)", err, CodeOf(err))
 	}
 }
 
@@ -519,8 +519,8 @@ func TestInProcessTree(t *testing.T) {
 	// they point to.
 	o.Follow, o.HardLinks, o.Preserve = true, false, false
 	_, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, t.TempDir())
-	if ExitCode(err) != ExitSource || !strings.Contains(fmt.Sprint(err), "without -L") {
-		t.Errorf("pull -L of a tree with dangling links: %v (exit %d)", err, ExitCode(err))
+	if CodeOf(err) != CodeSource || !strings.Contains(fmt.Sprint(err), "without -L") {
+		t.Errorf("pull -L of a tree with dangling links: %v (exit %d)", err, CodeOf(err))
 	}
 	for _, p := range []string{"private/selfe", "sub/dangling", "link-rel-out"} {
 		os.Remove(filepath.Join(remote, "t", p))

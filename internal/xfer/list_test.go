@@ -183,8 +183,8 @@ func TestPullRefusesHostileList(t *testing.T) {
 			o := e.options()
 			o.Recursive = true
 			_, err := Pull(ctx, o, "host", []string{"t"}, dst)
-			if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("pull of a hostile list: %v (exit %d), want %q", err, ExitCode(err), c.want)
+			if CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("pull of a hostile list: %v (exit %d), want %q", err, CodeOf(err), c.want)
 			}
 			noControlBytes(t, err.Error())
 			emptyDir(t, dst)
@@ -212,8 +212,8 @@ func TestPushRefusesHostileList(t *testing.T) {
 			}
 			_, err = conn.ctl.Next(conn.ctx, 10*time.Second)
 			var re *RemoteError
-			if !errors.As(err, &re) || re.Code != ExitProtocol || !strings.Contains(re.Msg, c.want) {
-				t.Fatalf("server's answer: %v, want exit %d and %q", err, ExitProtocol, c.want)
+			if !errors.As(err, &re) || re.Code != CodeProtocol || !strings.Contains(re.Msg, c.want) {
+				t.Fatalf("server's answer: %v, want exit %d and %q", err, CodeProtocol, c.want)
 			}
 			emptyDir(t, dst)
 		})
@@ -236,8 +236,8 @@ func TestListSilent(t *testing.T) {
 	o := e.options()
 	o.Recursive = true
 	_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
-	if !errors.Is(err, session.ErrSilent) || ExitCode(err) != ExitUDP {
-		t.Fatalf("a list that stops: %v (exit %d)", err, ExitCode(err))
+	if !errors.Is(err, session.ErrSilent) || CodeOf(err) != CodeUDP {
+		t.Fatalf("a list that stops: %v (exit %d)", err, CodeOf(err))
 	}
 }
 
@@ -345,8 +345,8 @@ func TestListBudget(t *testing.T) {
 	}
 	chunks, errc := encodeList(files)
 	err := sendList(nil, chunks, errc)
-	if !errors.Is(err, ErrListLimit) || ExitCode(err) != ExitSource || !strings.Contains(err.Error(), "the most a list of 301 entries may take") {
-		t.Fatalf("a list of %d entries of 24 KiB of text each: %v (exit %d)", len(files), err, ExitCode(err))
+	if !errors.Is(err, ErrListLimit) || CodeOf(err) != CodeSource || !strings.Contains(err.Error(), "the most a list of 301 entries may take") {
+		t.Fatalf("a list of %d entries of 24 KiB of text each: %v (exit %d)", len(files), err, CodeOf(err))
 	}
 	short := listOf(200)
 	short[1].Name = long(0)[:255+2]
@@ -361,8 +361,8 @@ func TestListBudget(t *testing.T) {
 // TestListLimit: a sender refuses a list beyond what one copy carries before it starts, exit 3.
 func TestListLimit(t *testing.T) {
 	err := checkListSize(make([]fcopy.File, maxListEntries+1))
-	if !errors.Is(err, ErrListLimit) || ExitCode(err) != ExitSource {
-		t.Fatalf("a list of %d entries: %v (exit %d)", maxListEntries+1, err, ExitCode(err))
+	if !errors.Is(err, ErrListLimit) || CodeOf(err) != CodeSource {
+		t.Fatalf("a list of %d entries: %v (exit %d)", maxListEntries+1, err, CodeOf(err))
 	}
 }
 
@@ -416,7 +416,7 @@ func TestVerdictChunks(t *testing.T) {
 	} {
 		r := verdict(c.send)
 		_, err := recvDone(context.Background(), r, len(results), nil)
-		if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
+		if CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
@@ -484,7 +484,7 @@ func TestVerdictLongPaths(t *testing.T) {
 	if held := int64(after.HeapAlloc) - int64(before.HeapAlloc); held > 64<<20 {
 		t.Errorf("the verdict left %d MiB in use", held>>20)
 	}
-	if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), fmt.Sprintf("more than %d", maxResultPath)) {
+	if CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), fmt.Sprintf("more than %d", maxResultPath)) {
 		t.Fatalf("paths of 2 MiB: %v (%d results taken)", err, len(m.Results))
 	}
 	// The longest path a receiver writes to is taken.
@@ -509,7 +509,7 @@ func TestVerdictBudget(t *testing.T) {
 		texts = append(texts, fmt.Appendf(nil, `[{"pad":"%s",%s]`, strings.Repeat("x", maxChunkRaw-300), b[1:]))
 	}
 	m, err := recvDone(context.Background(), sendVerdict(texts, n), conf.sent, conf.take)
-	if ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), "the most the results of 400 files may take") {
+	if CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), "the most the results of 400 files may take") {
 		t.Fatalf("a verdict of %d MiB of text for %d files: %v (%d results taken)", n*maxChunkRaw>>20, n, err, len(m.Results))
 	}
 	// Every byte of the longest name and path escaped (json.Marshal writes "<" as \u003c).

@@ -212,8 +212,8 @@ func TestInProcessPathMemoryNoUDP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
-	if !errors.Is(err, session.ErrNoUDP) || ExitCode(err) != ExitUDP {
-		t.Fatalf("push without UDP: %v (exit %d)", err, ExitCode(err))
+	if !errors.Is(err, session.ErrNoUDP) || CodeOf(err) != CodeUDP {
+		t.Fatalf("push without UDP: %v (exit %d)", err, CodeOf(err))
 	}
 	if _, ok := recallPath(o.PathMemory, pathKey("host", serverHost), time.Now(), time.Second); ok {
 		t.Errorf("the record of a path without UDP is still there")

@@ -231,8 +231,8 @@ func TestProbePullFreeRequestBringsFile(t *testing.T) {
 			if _, serr := os.Lstat(filepath.Join(dst, ".bashrc")); serr == nil {
 				t.Errorf("a pull of %q wrote the remote's .bashrc into the destination (err %v)", c.path, err)
 			}
-			if ExitCode(err) != ExitProtocol {
-				t.Errorf("pull of %q answered with a top-level file: %v (exit %d), want exit %d", c.path, err, ExitCode(err), ExitProtocol)
+			if CodeOf(err) != CodeProtocol {
+				t.Errorf("pull of %q answered with a top-level file: %v (exit %d), want exit %d", c.path, err, CodeOf(err), CodeProtocol)
 			}
 		})
 	}
@@ -253,8 +253,8 @@ func TestPullHostileDigestForLink(t *testing.T) {
 			o := e.options()
 			o.Recursive, o.HardLinks = true, true
 			_, err := Pull(pullCtx(t), o, "host", []string{"t"}, dst)
-			if ExitCode(err) != ExitProtocol || !strings.Contains(fmt.Sprint(err), "malformed digest") {
-				t.Fatalf("a digest for the %s: %v (exit %d)", what, err, ExitCode(err))
+			if CodeOf(err) != CodeProtocol || !strings.Contains(fmt.Sprint(err), "malformed digest") {
+				t.Fatalf("a digest for the %s: %v (exit %d)", what, err, CodeOf(err))
 			}
 			if _, serr := os.Lstat(filepath.Join(dst, "t", "z")); serr == nil {
 				t.Fatal("t/z was placed")
@@ -291,8 +291,8 @@ func TestPullHostileLongLink(t *testing.T) {
 			}
 			continue
 		}
-		if ExitCode(err) != ExitProtocol {
-			t.Fatalf("a %d-byte link: %v (exit %d)", len(c.target), err, ExitCode(err))
+		if CodeOf(err) != CodeProtocol {
+			t.Fatalf("a %d-byte link: %v (exit %d)", len(c.target), err, CodeOf(err))
 		}
 		emptyDir(t, dst)
 	}
@@ -357,7 +357,7 @@ func TestPushHostileSecondPushThroughOwnLink(t *testing.T) {
 	defer c2.close(0)
 	_, err = c2.ctl.Next(c2.ctx, 10*time.Second)
 	var re *RemoteError
-	if !errors.As(err, &re) || re.Code != ExitDest {
+	if !errors.As(err, &re) || re.Code != CodeDest {
 		t.Fatalf("server's answer: %v", err)
 	}
 	v.untouched(t, 0)
@@ -385,8 +385,8 @@ func TestProbeByeBeforeDigests(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := Pull(ctx, o, "host", []string{"t"}, t.TempDir())
-	if ExitCode(err) != ExitProtocol {
-		t.Errorf("bye before the digests: after %s, %v (exit %d)", time.Since(start).Round(time.Second), err, ExitCode(err))
+	if CodeOf(err) != CodeProtocol {
+		t.Errorf("bye before the digests: after %s, %v (exit %d)", time.Since(start).Round(time.Second), err, CodeOf(err))
 	}
 }
 

@@ -224,8 +224,8 @@ func TestPushHostileResumeOffer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", dst)
-			if err == nil || ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("push took the offer %+v: %v (exit %d)", c.offers, err, ExitCode(err))
+			if err == nil || CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("push took the offer %+v: %v (exit %d)", c.offers, err, CodeOf(err))
 			}
 			if ents, _ := os.ReadDir(filepath.Join(dst, "t", "sub")); len(ents) != 0 {
 				t.Errorf("the destination got %s", ents[0].Name())
@@ -267,8 +267,8 @@ func TestPullHostileResumeSums(t *testing.T) {
 				sameBytes(t, filepath.Join(remote, "big"), filepath.Join(local, "big"))
 				return
 			}
-			if err == nil || ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("pull took the digests: %v (exit %d)", err, ExitCode(err))
+			if err == nil || CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("pull took the digests: %v (exit %d)", err, CodeOf(err))
 			}
 			if _, err := os.Stat(filepath.Join(local, "big")); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the destination file exists after the refused pull")

@@ -247,8 +247,8 @@ func TestPushHostileHave(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", dst)
-			if err == nil || ExitCode(err) != ExitProtocol || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("push took the report %v: %v (exit %d), result %+v", c.have, err, ExitCode(err), res)
+			if err == nil || CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("push took the report %v: %v (exit %d), result %+v", c.have, err, CodeOf(err), res)
 			}
 			noControlBytes(t, err.Error())
 			if ents, _ := os.ReadDir(filepath.Join(dst, "t", "sub")); len(ents) != 0 {
@@ -319,7 +319,7 @@ func TestPullHostileHave(t *testing.T) {
 		c.ctl.Send(Msg{T: "accept", Window: 16, Have: have})
 		_, err = c.ctl.Next(c.ctx, 10*time.Second)
 		var re *RemoteError
-		if !errors.As(err, &re) || re.Code != ExitProtocol || !strings.Contains(re.Msg, "report of the files it has") {
+		if !errors.As(err, &re) || re.Code != CodeProtocol || !strings.Contains(re.Msg, "report of the files it has") {
 			t.Errorf("server's answer to have %v: %v", have, err)
 		}
 		c.close(0)

@@ -56,7 +56,7 @@ func TestPushRefusesHugeSize(t *testing.T) {
 		}
 		_, err = c.ctl.Next(c.ctx, 10*time.Second)
 		var re *RemoteError
-		if !errors.As(err, &re) || re.Code != ExitProtocol || !strings.Contains(err.Error(), "4 PiB") {
+		if !errors.As(err, &re) || re.Code != CodeProtocol || !strings.Contains(err.Error(), "4 PiB") {
 			t.Errorf("server's answer to a size of %d: %v", files[0].Size, err)
 		}
 		c.close(0)
@@ -77,8 +77,8 @@ func TestPushRefusesHugeSource(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err := Push(ctx, e.options(), []string{src}, "host", dst)
-	if ExitCode(err) != ExitSource || !strings.Contains(err.Error(), filepath.Base(src)) {
-		t.Fatalf("push of a 4 PiB source: %v (exit %d)", err, ExitCode(err))
+	if CodeOf(err) != CodeSource || !strings.Contains(err.Error(), filepath.Base(src)) {
+		t.Fatalf("push of a 4 PiB source: %v (exit %d)", err, CodeOf(err))
 	}
 	emptyDir(t, dst)
 }
@@ -108,8 +108,8 @@ func pullHomeRequestNotMerged(t *testing.T, req string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	_, err := Pull(ctx, o, "host", []string{req}, home)
 	cancel()
-	if ExitCode(err) != ExitDest || !strings.Contains(err.Error(), "exists already") {
-		t.Fatalf("pull of %q with bin there: %v (exit %d)", req, err, ExitCode(err))
+	if CodeOf(err) != CodeDest || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("pull of %q with bin there: %v (exit %d)", req, err, CodeOf(err))
 	}
 	noControlBytes(t, err.Error())
 	emptyDir(t, bin)
@@ -118,7 +118,7 @@ func pullHomeRequestNotMerged(t *testing.T, req string) {
 	}
 	select {
 	case m := <-told:
-		if m.Code != ExitDest {
+		if m.Code != CodeDest {
 			t.Errorf("the remote was told %q with code %d", m.Err, m.Code)
 		}
 	case <-time.After(5 * time.Second):
@@ -202,7 +202,7 @@ func TestServeTellsRefusedHello(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		json.Unmarshal([]byte(line), &last)
 	}
-	if last.T != "error" || last.Code != ExitProtocol || !strings.Contains(last.Err, "hello") {
+	if last.T != "error" || last.Code != CodeProtocol || !strings.Contains(last.Err, "hello") {
 		t.Fatalf("the server's last message: %+v", last)
 	}
 }

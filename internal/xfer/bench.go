@@ -44,7 +44,7 @@ type BenchPeer struct {
 // OpenBench starts the bench's remote peer on host.
 func OpenBench(ctx context.Context, o Options, host string) (*BenchPeer, error) {
 	res := &Result{}
-	c, ready, err := start(ctx, &o, host, Msg{Role: "bench"}, res)
+	c, ready, err := start(ctx, &o, host, Msg{Role: RoleBench}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func OpenBench(ctx context.Context, o Options, host string) (*BenchPeer, error) 
 		b.Close()
 		return nil, err
 	}
-	m, err := c.ctl.Expect(c.ctx, "facts", PeerIdle)
+	m, err := c.ctl.Expect(c.ctx, KindFacts, PeerIdle)
 	if err == nil && (m.Facts == nil || !strings.HasPrefix(m.Dest, "/") || fcopy.ValidName(strings.TrimPrefix(m.Dest, "/")) != nil) {
 		err = fmt.Errorf("%w: the bench peer's first message has no facts or no directory (%s)", ErrProtocol, escape.Quote(m.Dest))
 	}
@@ -71,14 +71,14 @@ func OpenBench(ctx context.Context, o Options, host string) (*BenchPeer, error) 
 
 // HostFacts asks the peer for its facts now (its load average before a run).
 func (b *BenchPeer) HostFacts(ctx context.Context) (hostinfo.Facts, error) {
-	if err := b.c.ctl.Send(Msg{T: "facts"}); err != nil {
+	if err := b.c.ctl.Send(Msg{T: KindFacts}); err != nil {
 		return hostinfo.Facts{}, err
 	}
 	return b.facts(PeerIdle)
 }
 
 func (b *BenchPeer) facts(within time.Duration) (hostinfo.Facts, error) {
-	m, err := b.c.ctl.Expect(b.c.ctx, "facts", within)
+	m, err := b.c.ctl.Expect(b.c.ctx, KindFacts, within)
 	if err != nil {
 		return hostinfo.Facts{}, err
 	}
@@ -107,10 +107,10 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest, count *atomic.Int64) (tc
 	defer cancel()
 	stop := context.AfterFunc(b.c.ctx, cancel) // the control channel's end ends the test
 	defer stop()
-	if err := b.c.ctl.Send(Msg{T: "tcp", TCPTest: &t}); err != nil {
+	if err := b.c.ctl.Send(Msg{T: KindTCP, TCPTest: &t}); err != nil {
 		return tcpbench.Result{}, err
 	}
-	m, err := b.c.ctl.Expect(ctx, "listen", PeerIdle)
+	m, err := b.c.ctl.Expect(ctx, KindListen, PeerIdle)
 	if err != nil {
 		return tcpbench.Result{}, err
 	}
@@ -137,7 +137,7 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest, count *atomic.Int64) (tc
 	if err != nil {
 		return tcpbench.Result{}, err
 	}
-	done, err := b.c.ctl.Expect(ctx, "tcp-done", d+2*acceptWithin)
+	done, err := b.c.ctl.Expect(ctx, KindTCPDone, d+2*acceptWithin)
 	if err != nil {
 		return tcpbench.Result{}, err
 	}
@@ -169,11 +169,11 @@ func (b *BenchPeer) TCP(ctx context.Context, t TCPTest, count *atomic.Int64) (tc
 // Check asks the peer for the BLAKE3 (hex) of the copy rows' file name in Dir (of about size
 // bytes), which it then removes.
 func (b *BenchPeer) Check(ctx context.Context, name string, size int64) (string, error) {
-	if err := b.c.ctl.Send(Msg{T: "check", Name: name}); err != nil {
+	if err := b.c.ctl.Send(Msg{T: KindCheck, Name: name}); err != nil {
 		return "", err
 	}
 	// Hashing takes a while for a large file: allow 20 MB/s beyond the usual silence.
-	m, err := b.c.ctl.Expect(ctx, "checked", PeerIdle+time.Duration(size/20e6)*time.Second)
+	m, err := b.c.ctl.Expect(ctx, KindChecked, PeerIdle+time.Duration(size/20e6)*time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -194,22 +194,22 @@ func isDigest(s string) bool {
 // to dst, hashing it as it arrives. It returns the time from the GET to the checked file, and an
 // error for a file that did not arrive whole within limit (ErrOverLimit) or arrived wrong.
 func (b *BenchPeer) HTTP(ctx context.Context, size int64, dst string, limit time.Duration) (time.Duration, []string, error) {
-	if err := b.c.ctl.Send(Msg{T: "http", Size: size}); err != nil {
+	if err := b.c.ctl.Send(Msg{T: KindHTTP, Size: size}); err != nil {
 		return 0, nil, err
 	}
 	// The peer makes the file first (once per bench): allow 20 MB/s.
-	m, err := b.c.ctl.Expect(ctx, "listen", PeerIdle+time.Duration(size/20e6)*time.Second)
+	m, err := b.c.ctl.Expect(ctx, KindListen, PeerIdle+time.Duration(size/20e6)*time.Second)
 	if err != nil {
 		return 0, nil, err
 	}
 	if _, terr := hex.DecodeString(m.Token); m.Port < 1 || m.Port > 65535 || len(m.Token) != 2*tcpbench.TokenLen || terr != nil || !isDigest(m.Sum) {
-		b.c.ctl.Send(Msg{T: "http-stop"}) // the peer's server goes, whatever it sent
+		b.c.ctl.Send(Msg{T: KindHTTPStop}) // the peer's server goes, whatever it sent
 		return 0, nil, fmt.Errorf("%w: the peer's HTTP server is port %d, path of %d bytes, digest of %d", ErrProtocol, m.Port, len(m.Token), len(m.Sum))
 	}
 	addr := net.JoinHostPort(b.Addr.String(), strconv.Itoa(m.Port))
 	el, err := getChecked(ctx, addr, "/"+m.Token, dst, size, m.Sum, limit)
-	if serr := b.c.ctl.Send(Msg{T: "http-stop"}); serr == nil {
-		_, serr = b.c.ctl.Expect(ctx, "http-stopped", PeerIdle)
+	if serr := b.c.ctl.Send(Msg{T: KindHTTPStop}); serr == nil {
+		_, serr = b.c.ctl.Expect(ctx, KindHTTPStopped, PeerIdle)
 		if err == nil {
 			err = serr
 		}
@@ -262,10 +262,10 @@ func getChecked(ctx context.Context, addr, target, dst string, size int64, sum s
 // Source asks the peer for a file of size bytes in Dir for the pull direction: random (its BLAKE3
 // returned; made once per bench) or sparse. It returns the file's name in Dir.
 func (b *BenchPeer) Source(ctx context.Context, size int64, sparse bool) (name, sum string, err error) {
-	if err := b.c.ctl.Send(Msg{T: "source", Size: size, Sink: sparse}); err != nil {
+	if err := b.c.ctl.Send(Msg{T: KindSource, Size: size, Sink: sparse}); err != nil {
 		return "", "", err
 	}
-	m, err := b.c.ctl.Expect(ctx, "made", PeerIdle+time.Duration(size/20e6)*time.Second)
+	m, err := b.c.ctl.Expect(ctx, KindMade, PeerIdle+time.Duration(size/20e6)*time.Second)
 	if err != nil {
 		return "", "", err
 	}
@@ -280,10 +280,10 @@ func (b *BenchPeer) Source(ctx context.Context, size int64, sparse bool) (name, 
 // and this user's record of having installed it there, so that the next copy treats the host as
 // one it has not met (bootstrap's upload ahead).
 func (b *BenchPeer) Uncache(ctx context.Context) error {
-	if err := b.c.ctl.Send(Msg{T: "uncache"}); err != nil {
+	if err := b.c.ctl.Send(Msg{T: KindUncache}); err != nil {
 		return err
 	}
-	if _, err := b.c.ctl.Expect(ctx, "uncached", PeerIdle); err != nil {
+	if _, err := b.c.ctl.Expect(ctx, KindUncached, PeerIdle); err != nil {
 		return err
 	}
 	if b.ssh == nil {
@@ -298,6 +298,6 @@ func (b *BenchPeer) Uncache(ctx context.Context) error {
 
 // Close says bye and stops the peer.
 func (b *BenchPeer) Close() {
-	b.c.ctl.Send(Msg{T: "bye"})
+	b.c.ctl.Send(Msg{T: KindBye})
 	b.c.close(time.Second)
 }

@@ -39,7 +39,7 @@ import (
 // ---- the hostile client: raw requests to the real bench server ----
 
 // benchAsk sends a raw request to the real bench server, as a hostile client would.
-func benchAsk(t *testing.T, b *BenchPeer, m Msg, want string) (Msg, error) {
+func benchAsk(t *testing.T, b *BenchPeer, m Msg, want Kind) (Msg, error) {
 	t.Helper()
 	if err := b.c.ctl.Send(m); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestBenchHostileCheckNames(t *testing.T) {
 	defer os.Remove(victim)
 	for _, name := range []string{"", ".", "..", "../victim", "/etc/passwd", victim, "a/b", "./victim",
 		"x\x1b]0;owned\x07", "x\ny", strings.Repeat("a", 5000)} {
-		_, err := benchAsk(t, b, Msg{T: "check", Name: name}, "checked")
+		_, err := benchAsk(t, b, Msg{T: KindCheck, Name: name}, KindChecked)
 		var re *RemoteError
 		if !errors.As(err, &re) || re.Code != CodeProtocol {
 			t.Errorf("check %q: %v", name, err)
@@ -77,7 +77,7 @@ func TestBenchHostileCheckNames(t *testing.T) {
 	}
 	// A plain name with a bidirectional override is a name of the directory (not there): an
 	// error, escaped. (A name that is not UTF-8 arrives as U+FFFD: JSON replaces it.)
-	if _, err := benchAsk(t, b, Msg{T: "check", Name: "\u202etxt.exe"}, "checked"); !IsRemote(err) || strings.ContainsRune(err.Error(), '\u202e') {
+	if _, err := benchAsk(t, b, Msg{T: KindCheck, Name: "\u202etxt.exe"}, KindChecked); !IsRemote(err) || strings.ContainsRune(err.Error(), '\u202e') {
 		t.Errorf("check of a name with U+202E: %v", err)
 	}
 	if got, err := os.ReadFile(victim); err != nil || string(got) != "keep me" {
@@ -96,7 +96,7 @@ func TestBenchHostileCheckSymlink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(b.Dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := benchAsk(t, b, Msg{T: "check", Name: "link"}, "checked"); err != nil {
+	if _, err := benchAsk(t, b, Msg{T: KindCheck, Name: "link"}, KindChecked); err != nil {
 		t.Logf("check of a symlink: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(b.Dir, "link")); !os.IsNotExist(err) {
@@ -123,7 +123,7 @@ func TestBenchHostileCheckFIFO(t *testing.T) {
 			f.Close()
 		}
 	}()
-	b.c.ctl.Send(Msg{T: "check", Name: "fifo"})
+	b.c.ctl.Send(Msg{T: KindCheck, Name: "fifo"})
 	_, err := b.c.ctl.Next(context.Background(), 3*time.Second)
 	if errors.Is(err, session.ErrSilent) {
 		t.Fatalf("DEFECT: check of a FIFO: no answer within 3 s, the bench server is stuck in open(2): %v", err)
@@ -135,8 +135,8 @@ func TestBenchHostileCheckFIFO(t *testing.T) {
 func TestBenchHostileSizes(t *testing.T) {
 	b, _ := benchEnv(t)
 	for _, size := range []int64{0, -1, -1 << 62, maxHTTPSize + 1, 1<<63 - 1} {
-		for _, req := range []Msg{{T: "http", Size: size}, {T: "source", Size: size}, {T: "source", Size: size, Sink: true}} {
-			_, err := benchAsk(t, b, req, map[string]string{"http": "listen", "source": "made"}[req.T])
+		for _, req := range []Msg{{T: KindHTTP, Size: size}, {T: KindSource, Size: size}, {T: KindSource, Size: size, Sink: true}} {
+			_, err := benchAsk(t, b, req, map[Kind]Kind{KindHTTP: KindListen, KindSource: KindMade}[req.T])
 			if !IsRemote(err) || !strings.Contains(err.Error(), fmt.Sprint(size)) {
 				t.Errorf("%s of %d bytes: %v", req.T, size, err)
 			}
@@ -147,8 +147,8 @@ func TestBenchHostileSizes(t *testing.T) {
 	if err := syscall.Statfs(b.Dir, &fs); err != nil || uint64(max(fs.Bavail, 0))*uint64(fs.Bsize) >= maxHTTPSize {
 		t.Logf("not probing the disk bound (%v)", err)
 	} else {
-		for _, req := range []Msg{{T: "http", Size: maxHTTPSize}, {T: "source", Size: maxHTTPSize}} {
-			if _, err := benchAsk(t, b, req, map[string]string{"http": "listen", "source": "made"}[req.T]); !IsRemote(err) || !strings.Contains(err.Error(), "does not fit") {
+		for _, req := range []Msg{{T: KindHTTP, Size: maxHTTPSize}, {T: KindSource, Size: maxHTTPSize}} {
+			if _, err := benchAsk(t, b, req, map[Kind]Kind{KindHTTP: KindListen, KindSource: KindMade}[req.T]); !IsRemote(err) || !strings.Contains(err.Error(), "does not fit") {
 				t.Errorf("%s of 1 TiB on a smaller disk: %v", req.T, err)
 			}
 		}
@@ -168,7 +168,7 @@ func TestBenchHostileTCPLimits(t *testing.T) {
 		{Streams: 1, Seconds: 0}, {Streams: 1, Seconds: -5}, {Streams: 1, Seconds: tcpbench.MaxSeconds + 1},
 		{Streams: 1, Seconds: 1, PeerSends: true, CC: "../../etc/passwd"}, {Streams: 1, Seconds: 1, PeerSends: true, CC: "x\x1b[2J\r\n"},
 		{Streams: 1, Seconds: 1, PeerSends: true, CC: strings.Repeat("a", 10000)}} {
-		_, err := benchAsk(t, b, Msg{T: "tcp", TCPTest: &tt}, "listen")
+		_, err := benchAsk(t, b, Msg{T: KindTCP, TCPTest: &tt}, KindListen)
 		if !IsRemote(err) {
 			t.Errorf("%.80s: %v", fmt.Sprintf("%+v", tt), err)
 			continue
@@ -179,7 +179,7 @@ func TestBenchHostileTCPLimits(t *testing.T) {
 		}
 	}
 	benchStillServes(t, b)
-	_, err := benchAsk(t, b, Msg{T: "tcp"}, "listen")
+	_, err := benchAsk(t, b, Msg{T: KindTCP}, KindListen)
 	if err == nil || CodeOf(err) != CodeSSH && CodeOf(err) != CodeProtocol {
 		t.Fatalf("a tcp request without its test: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	}
 	b, _ := benchEnv(t)
 	ctx := context.Background()
-	m, err := benchAsk(t, b, Msg{T: "tcp", TCPTest: &TCPTest{Streams: 1, Seconds: 1}}, "listen")
+	m, err := benchAsk(t, b, Msg{T: KindTCP, TCPTest: &TCPTest{Streams: 1, Seconds: 1}}, KindListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	var sent atomic.Int64
 	tcpbench.Send(ctx, conns, time.Second, &sent)
 	tcpbench.Close(conns)
-	done, err := b.c.ctl.Expect(ctx, "tcp-done", 10*time.Second)
+	done, err := b.c.ctl.Expect(ctx, KindTCPDone, 10*time.Second)
 	if err != nil || done.TCPResult == nil || done.TCPResult.Bytes != sent.Load() || done.TCPResult.Streams != 1 {
 		t.Fatalf("tcp-done %+v for %d bytes sent: %v", done.TCPResult, sent.Load(), err)
 	}
@@ -238,7 +238,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	}
 
 	// The server sends; this end never reads.
-	m, err = benchAsk(t, b, Msg{T: "tcp", TCPTest: &TCPTest{Streams: 2, Seconds: 1, PeerSends: true}}, "listen")
+	m, err = benchAsk(t, b, Msg{T: KindTCP, TCPTest: &TCPTest{Streams: 2, Seconds: 1, PeerSends: true}}, KindListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	}
 	defer tcpbench.Close(conns)
 	start := time.Now()
-	if _, err := b.c.ctl.Expect(ctx, "tcp-done", 10*time.Second); err != nil || time.Since(start) > 5*time.Second {
+	if _, err := b.c.ctl.Expect(ctx, KindTCPDone, 10*time.Second); err != nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("a 1 s test whose receiver never reads: tcp-done after %s: %v", time.Since(start), err)
 	}
 }
@@ -258,7 +258,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 // announced, and stops listening at http-stop.
 func TestBenchHostileHTTPServer(t *testing.T) {
 	b, _ := benchEnv(t)
-	m, err := benchAsk(t, b, Msg{T: "http", Size: 300_000}, "listen")
+	m, err := benchAsk(t, b, Msg{T: KindHTTP, Size: 300_000}, KindListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestBenchHostileHTTPServer(t *testing.T) {
 			t.Errorf("a second GET: %s, want 404", resp.Status)
 		}
 	}
-	if _, err := benchAsk(t, b, Msg{T: "http-stop"}, "http-stopped"); err != nil {
+	if _, err := benchAsk(t, b, Msg{T: KindHTTPStop}, KindHTTPStopped); err != nil {
 		t.Fatal(err)
 	}
 	c.CloseIdleConnections()
@@ -340,9 +340,9 @@ func hostileBench(first Msg, answer func(ctl *Control, m Msg) error) func(contex
 		if err != nil {
 			return err
 		}
-		ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Pub: encodePub(priv.PublicKey()), Ports: []int{9, 9, 9, 9}, Addr: "127.0.0.1"})
-		hello, err := ctl.Expect(ctx, "hello", 5*time.Second)
-		if err != nil || hello.Role != "bench" {
+		ctl.Send(Msg{T: KindReady, Version: Version, Proto: Proto, Pub: encodePub(priv.PublicKey()), Ports: []int{9, 9, 9, 9}, Addr: "127.0.0.1"})
+		hello, err := ctl.Expect(ctx, KindHello, 5*time.Second)
+		if err != nil || hello.Role != RoleBench {
 			return fmt.Errorf("hello %+v: %v", hello, err)
 		}
 		if first.T != "" {
@@ -350,7 +350,7 @@ func hostileBench(first Msg, answer func(ctl *Control, m Msg) error) func(contex
 		}
 		for in := range ctl.in { // no timer: this double is silent for as long as the client stays
 			m := in.m
-			if m.T == "bye" {
+			if m.T == KindBye {
 				continue
 			}
 			if answer != nil {
@@ -363,7 +363,7 @@ func hostileBench(first Msg, answer func(ctl *Control, m Msg) error) func(contex
 	}
 }
 
-var goodFacts = Msg{T: "facts", Facts: &hostinfo.Facts{Hostname: "hostile", OS: "linux", Cores: 1}, Dest: "/nowhere/farwing-bench"}
+var goodFacts = Msg{T: KindFacts, Facts: &hostinfo.Facts{Hostname: "hostile", OS: "linux", Cores: 1}, Dest: "/nowhere/farwing-bench"}
 
 func openHostile(t *testing.T, first Msg, answer func(ctl *Control, m Msg) error) (*BenchPeer, error) {
 	e := newEnv(t, lanetest.Link{}, 1)
@@ -380,16 +380,16 @@ func openHostile(t *testing.T, first Msg, answer func(ctl *Control, m Msg) error
 // strings and lists are cut to their bounds.
 func TestBenchHostileFacts(t *testing.T) {
 	for _, first := range []Msg{
-		{T: "facts", Dest: "/tmp/x"},
-		{T: "made", Facts: goodFacts.Facts, Dest: "/tmp/x"},
-		{T: "facts", Facts: goodFacts.Facts},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "relative"},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "/"},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "//tmp"},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "/tmp/../etc"},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "/tmp/x\x1b]0;owned\x07"},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "/tmp/x\nfarwing: ok"},
-		{T: "facts", Facts: goodFacts.Facts, Dest: "/" + strings.Repeat("a", 1<<20)},
+		{T: KindFacts, Dest: "/tmp/x"},
+		{T: KindMade, Facts: goodFacts.Facts, Dest: "/tmp/x"},
+		{T: KindFacts, Facts: goodFacts.Facts},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "relative"},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/"},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "//tmp"},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/../etc"},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/x\x1b]0;owned\x07"},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/x\nfarwing: ok"},
+		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/" + strings.Repeat("a", 1<<20)},
 	} {
 		t.Run(fmt.Sprintf("%.30q", first.Dest), func(t *testing.T) {
 			_, err := openHostile(t, first, nil)
@@ -409,7 +409,7 @@ func TestBenchHostileFacts(t *testing.T) {
 	for i := range bf.TCP.Available {
 		bf.TCP.Available[i] = big[:1000]
 	}
-	if _, err := openHostile(t, Msg{T: "facts", Facts: &bf, Dest: "/tmp/x"}, nil); CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
+	if _, err := openHostile(t, Msg{T: KindFacts, Facts: &bf, Dest: "/tmp/x"}, nil); CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
 		t.Fatalf("facts of 16 MB: %v", err)
 	}
 	huge := strings.Repeat("\xffé", 300) // within the 64 KiB of one message, all together
@@ -417,8 +417,8 @@ func TestBenchHostileFacts(t *testing.T) {
 	for i := range f.TCP.Available {
 		f.TCP.Available[i] = huge[:300]
 	}
-	answer := func(ctl *Control, m Msg) error { return ctl.Send(Msg{T: "facts", Facts: &f}) }
-	b, err := openHostile(t, Msg{T: "facts", Facts: &f, Dest: "/tmp/x"}, answer)
+	answer := func(ctl *Control, m Msg) error { return ctl.Send(Msg{T: KindFacts, Facts: &f}) }
+	b, err := openHostile(t, Msg{T: KindFacts, Facts: &f, Dest: "/tmp/x"}, answer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,10 +449,10 @@ func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
 		return err
 	}
 	token := tcpbench.NewToken()
-	ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)})
+	ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)})
 	conns, err := tcpbench.Accept(context.Background(), ln.(*net.TCPListener), m.TCPTest.Streams, token, 5*time.Second)
 	if err != nil {
-		return ctl.Send(Msg{T: "error", Err: err.Error()})
+		return ctl.Send(Msg{T: KindError, Err: err.Error()})
 	}
 	defer tcpbench.Close(conns)
 	if m.TCPTest.PeerSends {
@@ -463,7 +463,7 @@ func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
 	} else {
 		tcpbench.Receive(context.Background(), conns, time.Now().Add(time.Duration(m.TCPTest.Seconds)*time.Second+5*time.Second), nil)
 	}
-	return ctl.Send(Msg{T: "tcp-done", TCPResult: done})
+	return ctl.Send(Msg{T: KindTCPDone, TCPResult: done})
 }
 
 // TestBenchHostileListen: a listen answer with a port out of range or a token that is not 16 bytes
@@ -472,21 +472,21 @@ func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
 func TestBenchHostileListen(t *testing.T) {
 	tok, sum := strings.Repeat("ab", tcpbench.TokenLen), strings.Repeat("cd", 32)
 	bad := []Msg{
-		{T: "listen", Port: 0, Token: tok, Sum: sum},
-		{T: "listen", Port: -1, Token: tok, Sum: sum},
-		{T: "listen", Port: 70000, Token: tok, Sum: sum},
-		{T: "listen", Port: 9, Token: "", Sum: sum},
-		{T: "listen", Port: 9, Token: "abcd", Sum: sum},
-		{T: "listen", Port: 9, Token: tok + "ab", Sum: sum},
-		{T: "listen", Port: 9, Token: strings.Repeat("zz", tcpbench.TokenLen), Sum: sum},
-		{T: "listen", Port: 9, Token: strings.Repeat("a", 2*tcpbench.TokenLen-1) + "/", Sum: sum},
-		{T: "listen", Port: 9, Token: "../../../../etc/passwd/xxxxxxxxx", Sum: sum},
+		{T: KindListen, Port: 0, Token: tok, Sum: sum},
+		{T: KindListen, Port: -1, Token: tok, Sum: sum},
+		{T: KindListen, Port: 70000, Token: tok, Sum: sum},
+		{T: KindListen, Port: 9, Token: "", Sum: sum},
+		{T: KindListen, Port: 9, Token: "abcd", Sum: sum},
+		{T: KindListen, Port: 9, Token: tok + "ab", Sum: sum},
+		{T: KindListen, Port: 9, Token: strings.Repeat("zz", tcpbench.TokenLen), Sum: sum},
+		{T: KindListen, Port: 9, Token: strings.Repeat("a", 2*tcpbench.TokenLen-1) + "/", Sum: sum},
+		{T: KindListen, Port: 9, Token: "../../../../etc/passwd/xxxxxxxxx", Sum: sum},
 	}
-	badHTTP := append(bad[:len(bad):len(bad)], Msg{T: "listen", Port: 9, Token: tok, Sum: "short"},
-		Msg{T: "listen", Port: 9, Token: tok, Sum: strings.Repeat("\x1b", 64)}, Msg{T: "listen", Port: 9, Token: tok})
+	badHTTP := append(bad[:len(bad):len(bad)], Msg{T: KindListen, Port: 9, Token: tok, Sum: "short"},
+		Msg{T: KindListen, Port: 9, Token: tok, Sum: strings.Repeat("\x1b", 64)}, Msg{T: KindListen, Port: 9, Token: tok})
 	var next atomic.Int32
 	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T == "tcp" || m.T == "http" {
+		if m.T == KindTCP || m.T == KindHTTP {
 			l := badHTTP[int(next.Add(1)-1)%len(badHTTP)]
 			return ctl.Send(l)
 		}
@@ -539,7 +539,7 @@ func TestBenchHostileTCPDone(t *testing.T) {
 	}
 	var next atomic.Int32
 	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T != "tcp" {
+		if m.T != KindTCP {
 			return nil
 		}
 		return fakeTCP(ctl, m, cases[next.Add(1)-1].done)
@@ -577,7 +577,7 @@ func TestBenchHostileTCPDoneInflatedBytes(t *testing.T) {
 		t.Skip("Linux")
 	}
 	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T != "tcp" {
+		if m.T != KindTCP {
 			return nil
 		}
 		return fakeTCP(ctl, m, &tcpbench.Result{Streams: 1, Bytes: 1 << 62, Seconds: 1})
@@ -604,10 +604,10 @@ func hostileHTTP(t *testing.T, h http.HandlerFunc, sum string) func(ctl *Control
 	tok := hex.EncodeToString(tcpbench.NewToken())
 	return func(ctl *Control, m Msg) error {
 		switch m.T {
-		case "http":
-			return ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: tok, Sum: sum})
-		case "http-stop":
-			return ctl.Send(Msg{T: "http-stopped"})
+		case KindHTTP:
+			return ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: tok, Sum: sum})
+		case KindHTTPStop:
+			return ctl.Send(Msg{T: KindHTTPStopped})
 		}
 		return nil
 	}
@@ -715,11 +715,11 @@ func TestBenchHostileHTTPRedirect(t *testing.T) {
 // checked answer whose digest is not 64 hex digits, are refused.
 func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
-	answers := map[string][]Msg{
-		"source": {{T: "made", Name: "../source", Sum: sum}, {T: "made", Name: "/etc/passwd", Sum: sum}, {T: "made", Name: "stream", Sum: sum},
-			{T: "made", Name: "source"}, {T: "made", Name: "source", Sum: sum[:63]}, {T: "made", Name: "source\x1b[2J", Sum: sum}, {T: "checked", Name: "source", Sum: sum}},
-		"check": {{T: "checked"}, {T: "checked", Sum: sum[:63]}, {T: "checked", Sum: sum + "ab"}, {T: "checked", Sum: strings.Repeat("zz", 32)},
-			{T: "checked", Sum: strings.Repeat("\x1b", 64)}, {T: "made", Sum: sum}},
+	answers := map[Kind][]Msg{
+		KindSource: {{T: KindMade, Name: "../source", Sum: sum}, {T: KindMade, Name: "/etc/passwd", Sum: sum}, {T: KindMade, Name: "stream", Sum: sum},
+			{T: KindMade, Name: "source"}, {T: KindMade, Name: "source", Sum: sum[:63]}, {T: KindMade, Name: "source\x1b[2J", Sum: sum}, {T: KindChecked, Name: "source", Sum: sum}},
+		KindCheck: {{T: KindChecked}, {T: KindChecked, Sum: sum[:63]}, {T: KindChecked, Sum: sum + "ab"}, {T: KindChecked, Sum: strings.Repeat("zz", 32)},
+			{T: KindChecked, Sum: strings.Repeat("\x1b", 64)}, {T: KindMade, Sum: sum}},
 	}
 	var next atomic.Int32
 	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
@@ -732,7 +732,7 @@ func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for range answers["source"] {
+	for range answers[KindSource] {
 		name, s, err := b.Source(ctx, 1000, false)
 		if !errors.Is(err, ErrProtocol) {
 			t.Errorf("source: %q %q %v", name, s, err)
@@ -741,7 +741,7 @@ func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 		}
 	}
 	next.Store(0)
-	for range answers["check"] {
+	for range answers[KindCheck] {
 		s, err := b.Check(ctx, "copy-farwing", 1<<20)
 		if !errors.Is(err, ErrProtocol) {
 			t.Errorf("check: %q %v", s, err)
@@ -760,8 +760,8 @@ func TestBenchHostileSourceDigest(t *testing.T) {
 	evil := "\x1b]0;owned\x07\x1b[2J\x1b[H" + strings.Repeat("\x1b[31m", 8)
 	evil += strings.Repeat("a", 64-len(evil))
 	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T == "source" {
-			return ctl.Send(Msg{T: "made", Name: "source", Sum: evil})
+		if m.T == KindSource {
+			return ctl.Send(Msg{T: KindMade, Name: "source", Sum: evil})
 		}
 		return nil
 	})
@@ -785,7 +785,7 @@ func TestBenchHostileFlood(t *testing.T) {
 	flood, sent := make(chan struct{}), make(chan struct{})
 	first := goodFacts
 	b, err := openHostile(t, first, func(ctl *Control, m Msg) error {
-		if m.T == "facts" { // the cue: flood
+		if m.T == KindFacts { // the cue: flood
 			<-flood
 			big := strings.Repeat("x", each)
 			for range n {
@@ -800,7 +800,7 @@ func TestBenchHostileFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.c.ctl.Send(Msg{T: "facts"})
+	b.c.ctl.Send(Msg{T: KindFacts})
 	close(flood)
 	<-sent
 	// Wait for this end's reader to take in what was sent (or to end the channel).
@@ -908,7 +908,7 @@ func TestBenchHostileSilentServer(t *testing.T) {
 }
 
 // TestBenchHostileSilentCheck covers a defect, fixed: Check waits for its answer with no bound
-// (Expect(ctx, "checked", 0)), so a server that never answers a check holds the bench for ever:
+// (Expect(ctx, KindChecked, 0)), so a server that never answers a check holds the bench for ever:
 // bench/run.go calls it with the bench's own context, which has no deadline. bench.go
 // (BenchPeer.Check): wait PeerIdle (plus the time to hash the file at disk speed).
 func TestBenchHostileSilentCheck(t *testing.T) {
@@ -928,7 +928,7 @@ func TestBenchHostileSilentCheck(t *testing.T) {
 }
 
 // TestBenchHostileNoReady covers a defect, fixed the bench inherits from start (client.go, start:
-// Expect(c.ctx, "ready", 0)): a remote that never sends ready holds OpenBench for ever. The peer
+// Expect(c.ctx, KindReady, 0)): a remote that never sends ready holds OpenBench for ever. The peer
 // sends ready as its first message once it runs (after any upload), so PeerIdle would do.
 func TestBenchHostileNoReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -67,8 +67,8 @@ func TestBenchRefusals(t *testing.T) {
 	b, _ := benchEnv(t)
 	ctx := context.Background()
 	// The client checks its own request first; send a bad one as a hostile client would.
-	b.c.ctl.Send(Msg{T: "tcp", TCPTest: &TCPTest{Streams: 1000, Seconds: 1}})
-	if _, err := b.c.ctl.Expect(ctx, "listen", PeerIdle); !IsRemote(err) || !strings.Contains(err.Error(), "1000 streams") {
+	b.c.ctl.Send(Msg{T: KindTCP, TCPTest: &TCPTest{Streams: 1000, Seconds: 1}})
+	if _, err := b.c.ctl.Expect(ctx, KindListen, PeerIdle); !IsRemote(err) || !strings.Contains(err.Error(), "1000 streams") {
 		t.Errorf("1000 streams: %v", err)
 	}
 	_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc", PeerSends: true}, nil)

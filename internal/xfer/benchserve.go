@@ -70,7 +70,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := ctl.Send(Msg{T: "facts", Facts: facts(), Dest: dir}); err != nil {
+	if err := ctl.Send(Msg{T: KindFacts, Facts: facts(), Dest: dir}); err != nil {
 		return err
 	}
 	for {
@@ -79,13 +79,13 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			return err
 		}
 		switch m.T {
-		case "bye":
+		case KindBye:
 			return nil
-		case "facts":
-			if err := ctl.Send(Msg{T: "facts", Facts: facts()}); err != nil {
+		case KindFacts:
+			if err := ctl.Send(Msg{T: KindFacts, Facts: facts()}); err != nil {
 				return err
 			}
-		case "tcp":
+		case KindTCP:
 			if m.TCPTest == nil {
 				return fmt.Errorf("%w: a tcp request without its test", ErrProtocol)
 			}
@@ -98,10 +98,10 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: "tcp-done", TCPResult: &r}); err != nil {
+			if err := ctl.Send(Msg{T: KindTCPDone, TCPResult: &r}); err != nil {
 				return err
 			}
-		case "check":
+		case KindCheck:
 			// A copy row's file: its digest, then it goes. Only a plain name in the bench's own
 			// directory; nothing else on this host is looked at.
 			sum, err := checkBenchFile(dir, m.Name)
@@ -111,10 +111,10 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: "checked", Sum: sum}); err != nil {
+			if err := ctl.Send(Msg{T: KindChecked, Sum: sum}); err != nil {
 				return err
 			}
-		case "http":
+		case KindHTTP:
 			if err := serveHTTP(ctx, ctl, bind, dir, m.Size); err != nil {
 				var re *RemoteError
 				if errors.As(err, &re) || ctx.Err() != nil {
@@ -124,7 +124,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 					return err
 				}
 			}
-		case "source":
+		case KindSource:
 			// A file for the pull direction's rows: random (made once, digest returned) or sparse.
 			name, sum, err := benchSource(ctx, dir, m.Size, m.Sink)
 			if err != nil {
@@ -133,10 +133,10 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: "made", Name: name, Sum: sum}); err != nil {
+			if err := ctl.Send(Msg{T: KindMade, Name: name, Sum: sum}); err != nil {
 				return err
 			}
-		case "uncache":
+		case KindUncache:
 			// The "first copy" row: this build leaves the remote cache, so the next copy installs
 			// it again. The running peer keeps its (now unlinked) executable.
 			if err := uncache(); err != nil {
@@ -145,11 +145,11 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: "uncached"}); err != nil {
+			if err := ctl.Send(Msg{T: KindUncached}); err != nil {
 				return err
 			}
 		default:
-			return fmt.Errorf("%w: unexpected %s message in a bench", ErrProtocol, escape.Quote(m.T))
+			return fmt.Errorf("%w: unexpected %s message in a bench", ErrProtocol, escape.Quote(string(m.T)))
 		}
 	}
 }
@@ -168,7 +168,7 @@ func serveTCP(ctx context.Context, ctl *Control, bind string, t TCPTest) (tcpben
 		return tcpbench.Result{}, err
 	}
 	token := tcpbench.NewToken()
-	if err := ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)}); err != nil {
+	if err := ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)}); err != nil {
 		ln.Close()
 		return tcpbench.Result{}, err
 	}
@@ -336,14 +336,14 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 		return err
 	}
 	defer srv.Close()
-	if err := ctl.Send(Msg{T: "listen", Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
+	if err := ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
 		return err
 	}
-	if _, err := ctl.Expect(ctx, "http-stop", benchIdle); err != nil {
+	if _, err := ctl.Expect(ctx, KindHTTPStop, benchIdle); err != nil {
 		return err
 	}
 	srv.Close()
-	return ctl.Send(Msg{T: "http-stopped"})
+	return ctl.Send(Msg{T: KindHTTPStopped})
 }
 
 // benchSource makes the pull rows' source in dir: size random bytes ("source", its BLAKE3

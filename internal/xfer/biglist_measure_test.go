@@ -122,7 +122,7 @@ func TestBigListStages(t *testing.T) {
 		pipe := newBufPipe()
 		send := NewControl(nil, pipe, nil)
 		t0 = time.Now()
-		if err := sendFiles(send, Msg{T: "files"}, sources.Files); err != nil {
+		if err := sendFiles(send, Msg{T: KindFiles}, sources.Files); err != nil {
 			t.Fatal(err)
 		}
 		tEnc := time.Since(t0)
@@ -132,7 +132,7 @@ func TestBigListStages(t *testing.T) {
 		recv := NewControl(pipe, nil, nil)
 		recv.Start(nil)
 		t0 = time.Now()
-		head, _ := recv.Expect(context.Background(), "files", time.Second)
+		head, _ := recv.Expect(context.Background(), KindFiles, time.Second)
 		files, err := recvList(context.Background(), recv, head.Entries)
 		if err != nil {
 			t.Fatal(err)
@@ -141,12 +141,12 @@ func TestBigListStages(t *testing.T) {
 		h3 := heapNow()
 		// The peak heap of receiving the list: in chunks, and as the one message it was.
 		pipe2 := newBufPipe()
-		sendFiles(NewControl(nil, pipe2, nil), Msg{T: "files"}, sources.Files)
+		sendFiles(NewControl(nil, pipe2, nil), Msg{T: KindFiles}, sources.Files)
 		pipe2.Close()
 		peakNew := peakHeap(func() {
 			r := NewControl(pipe2, nil, nil)
 			r.Start(nil)
-			head, _ := r.Expect(context.Background(), "files", time.Second)
+			head, _ := r.Expect(context.Background(), KindFiles, time.Second)
 			if _, err := recvList(context.Background(), r, head.Entries); err != nil {
 				t.Error(err)
 			}

@@ -381,7 +381,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	// otherwise sit between the peer's ready and the first data): IPv4 ones, the likely family,
 	// which bindEarly takes or closes once it knows the address.
 	var v4 chan earlyLanes
-	if hello.Role == "recv" || hello.Role == "send" {
+	if hello.Role == RoleRecv || hello.Role == RoleSend {
 		ch := make(chan earlyLanes, 1)
 		v4 = ch
 		go func() {
@@ -421,7 +421,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 		}
 		hello.Files = nil
 	}
-	hello.T, hello.Version, hello.Proto = "hello", Version, Proto
+	hello.T, hello.Version, hello.Proto = KindHello, Version, Proto
 	hello.Debug = o.Tuning.Debug
 	hello.Profile = o.Tuning.Profile
 	preface, err := json.Marshal(hello)
@@ -460,13 +460,13 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	// The session ends with its control channel: ssh gone, the peer gone.
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.ctl.Start(c.cancel)
-	if hello.Role == "recv" || hello.Role == "send" {
+	if hello.Role == RoleRecv || hello.Role == RoleSend {
 		ch := c.bindEarly(c.ctx, o, host, v4)
 		v4 = nil
 		c.early.Store(&ch)
 	}
 	// The peer sends ready first thing, once ssh has started it (an upload is already done).
-	ready, err := c.ctl.Expect(c.ctx, "ready", PeerIdle)
+	ready, err := c.ctl.Expect(c.ctx, KindReady, PeerIdle)
 	if err != nil {
 		c.close(time.Second)
 		return nil, Msg{}, err
@@ -805,7 +805,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	window := o.window(0, 1<<30)
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
-	c, ready, err := start(ctx, &o, host, Msg{Role: "recv", Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume,
+	c, ready, err := start(ctx, &o, host, Msg{Role: RoleRecv, Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
@@ -844,7 +844,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	}
 	// The receiver says which files it already has (sent as soon as it has looked, so it is here
 	// by now or soon); they leave the plan. Its word is taken only for files of this list.
-	have, err := c.ctl.Expect(ctx, "have", haveWithin(o.Compare, plan.TotalBytes()))
+	have, err := c.ctl.Expect(ctx, KindHave, haveWithin(o.Compare, plan.TotalBytes()))
 	if err == nil {
 		err = takeHave(plan, o.Compare, o.Sink, have.Have)
 	}
@@ -924,7 +924,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
 	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
 	window := o.window(0, 1<<30)
-	c, ready, err := start(ctx, &o, host, Msg{Role: "send", Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
+	c, ready, err := start(ctx, &o, host, Msg{Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
 	if err != nil {
 		return nil, err
@@ -940,7 +940,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		<-hs // c.path is set by then, so close sees it
 		c.close(closeGrace)
 	}()
-	files, err := c.ctl.Expect(ctx, "files", 0)
+	files, err := c.ctl.Expect(ctx, KindFiles, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -963,7 +963,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	if err != nil {
 		err = fmt.Errorf("refusing the remote's file list: %w", err)
-		c.ctl.Send(Msg{T: "error", Err: err.Error(), Code: CodeProtocol})
+		c.ctl.Send(Msg{T: KindError, Err: err.Error(), Code: CodeProtocol})
 		return nil, err
 	}
 	if files.Skipped != nil {
@@ -982,7 +982,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 			if errors.Is(err, fcopy.ErrName) {
 				what, err = "refusing the remote's file list", fmt.Errorf("refusing the remote's file list: %w", err)
 			}
-			c.ctl.Send(Msg{T: "error", Err: what, Code: CodeOf(err)})
+			c.ctl.Send(Msg{T: KindError, Err: what, Code: CodeOf(err)})
 			return nil, err
 		}
 		if err := plan.Skip(have); err != nil {
@@ -1007,7 +1007,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	hs <- nil
 	window = o.window(c.rtt, window)
-	if err := c.ctl.Send(Msg{T: "accept", Window: window, AutoWindow: o.Window == 0, Have: have, Resume: parts.Offers()}); err != nil {
+	if err := c.ctl.Send(Msg{T: KindAccept, Window: window, AutoWindow: o.Window == 0, Have: have, Resume: parts.Offers()}); err != nil {
 		return nil, err
 	}
 	if err := resumeRecv(ctx, c.ctl, plan, parts); err != nil {

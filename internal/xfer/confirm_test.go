@@ -146,7 +146,7 @@ func TestConfirmerSends(t *testing.T) {
 		conf.add(res(i))
 	}
 	m, err := r.Next(context.Background(), 5*time.Second)
-	if err != nil || m.T != "results" {
+	if err != nil || m.T != KindResults {
 		t.Fatalf("first message %q (%v), want results while the confirmer is open", m.T, err)
 	}
 	var d inflater
@@ -165,7 +165,7 @@ func TestConfirmerSends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.T == "done" {
+		if m.T == KindDone {
 			if m.Entries != 100 || len(got) != 100 {
 				t.Fatalf("done counts %d, %d came", m.Entries, len(got))
 			}

@@ -31,7 +31,7 @@ const Proto = 16
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
-	T       string `json:"t"` // hello ready files have accept digest done error bye; facts tcp listen tcp-done (bench)
+	T       Kind   `json:"t"` // the message's kind (messages.go)
 	Version string `json:"version,omitempty"`
 	Proto   int    `json:"proto,omitempty"`
 
@@ -262,9 +262,6 @@ type ctlCopy struct {
 // session.MaxControlMessage).
 const maxAhead = 64
 
-// chunkWhat names what the chunks of a message type are.
-var chunkWhat = map[string]string{"list": "file list", "results": "verdict"}
-
 // maxMessage bounds one control message: the file list and the verdict travel in chunks of at
 // most maxChunkWire (list.go); a have of 4,000,000 files or the sums of a resumed 1 TiB file fit.
 // maxQueued bounds the messages read but not yet taken, together: a peer that sends while this
@@ -277,7 +274,7 @@ const (
 // A control line is bounded by its message's type before it is decoded (checkLine), so that
 // what a line decodes to stays within some 64 MiB whatever the peer puts in it: every type may
 // take smallLine of JSON text besides its bulk fields, which are the only ones that may be long
-// (lineRules; a hostile "ready" of 63 MiB of "{}" in its rate controller's verdicts decoded to
+// (messages.go; a hostile "ready" of 63 MiB of "{}" in its rate controller's verdicts decoded to
 // 2.2 GiB). Each bound is the longest honest message of the type, escapes included:
 //
 //   - hello: a pull's paths, which come from one command line (at most 6 MiB of arguments on Linux,
@@ -326,23 +323,17 @@ type lineRule struct {
 	bulk  int
 }
 
-// lineRules bound the lines of the message types that may be longer than smallLine.
-var lineRules = map[string]lineRule{
-	"hello":   {maxHelloLine, bulkPaths},
-	"list":    {maxChunkWire, bulkZ},
-	"results": {maxChunkWire, bulkZ},
-	"have":    {maxMessage, bulkHave | bulkResume},
-	"accept":  {maxMessage, bulkHave | bulkResume},
-	"resumed": {maxMessage, bulkResume},
-	"sums":    {maxSumsLine, bulkDigests},
-	"error":   {maxErrorLine, bulkErr},
+// lineRuleOf is the rule of a message type whose lines may take more than smallLine (messages).
+func lineRuleOf(t Kind) (lineRule, bool) {
+	r := messages[t].line
+	return r, r.limit != 0
 }
 
 // lineShape is what checkLine's scan of a line found: the type, and for each bulk field the bytes
 // its members take (key and value) and the elements of its arrays, over all its members (a key may
 // be given twice).
 type lineShape struct {
-	t     string
+	t     Kind
 	hasT  bool // a "t" member whose value is a string was found
 	longT bool // ... and it is longer than any type
 	bytes [len(bulkNames)]int
@@ -350,46 +341,50 @@ type lineShape struct {
 }
 
 // checkLine bounds a line by its message's type, before it is decoded: the line, the members
-// other than the type's bulk fields, and the elements of those (lineRules). It returns the type it
+// other than the type's bulk fields, and the elements of those (lineRuleOf). It returns the type it
 // read, which the decoded message must have too: encoding/json takes the last of two "t" members.
 // Errors are protocol violations; a line that is not JSON is left to json.Unmarshal to say so, as
 // long as it is no longer than smallLine.
-func checkLine(line []byte) (string, error) {
+func checkLine(line []byte) (Kind, error) {
 	var sh lineShape
 	ok := scanLine(line, &sh)
 	if sh.longT {
 		return "", fmt.Errorf("%w: control channel: malformed message: a type of more than %d bytes", ErrProtocol, maxTypeText)
 	}
-	rule, known := lineRules[sh.t]
+	rule, known := lineRuleOf(sh.t)
 	if !ok || !known {
 		rule = lineRule{smallLine, 0}
 	}
 	if len(line) > rule.limit {
-		if w, ok := chunkWhat[sh.t]; ok {
+		if w := messages[sh.t].chunk; w != "" {
 			return "", fmt.Errorf("%w: control channel: a %s chunk of %d bytes, more than %d", ErrProtocol, w, len(line), rule.limit)
 		}
-		return "", fmt.Errorf("%w: control channel: a %s message of %d bytes, more than the %d it may take", ErrProtocol, escape.Quote(sh.t), len(line), rule.limit)
+		return "", fmt.Errorf("%w: control channel: a %s message of %d bytes, more than the %d it may take", ErrProtocol, escape.Quote(string(sh.t)), len(line), rule.limit)
 	}
 	if !ok {
 		return sh.t, nil // not JSON: json.Unmarshal says why
 	}
 	rest := len(line)
-	var names []string
-	for i, name := range bulkNames {
+	for i := range bulkNames {
 		if rule.bulk&(1<<i) != 0 {
 			rest -= sh.bytes[i]
-			names = append(names, name)
 		}
 	}
 	if rest > smallLine {
+		var names []string
+		for i, name := range bulkNames {
+			if rule.bulk&(1<<i) != 0 {
+				names = append(names, name)
+			}
+		}
 		return "", fmt.Errorf("%w: control channel: a %s message whose fields other than %s take %d bytes, more than %d",
-			ErrProtocol, escape.Quote(sh.t), strings.Join(names, " and "), rest, smallLine)
+			ErrProtocol, escape.Quote(string(sh.t)), strings.Join(names, " and "), rest, smallLine)
 	}
 	if n := sh.elems[1] + sh.elems[2]; rule.bulk&(bulkHave|bulkResume) != 0 && n > maxListEntries {
-		return "", fmt.Errorf("%w: control channel: a %s message of %d entries, more than the %d files of a list", ErrProtocol, escape.Quote(sh.t), n, maxListEntries)
+		return "", fmt.Errorf("%w: control channel: a %s message of %d entries, more than the %d files of a list", ErrProtocol, escape.Quote(string(sh.t)), n, maxListEntries)
 	}
 	if n := sh.elems[0]; rule.bulk&bulkPaths != 0 && n > maxHelloPaths {
-		return "", fmt.Errorf("%w: control channel: a %s message of %d paths, more than %d", ErrProtocol, escape.Quote(sh.t), n, maxHelloPaths)
+		return "", fmt.Errorf("%w: control channel: a %s message of %d paths, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, maxHelloPaths)
 	}
 	return sh.t, nil
 }
@@ -632,7 +627,7 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 	// A message counts as what it holds decoded where that is more than its line (heldBytes).
 	deliver := func(line []byte, counted bool) error {
 		m, n, err := parse(line)
-		if err == nil && m.T == "error" {
+		if err == nil && m.T == KindError {
 			remote = remoteError(m)
 		}
 		size := n
@@ -840,7 +835,7 @@ func (c *Control) read() ([]byte, error) {
 }
 
 // parse decodes one line and returns its length. The line is bounded by its message's type
-// before it is decoded (lineRules): a line of a few MiB of "{}" or "0" would otherwise decode to
+// before it is decoded (checkLine): a line of a few MiB of "{}" or "0" would otherwise decode to
 // tens of times its length (a verdict of the rate controller is some 120 bytes).
 func parse(line []byte) (Msg, int64, error) {
 	t, err := checkLine(line)
@@ -860,7 +855,7 @@ func parse(line []byte) (Msg, int64, error) {
 // SendError tells the other end that this one stops because of err: an error message with err's
 // text and its code (CodeOf), what the other end reports and exits with.
 func (c *Control) SendError(err error) error {
-	return c.Send(Msg{T: "error", Err: err.Error(), Code: CodeOf(err)})
+	return c.Send(Msg{T: KindError, Err: err.Error(), Code: CodeOf(err)})
 }
 
 // Send writes one message; safe for concurrent use.
@@ -926,20 +921,20 @@ func (c *Control) Next(ctx context.Context, within time.Duration) (Msg, error) {
 	}
 	c.queued.Add(-in.n)
 	m := in.m
-	if m.T == "error" {
+	if m.T == KindError {
 		return m, remoteError(m)
 	}
 	return m, nil
 }
 
 // Expect is Next that also checks the message's type.
-func (c *Control) Expect(ctx context.Context, t string, within time.Duration) (Msg, error) {
+func (c *Control) Expect(ctx context.Context, t Kind, within time.Duration) (Msg, error) {
 	m, err := c.Next(ctx, within)
 	if err != nil {
 		return m, err
 	}
 	if m.T != t {
-		return m, fmt.Errorf("%w: control channel: got %s, expected %q", ErrProtocol, escape.Quote(m.T), t)
+		return m, fmt.Errorf("%w: control channel: got %s, expected %q", ErrProtocol, escape.Quote(string(m.T)), t)
 	}
 	return m, nil
 }

@@ -29,7 +29,7 @@ func pipeControl(t *testing.T) (*Control, *io.PipeWriter, context.Context) {
 	return c, w, ctx
 }
 
-func line(t string) []byte { return []byte(`{"t":"` + t + `"}` + "\n") }
+func line(t Kind) []byte { return []byte(`{"t":"` + string(t) + `"}` + "\n") }
 
 // next takes one message within a second.
 func next(t *testing.T, c *Control, ctx context.Context) (Msg, error) {
@@ -41,27 +41,27 @@ func next(t *testing.T, c *Control, ctx context.Context) (Msg, error) {
 // channel, and the channel's own lines of them are dropped; the channel's later lines follow.
 func TestControlCopiesFirst(t *testing.T) {
 	c, w, ctx := pipeControl(t)
-	c.Offer(1, line("results"))
-	c.Offer(0, line("have"))
-	c.Offer(1, line("results")) // a copy of a copy
-	for _, want := range []string{"have", "results"} {
+	c.Offer(1, line(KindResults))
+	c.Offer(0, line(KindHave))
+	c.Offer(1, line(KindResults)) // a copy of a copy
+	for _, want := range []Kind{KindHave, KindResults} {
 		m, err := next(t, c, ctx)
 		if err != nil || m.T != want {
 			t.Fatalf("got %q, %v; want %q from the copies alone", m.T, err, want)
 		}
 	}
-	go w.Write(append(append(line("have"), line("results")...), line("done")...))
+	go w.Write(append(append(line(KindHave), line(KindResults)...), line(KindDone)...))
 	m, err := next(t, c, ctx)
-	if err != nil || m.T != "done" {
+	if err != nil || m.T != KindDone {
 		t.Fatalf("got %q, %v; want done (the channel's have and results were delivered already)", m.T, err)
 	}
 	if n := c.Copied.Load(); n != 2 {
 		t.Errorf("Copied = %d, want 2", n)
 	}
 	// A copy of a message the channel brought first is dropped.
-	c.Offer(2, line("done"))
-	go w.Write(line("bye"))
-	if m, err := next(t, c, ctx); err != nil || m.T != "bye" {
+	c.Offer(2, line(KindDone))
+	go w.Write(line(KindBye))
+	if m, err := next(t, c, ctx); err != nil || m.T != KindBye {
 		t.Fatalf("got %q, %v; want bye", m.T, err)
 	}
 }
@@ -70,10 +70,10 @@ func TestControlCopiesFirst(t *testing.T) {
 // already are dropped, and the control channel's messages come as they would without them.
 func TestControlCopiesBounded(t *testing.T) {
 	c, w, ctx := pipeControl(t)
-	c.Offer(maxAhead, line("done"))          // too far ahead
+	c.Offer(maxAhead, line(KindDone))        // too far ahead
 	c.Offer(0, []byte(`{"t":"done"}`))       // no newline
 	for seq := uint32(1); seq < 300; seq++ { // more than the channel holds: some are dropped unread
-		c.Offer(seq, line("results"))
+		c.Offer(seq, line(KindResults))
 	}
 	settle := func() { // the merge has taken every copy offered, and delivered what it could
 		for end := time.Now().Add(2 * time.Second); len(c.copies) > 0 && time.Now().Before(end); {
@@ -82,9 +82,9 @@ func TestControlCopiesBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	settle()
-	go w.Write(line("have"))
+	go w.Write(line(KindHave))
 	m, err := next(t, c, ctx)
-	if err != nil || m.T != "have" {
+	if err != nil || m.T != KindHave {
 		t.Fatalf("got %q, %v; want have from the channel", m.T, err)
 	}
 	settle()
@@ -95,16 +95,16 @@ func TestControlCopiesBounded(t *testing.T) {
 		t.Fatalf("Copied = %d, want some and fewer than %d", n, maxAhead)
 	}
 	for i := uint64(0); i < n; i++ {
-		if m, err := next(t, c, ctx); err != nil || m.T != "results" {
+		if m, err := next(t, c, ctx); err != nil || m.T != KindResults {
 			t.Fatalf("copy %d: %q, %v", i, m.T, err)
 		}
 	}
 	var b []byte
 	for i := uint64(0); i < n; i++ {
-		b = append(b, line("results")...)
+		b = append(b, line(KindResults)...)
 	}
-	go w.Write(append(b, line("done")...))
-	if m, err := next(t, c, ctx); err != nil || m.T != "done" {
+	go w.Write(append(b, line(KindDone)...))
+	if m, err := next(t, c, ctx); err != nil || m.T != KindDone {
 		t.Fatalf("got %q, %v; want done", m.T, err)
 	}
 }
@@ -114,7 +114,7 @@ func TestControlCopiesBounded(t *testing.T) {
 func TestControlCopyContradicted(t *testing.T) {
 	c, w, ctx := pipeControl(t)
 	c.Offer(0, []byte(`{"t":"done","entries":1}`+"\n"))
-	if m, err := next(t, c, ctx); err != nil || m.T != "done" {
+	if m, err := next(t, c, ctx); err != nil || m.T != KindDone {
 		t.Fatalf("got %q, %v; want the copy", m.T, err)
 	}
 	go w.Write([]byte(`{"t":"done","entries":2}` + "\n"))
@@ -142,7 +142,7 @@ func TestControlCopyMalformed(t *testing.T) {
 // not when ssh's TCP connection loses a segment. holding reports whether the filter holds a
 // message of type t still. release is also called after 30 s (bounded: a copy that waits for the
 // channel still ends, and its test fails).
-func holdFrom(first string) (filter func(w io.Writer) func([]byte) []byte, holding func(t string) bool, release func()) {
+func holdFrom(first Kind) (filter func(w io.Writer) func([]byte) []byte, holding func(t Kind) bool, release func()) {
 	var mu sync.Mutex
 	var held []byte
 	on, released := false, false
@@ -160,10 +160,10 @@ func holdFrom(first string) (filter func(w io.Writer) func([]byte) []byte, holdi
 			return l
 		}
 	}
-	holding = func(t string) bool {
+	holding = func(t Kind) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return on && !released && bytes.Contains(held, []byte(`{"t":"`+t+`"`))
+		return on && !released && bytes.Contains(held, []byte(`{"t":"`+string(t)+`"`))
 	}
 	release = func() {
 		mu.Lock()
@@ -182,7 +182,7 @@ func holdFrom(first string) (filter func(w io.Writer) func([]byte) []byte, holdi
 // would); the files and the verdict are what the receiver placed, checked as ever.
 func TestPushDoneOnTheLanes(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 5)
-	filter, holding, release := holdFrom("results")
+	filter, holding, release := holdFrom(KindResults)
 	e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
 		return Serve(ctx, r, &lineFilter{w: w, line: filter(w)}, pub, so)
 	}
@@ -193,7 +193,7 @@ func TestPushDoneOnTheLanes(t *testing.T) {
 	o := e.options()
 	o.Recursive = true
 	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
-	wasHeld := holding("done")
+	wasHeld := holding(KindDone)
 	release()
 	if err != nil {
 		t.Fatalf("push: %v", err)
@@ -218,7 +218,7 @@ func TestPushDoneOnTheLanes(t *testing.T) {
 // its counters, comes back.
 func TestPullDoneOnTheLanes(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 6)
-	filter, holding, release := holdFrom("results")
+	filter, holding, release := holdFrom(KindResults)
 	src, back := t.TempDir(), t.TempDir()
 	sums := tree(t, src, map[string]int{"t/a.bin": 2<<20 + 5, "t/b.bin": 4321})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -227,7 +227,7 @@ func TestPullDoneOnTheLanes(t *testing.T) {
 	o.Recursive = true
 	o.Start = e.filterClientTo(filter)
 	res, err := Pull(ctx, o, "host", []string{filepath.Join(src, "t")}, back)
-	wasHeld := holding("done")
+	wasHeld := holding(KindDone)
 	release()
 	if err != nil {
 		t.Fatalf("pull: %v", err)
@@ -279,7 +279,7 @@ func TestPushHaveOnTheLanes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{Delay: 2 * time.Millisecond}, 7)
 			e.sshConn = c.sshConn
-			filter, holding, release := holdFrom("have")
+			filter, holding, release := holdFrom(KindHave)
 			e.serve = func(ctx context.Context, r io.Reader, w io.Writer, pub string, so ServeOptions) error {
 				return Serve(ctx, r, &lineFilter{w: w, line: filter(w)}, pub, so)
 			}
@@ -290,7 +290,7 @@ func TestPushHaveOnTheLanes(t *testing.T) {
 			o := e.options()
 			o.Recursive = true
 			res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
-			wasHeld := holding("have")
+			wasHeld := holding(KindHave)
 			release()
 			if err != nil {
 				t.Fatalf("push: %v", err)

@@ -27,7 +27,7 @@ func TestDigestNeverSent(t *testing.T) {
 		o := e.options()
 		o.Start = e.filterClient(func(line []byte) []byte {
 			var m Msg
-			if json.Unmarshal(line, &m) == nil && m.T == "digest" {
+			if json.Unmarshal(line, &m) == nil && m.T == KindDigest {
 				dropped++
 				return nil
 			}

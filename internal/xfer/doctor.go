@@ -51,7 +51,7 @@ func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn 
 		return &DoctorLanes{RecvBuf: r, SendBuf: s, Heard: path.LanesHeard()}
 	}
 	f := hostinfo.Gather(client, sshdVersion(), Version)
-	if err := ctl.Send(Msg{T: "facts", Facts: &f, Doctor: lanes()}); err != nil {
+	if err := ctl.Send(Msg{T: KindFacts, Facts: &f, Doctor: lanes()}); err != nil {
 		return err
 	}
 	for {
@@ -60,14 +60,14 @@ func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn 
 			return err
 		}
 		switch m.T {
-		case "bye":
+		case KindBye:
 			return nil
-		case "clock":
-			err = ctl.Send(Msg{T: "clock", At: time.Now().UnixNano()})
-		case "lanes":
-			err = ctl.Send(Msg{T: "lanes", Doctor: lanes()})
+		case KindClock:
+			err = ctl.Send(Msg{T: KindClock, At: time.Now().UnixNano()})
+		case KindLanes:
+			err = ctl.Send(Msg{T: KindLanes, Doctor: lanes()})
 		default:
-			return fmt.Errorf("%w: a doctor peer has no answer to %s", ErrProtocol, escape.Quote(m.T))
+			return fmt.Errorf("%w: a doctor peer has no answer to %s", ErrProtocol, escape.Quote(string(m.T)))
 		}
 		if err != nil {
 			return err
@@ -121,17 +121,17 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 	}
 	t0 := time.Now()
 	res := &Result{}
-	c, ready, err := start(ctx, &o, host, Msg{Role: "doctor"}, res)
+	c, ready, err := start(ctx, &o, host, Msg{Role: RoleDoctor}, res)
 	rep.SSHSeconds = time.Since(t0).Seconds()
 	if err != nil {
 		return rep, err
 	}
 	defer func() {
-		c.ctl.Send(Msg{T: "bye"})
+		c.ctl.Send(Msg{T: KindBye})
 		c.close(time.Second)
 	}()
 	rep.Uploaded, rep.PeerPath, rep.RemoteOS = res.PeerUploaded, res.PeerPath, escape.Text(c.info.RemoteOS)
-	m, err := c.ctl.Expect(c.ctx, "facts", PeerIdle)
+	m, err := c.ctl.Expect(c.ctx, KindFacts, PeerIdle)
 	if err != nil {
 		return rep, err
 	}
@@ -165,10 +165,10 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 		rep.UDPError = herr.Error()
 		// Did the peer hear this end at all? Its answer tells a blocked way there from a blocked
 		// way back.
-		if err := c.ctl.Send(Msg{T: "lanes"}); err != nil {
+		if err := c.ctl.Send(Msg{T: KindLanes}); err != nil {
 			return rep, err
 		}
-		l, err := c.ctl.Expect(c.ctx, "lanes", PeerIdle)
+		l, err := c.ctl.Expect(c.ctx, KindLanes, PeerIdle)
 		if err != nil {
 			return rep, err
 		}
@@ -200,10 +200,10 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 	best := time.Duration(-1)
 	for range clockSamples {
 		t0 := time.Now()
-		if err := c.ctl.Send(Msg{T: "clock"}); err != nil {
+		if err := c.ctl.Send(Msg{T: KindClock}); err != nil {
 			return rep, err
 		}
-		m, err := c.ctl.Expect(c.ctx, "clock", PeerIdle)
+		m, err := c.ctl.Expect(c.ctx, KindClock, PeerIdle)
 		if err != nil {
 			return rep, err
 		}

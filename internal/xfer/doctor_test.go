@@ -66,9 +66,9 @@ func TestDoctorInProcess(t *testing.T) {
 func TestDoctorHostilePeer(t *testing.T) {
 	facts := hostinfo.Facts{Hostname: "h"}
 	for name, m := range map[string]Msg{
-		"negative buffer": {T: "facts", Facts: &facts, Doctor: &DoctorLanes{RecvBuf: -1, SendBuf: 5}},
-		"heard 7 lanes":   {T: "facts", Facts: &facts, Doctor: &DoctorLanes{RecvBuf: 1, SendBuf: 1, Heard: 7}},
-		"no lanes":        {T: "facts", Facts: &facts},
+		"negative buffer": {T: KindFacts, Facts: &facts, Doctor: &DoctorLanes{RecvBuf: -1, SendBuf: 5}},
+		"heard 7 lanes":   {T: KindFacts, Facts: &facts, Doctor: &DoctorLanes{RecvBuf: 1, SendBuf: 1, Heard: 7}},
+		"no lanes":        {T: KindFacts, Facts: &facts},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)

@@ -157,7 +157,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	go func() {
 		err := fcopy.Read(ctx, plan, open, pool, blocks, func(i int, sum [32]byte) {
 			sums.set(i, sum) // before the receiver can know it, and confirm the file
-			ctl.Send(Msg{T: "digest", File: i, Sum: hex.EncodeToString(sum[:])})
+			ctl.Send(Msg{T: KindDigest, File: i, Sum: hex.EncodeToString(sum[:])})
 		})
 		close(blocks)
 		if err != nil {
@@ -230,7 +230,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		Groups: res.sender.Groups, RepairGroups: res.sender.RepairGroups, TailSeconds: res.tailSeconds(),
 		ProbeBps: res.sender.ProbeBps, Lanes: laneReports(path), WindowSeconds: res.sender.WindowFull.Seconds(),
 		SourceSeconds: res.sender.SourceWait.Seconds(), Cores: runtime.NumCPU()}
-	ctl.Send(Msg{T: "bye", Stats: &st})
+	ctl.Send(Msg{T: KindBye, Stats: &st})
 	return res, nil
 }
 
@@ -437,9 +437,9 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 			m, err := ctl.Next(ctx, 0)
 			if err == nil {
 				switch m.T {
-				case "digest":
+				case KindDigest:
 					err = dg.take(plan, m)
-				case "bye":
+				case KindBye:
 					if !doneSent.Load() {
 						err = fmt.Errorf("%w: control channel: got bye before this end confirmed the files", ErrProtocol)
 						break
@@ -447,7 +447,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 					bye <- m
 					return
 				default:
-					err = fmt.Errorf("%w: control channel: got %s during the transfer", ErrProtocol, escape.Quote(m.T))
+					err = fmt.Errorf("%w: control channel: got %s during the transfer", ErrProtocol, escape.Quote(string(m.T)))
 				}
 			}
 			if err != nil {
@@ -555,11 +555,11 @@ func resumeSend(ctx context.Context, ctl *Control, plan *fcopy.Plan, open fcopy.
 		return err
 	}
 	for k, o := range offers {
-		if err := ctl.Send(Msg{T: "sums", File: o.File, Digests: pre.Digests(k)}); err != nil {
+		if err := ctl.Send(Msg{T: KindSums, File: o.File, Digests: pre.Digests(k)}); err != nil {
 			return err
 		}
 	}
-	m, err := ctl.Expect(ctx, "resumed", resumeWithin(offers))
+	m, err := ctl.Expect(ctx, KindResumed, resumeWithin(offers))
 	if err != nil {
 		return err
 	}
@@ -578,7 +578,7 @@ func resumeRecv(ctx context.Context, ctl *Control, plan *fcopy.Plan, parts *fcop
 		return nil
 	}
 	for _, o := range offers {
-		m, err := ctl.Expect(ctx, "sums", resumeWithin(offers))
+		m, err := ctl.Expect(ctx, KindSums, resumeWithin(offers))
 		if err != nil {
 			return err
 		}
@@ -593,5 +593,5 @@ func resumeRecv(ctx context.Context, ctl *Control, plan *fcopy.Plan, parts *fcop
 	if err := parts.Apply(plan); err != nil {
 		return err
 	}
-	return ctl.Send(Msg{T: "resumed", Resume: kept})
+	return ctl.Send(Msg{T: KindResumed, Resume: kept})
 }

@@ -40,7 +40,7 @@ func FuzzControl(f *testing.F) {
 					if jerr := json.Unmarshal(line, &full); jerr != nil || full.T != m.T {
 						t.Fatalf("%q: taken as %q, encoding/json reads %q (%v)", line, m.T, full.T, jerr)
 					}
-					if rule, ok := lineRules[m.T]; (ok && len(line) > rule.limit) || (!ok && len(line) > smallLine) {
+					if rule, ok := lineRuleOf(m.T); (ok && len(line) > rule.limit) || (!ok && len(line) > smallLine) {
 						t.Fatalf("%q: a %q of %d bytes taken", line, m.T, len(line))
 					}
 				}
@@ -62,7 +62,7 @@ func FuzzControl(f *testing.F) {
 			if err := json.Unmarshal(b, &again); err != nil || again.T != m.T || len(again.Files) != len(m.Files) || again.Err != m.Err {
 				t.Fatalf("round trip: %+v → %s → %+v (%v)", m, b, again, err)
 			}
-			if m.T == "error" {
+			if m.T == KindError {
 				re := remoteError(m)
 				for _, r := range re.Msg {
 					if r < 0x20 || r == 0x7f {
@@ -83,8 +83,8 @@ func FuzzListChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, z []byte, n int) {
 		n = n % 8
 		var in bytes.Buffer
-		json.NewEncoder(&in).Encode(Msg{T: "list", Z: z})
-		json.NewEncoder(&in).Encode(Msg{T: "list", Z: z})
+		json.NewEncoder(&in).Encode(Msg{T: KindList, Z: z})
+		json.NewEncoder(&in).Encode(Msg{T: KindList, Z: z})
 		c := NewControl(&in, &bytes.Buffer{}, nil)
 		c.Start(nil)
 		files, err := recvList(context.Background(), c, n)

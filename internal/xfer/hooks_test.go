@@ -125,7 +125,7 @@ func TestInProcessPushFileEventsAsPlaced(t *testing.T) {
 	heldFor, toldWhileHeld := time.Duration(0), -1
 	o.Start = e.filterClient(func(line []byte) []byte {
 		var m Msg
-		if json.Unmarshal(line, &m) == nil && m.T == "digest" && m.File == big {
+		if json.Unmarshal(line, &m) == nil && m.T == KindDigest && m.File == big {
 			start := time.Now()
 			select {
 			case <-first:

@@ -172,15 +172,15 @@ func TestControlHonestLines(t *testing.T) {
 	}
 	many := make([]string, 571950) // the most arguments 6 MiB hold: "h:", its NUL and a pointer each
 	for _, m := range []Msg{
-		{T: "have", Have: have},
-		{T: "accept", Have: have[:maxListEntries/2], Resume: make([]fcopy.Offer, maxListEntries/8), Window: 1 << 20, AutoWindow: true},
-		{T: "sums", File: maxListEntries - 1, Digests: digests},
-		{T: "hello", Role: "send", Paths: paths, Recursive: true, Follow: true, Compare: "checksum", Profile: worst(4096), Policy: "fair", FEC: "auto"},
-		{T: "hello", Role: "send", Paths: many},
-		{T: "hello", Role: "recv", Dest: worst(4096), Entries: maxListEntries},
-		{T: "error", Err: "destination: " + worst(128<<10) + "/" + worst(4096) + ": rename " + worst(128<<10) + "/" + worst(4096) + ": permission denied", Code: CodeDest},
-		{T: "files", Entries: maxListEntries, Skipped: &fcopy.Skipped{Special: 1, SpecialExample: worst(4096), Loops: 1, LoopExample: worst(4096)}},
-		{T: "done", Entries: maxListEntries, Stats: &PeerStats{Lanes: make([]LaneReport, 4), CC: &RateStats{Verdicts: make([]Verdict, 4)}, Drops: &Drops{}}},
+		{T: KindHave, Have: have},
+		{T: KindAccept, Have: have[:maxListEntries/2], Resume: make([]fcopy.Offer, maxListEntries/8), Window: 1 << 20, AutoWindow: true},
+		{T: KindSums, File: maxListEntries - 1, Digests: digests},
+		{T: KindHello, Role: RoleSend, Paths: paths, Recursive: true, Follow: true, Compare: "checksum", Profile: worst(4096), Policy: "fair", FEC: "auto"},
+		{T: KindHello, Role: RoleSend, Paths: many},
+		{T: KindHello, Role: RoleRecv, Dest: worst(4096), Entries: maxListEntries},
+		{T: KindError, Err: "destination: " + worst(128<<10) + "/" + worst(4096) + ": rename " + worst(128<<10) + "/" + worst(4096) + ": permission denied", Code: CodeDest},
+		{T: KindFiles, Entries: maxListEntries, Skipped: &fcopy.Skipped{Special: 1, SpecialExample: worst(4096), Loops: 1, LoopExample: worst(4096)}},
+		{T: KindDone, Entries: maxListEntries, Stats: &PeerStats{Lanes: make([]LaneReport, 4), CC: &RateStats{Verdicts: make([]Verdict, 4)}, Drops: &Drops{}}},
 	} {
 		line, err := json.Marshal(m)
 		if err != nil {
@@ -189,7 +189,7 @@ func TestControlHonestLines(t *testing.T) {
 		line = append(line, '\n')
 		got, err := readOne(line)
 		var re *RemoteError
-		if m.T == "error" && errors.As(err, &re) {
+		if m.T == KindError && errors.As(err, &re) {
 			err = nil
 		}
 		if err != nil {
@@ -293,7 +293,7 @@ func referenceShape(t testing.TB, line []byte) lineShape {
 
 // TestHeldBytes: what a decoded message holds: its strings' bytes and its slices' arrays.
 func TestHeldBytes(t *testing.T) {
-	m := Msg{T: "have", Have: make([]int, 10), Paths: []string{"abc"}, Stats: &PeerStats{Lanes: make([]LaneReport, 2)}}
+	m := Msg{T: KindHave, Have: make([]int, 10), Paths: []string{"abc"}, Stats: &PeerStats{Lanes: make([]LaneReport, 2)}}
 	want := int64(4 + 10*8 + 16 + 3 + reflect.TypeFor[PeerStats]().Size() + 2*reflect.TypeFor[LaneReport]().Size())
 	if got := heldBytes(reflect.ValueOf(&m).Elem()); got != want {
 		t.Fatalf("held %d bytes, want %d", got, want)
@@ -323,12 +323,12 @@ func TestServeProfileOwnOnly(t *testing.T) {
 		}
 		return names
 	}
-	serve(Msg{T: "hello", Proto: Proto, Role: "none", Profile: filepath.Join(dir, "client")}, "")
-	serve(Msg{T: "hello", Proto: Proto - 1, Role: "none", Profile: filepath.Join(dir, "client")}, filepath.Join(dir, "own"))
+	serve(Msg{T: KindHello, Proto: Proto, Role: "none", Profile: filepath.Join(dir, "client")}, "")
+	serve(Msg{T: KindHello, Proto: Proto - 1, Role: "none", Profile: filepath.Join(dir, "client")}, filepath.Join(dir, "own"))
 	if got := profiles(); len(got) > 0 {
 		t.Fatalf("profiles written: %q", got)
 	}
-	serve(Msg{T: "hello", Proto: Proto, Role: "none", Profile: filepath.Join(dir, "client")}, filepath.Join(dir, "own"))
+	serve(Msg{T: KindHello, Proto: Proto, Role: "none", Profile: filepath.Join(dir, "client")}, filepath.Join(dir, "own"))
 	if got, want := profiles(), fmt.Sprintf("own.serve.%d.pprof", os.Getpid()); len(got) != 1 || got[0] != want {
 		t.Fatalf("profiles written: %q, want %s", got, want)
 	}

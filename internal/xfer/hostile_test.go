@@ -35,8 +35,8 @@ func hostileServer(script func(ctl *Control, hello Msg) error, told chan<- Msg) 
 		if err != nil {
 			return err
 		}
-		ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Pub: encodePub(priv.PublicKey()), Ports: []int{9, 9, 9, 9}, Addr: serverHost.String()})
-		hello, err := ctl.Expect(ctx, "hello", 5*time.Second)
+		ctl.Send(Msg{T: KindReady, Version: Version, Proto: Proto, Pub: encodePub(priv.PublicKey()), Ports: []int{9, 9, 9, 9}, Addr: serverHost.String()})
+		hello, err := ctl.Expect(ctx, KindHello, 5*time.Second)
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func TestPullTakesWhatWasAsked(t *testing.T) {
 func TestRemoteErrorEscaped(t *testing.T) {
 	e := newEnv(t, lanetest.Link{}, 1)
 	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-		return ctl.Send(Msg{T: "error", Err: "\x1b]0;owned\x07\x1b[2J\x1b[31mdisk on fire\r\nfarwing: copied 1 file", Code: 77})
+		return ctl.Send(Msg{T: KindError, Err: "\x1b]0;owned\x07\x1b[2J\x1b[31mdisk on fire\r\nfarwing: copied 1 file", Code: 77})
 	}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -188,7 +188,7 @@ func TestPushRefusesEscapingNames(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			res := &Result{}
-			c, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: []fcopy.File{{Name: name, Size: 5, Mode: 0o644}}, Window: 16}, res)
+			c, _, err := start(ctx, &o, "host", Msg{Role: RoleRecv, Dest: dst, Files: []fcopy.File{{Name: name, Size: 5, Mode: 0o644}}, Window: 16}, res)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,7 +300,7 @@ func TestPushRefusesHostileTree(t *testing.T) {
 			o := e.options()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			c2, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: c.files, Window: 16}, &Result{})
+			c2, _, err := start(ctx, &o, "host", Msg{Role: RoleRecv, Dest: dst, Files: c.files, Window: 16}, &Result{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestHostileTreeThroughExistingLinks(t *testing.T) {
 		t.Run("pull: "+c.what, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-				return sendFiles(ctl, Msg{T: "files"}, list)
+				return sendFiles(ctl, Msg{T: KindFiles}, list)
 			}, nil)
 			dst := t.TempDir()
 			c.setup(dst)
@@ -359,7 +359,7 @@ func TestHostileTreeThroughExistingLinks(t *testing.T) {
 			o := e.options()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			c2, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: list, Window: 16}, &Result{})
+			c2, _, err := start(ctx, &o, "host", Msg{Role: RoleRecv, Dest: dst, Files: list, Window: 16}, &Result{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -390,7 +390,7 @@ func TestPullSkippedReport(t *testing.T) {
 		t.Run(c.what, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-				return sendFiles(ctl, Msg{T: "files", Skipped: &c.s}, list)
+				return sendFiles(ctl, Msg{T: KindFiles, Skipped: &c.s}, list)
 			}, nil)
 			var warned []string
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -438,7 +438,7 @@ func pullRefused(t *testing.T, files []fcopy.File, req string, set func(*Options
 	e := newEnv(t, lanetest.Link{}, 1)
 	told := make(chan Msg, 1)
 	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-		return sendFiles(ctl, Msg{T: "files"}, files)
+		return sendFiles(ctl, Msg{T: KindFiles}, files)
 	}, told)
 	dst := t.TempDir()
 	o := e.options()
@@ -561,7 +561,7 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 				}
 				out := held
 				switch m.T {
-				case "results":
+				case KindResults:
 					var d inflater
 					var part results
 					if err := d.decode(m.Z, &part); err != nil {
@@ -584,12 +584,12 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 					}
 					held, heldPart, prev, k = msgLine(t, m), part, last, k+1
 					return out
-				case "done":
+				case KindDone:
 					if c.end != nil && held != nil {
 						last, extra := c.end(heldPart, &m)
-						out = msgLine(t, Msg{T: "results", Z: deflated(t, last)})
+						out = msgLine(t, Msg{T: KindResults, Z: deflated(t, last)})
 						if extra != nil {
-							out = append(out, msgLine(t, Msg{T: "results", Z: deflated(t, extra)})...)
+							out = append(out, msgLine(t, Msg{T: KindResults, Z: deflated(t, extra)})...)
 						}
 					}
 					held = nil

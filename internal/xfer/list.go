@@ -321,11 +321,11 @@ func decodeChunk[T any](d *inflater, z []byte, dst *[]T) error {
 // sendList sends the chunks encodeList makes, as "list" messages (ctl nil: drops them, so that
 // the encoder ends).
 func sendList(ctl *Control, chunks <-chan []byte, errc <-chan error) error {
-	return sendAs(ctl, "list", chunks, errc)
+	return sendAs(ctl, KindList, chunks, errc)
 }
 
 // sendAs sends chunks as messages of type t.
-func sendAs(ctl *Control, t string, chunks <-chan []byte, errc <-chan error) error {
+func sendAs(ctl *Control, t Kind, chunks <-chan []byte, errc <-chan error) error {
 	for z := range chunks {
 		if ctl == nil {
 			continue
@@ -362,7 +362,7 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 	check := fcopy.NewTreeCheck(n)
 	d := inflater{limit: listBudget(n), tooMuch: "the list's text is over " + budgetText(n)}
 	for chunk := 0; len(files) < n; chunk++ {
-		m, err := ctl.Expect(ctx, "list", listWait)
+		m, err := ctl.Expect(ctx, KindList, listWait)
 		if err != nil {
 			return nil, err
 		}
@@ -462,7 +462,7 @@ func (c *confirmer) send() {
 	if len(q) == 0 || c.err != nil {
 		return
 	}
-	c.err = cutChunks(&c.c, q, func(z []byte) error { return c.ctl.Send(Msg{T: "results", Z: z}) })
+	c.err = cutChunks(&c.c, q, func(z []byte) error { return c.ctl.Send(Msg{T: KindResults, Z: z}) })
 	if c.err == nil {
 		c.sent += len(q)
 	}
@@ -483,7 +483,7 @@ func (c *confirmer) done(st *PeerStats) error {
 	if err != nil {
 		return err
 	}
-	return c.ctl.Send(Msg{T: "done", Entries: n, Stats: st})
+	return c.ctl.Send(Msg{T: KindDone, Entries: n, Stats: st})
 }
 
 // recvDone takes the receiver's confirmations and its verdict: results chunks, which come while
@@ -505,7 +505,7 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 			return fmt.Errorf("%w: the receiver's confirmations: chunk %d (after %d results of the %d files sent): %s", ErrProtocol, chunk, had, want, fmt.Sprintf(format, args...))
 		}
 		switch m.T {
-		case "results":
+		case KindResults:
 			if err := d.decode(m.Z, &results); err != nil { // appended to results, bounded
 				return Msg{}, bad("%v", err)
 			}
@@ -526,14 +526,14 @@ func recvDone(ctx context.Context, ctl *Control, want int, take func([]fcopy.Fil
 					return Msg{}, err
 				}
 			}
-		case "done":
+		case KindDone:
 			if m.Entries != len(results) {
 				return Msg{}, bad("done announces %d results, %d came", m.Entries, len(results))
 			}
 			m.Results = results
 			return m, nil
 		default:
-			return Msg{}, fmt.Errorf("%w: control channel: got %s, expected \"results\" or \"done\"", ErrProtocol, escape.Quote(m.T))
+			return Msg{}, fmt.Errorf("%w: control channel: got %s, expected \"results\" or \"done\"", ErrProtocol, escape.Quote(string(m.T)))
 		}
 	}
 }

@@ -169,9 +169,9 @@ func TestPullRefusesHostileList(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = hostileServer(func(ctl *Control, _ Msg) error {
-				ctl.Send(Msg{T: "files", Entries: c.entries})
+				ctl.Send(Msg{T: KindFiles, Entries: c.entries})
 				for _, z := range c.chunks {
-					if err := ctl.Send(Msg{T: "list", Z: z}); err != nil {
+					if err := ctl.Send(Msg{T: KindList, Z: z}); err != nil {
 						return nil
 					}
 				}
@@ -202,13 +202,13 @@ func TestPushRefusesHostileList(t *testing.T) {
 			o := e.options()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			conn, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Entries: c.entries, Window: 16}, &Result{})
+			conn, _, err := start(ctx, &o, "host", Msg{Role: RoleRecv, Dest: dst, Entries: c.entries, Window: 16}, &Result{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.close(0)
 			for _, z := range c.chunks {
-				conn.ctl.Send(Msg{T: "list", Z: z})
+				conn.ctl.Send(Msg{T: KindList, Z: z})
 			}
 			_, err = conn.ctl.Next(conn.ctx, 10*time.Second)
 			var re *RemoteError
@@ -228,8 +228,8 @@ func TestListSilent(t *testing.T) {
 	t.Cleanup(func() { listWait = old })
 	e := newEnv(t, lanetest.Link{}, 1)
 	e.serve = hostileServer(func(ctl *Control, _ Msg) error {
-		ctl.Send(Msg{T: "files", Entries: 10})
-		return ctl.Send(Msg{T: "list", Z: deflated(t, listOf(2))})
+		ctl.Send(Msg{T: KindFiles, Entries: 10})
+		return ctl.Send(Msg{T: KindList, Z: deflated(t, listOf(2))})
 	}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -261,7 +261,7 @@ func TestListMemory(t *testing.T) {
 	n := len(files)
 	pipe := newBufPipe()
 	send := NewControl(nil, pipe, nil)
-	if err := sendFiles(send, Msg{T: "files"}, files); err != nil {
+	if err := sendFiles(send, Msg{T: KindFiles}, files); err != nil {
 		t.Fatal(err)
 	}
 	pipe.Close()
@@ -271,7 +271,7 @@ func TestListMemory(t *testing.T) {
 	runtime.ReadMemStats(&m0)
 	recv := NewControl(pipe, nil, nil)
 	recv.Start(nil)
-	head, err := recv.Expect(context.Background(), "files", time.Second)
+	head, err := recv.Expect(context.Background(), KindFiles, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,13 +406,13 @@ func TestVerdictChunks(t *testing.T) {
 	}{
 		{"more than sent", func(c *Control) { sendDone(c, append(results, results[0]), &PeerStats{}) }, "more than the files sent"},
 		{"count differs", func(c *Control) {
-			c.Send(Msg{T: "results", Z: deflated(t, results[:3])})
-			c.Send(Msg{T: "done", Entries: 4})
+			c.Send(Msg{T: KindResults, Z: deflated(t, results[:3])})
+			c.Send(Msg{T: KindDone, Entries: 4})
 		}, "done announces 4 results, 3 came"},
 		{"oversized text", func(c *Control) {
-			c.Send(Msg{T: "results", Z: deflateRaw([]byte("[" + strings.Repeat(" ", 3<<20) + "]"))})
+			c.Send(Msg{T: KindResults, Z: deflateRaw([]byte("[" + strings.Repeat(" ", 3<<20) + "]"))})
 		}, "more than 2048 KiB of text"},
-		{"another message", func(c *Control) { c.Send(Msg{T: "have"}) }, `got "have", expected "results" or "done"`},
+		{"another message", func(c *Control) { c.Send(Msg{T: KindHave}) }, `got "have", expected "results" or "done"`},
 	} {
 		r := verdict(c.send)
 		_, err := recvDone(context.Background(), r, len(results), nil)
@@ -449,9 +449,9 @@ func sendVerdict(texts [][]byte, n int) *Control {
 	pipe := newBufPipe()
 	c := NewControl(nil, pipe, nil)
 	for _, text := range texts {
-		c.Send(Msg{T: "results", Z: deflateRaw(text)})
+		c.Send(Msg{T: KindResults, Z: deflateRaw(text)})
 	}
-	c.Send(Msg{T: "done", Entries: n})
+	c.Send(Msg{T: KindDone, Entries: n})
 	pipe.Close()
 	r := NewControl(pipe, nil, nil)
 	r.Start(nil)

@@ -41,7 +41,7 @@ func TestPrefaceList(t *testing.T) {
 			}
 			hello, rest, ok := bytes.Cut(preface, []byte("\n"))
 			var h Msg
-			if !ok || json.Unmarshal(hello, &h) != nil || h.T != "hello" || h.Entries != n || len(h.Files) != 0 {
+			if !ok || json.Unmarshal(hello, &h) != nil || h.T != KindHello || h.Entries != n || len(h.Files) != 0 {
 				t.Fatalf("preface's first line %q", hello)
 			}
 			if n > prefaceEntries {

@@ -58,8 +58,8 @@ func hostileSender(files []fcopy.File, data map[string][]byte, before func(ctl *
 		}
 		path := session.NewPath(conns, crypto, true)
 		defer path.Close()
-		ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Ports: path.Ports(), Addr: serverHost.String(), Pub: encodePub(priv.PublicKey())})
-		if _, err := ctl.Expect(ctx, "hello", PeerIdle); err != nil {
+		ctl.Send(Msg{T: KindReady, Version: Version, Proto: Proto, Ports: path.Ports(), Addr: serverHost.String(), Pub: encodePub(priv.PublicKey())})
+		if _, err := ctl.Expect(ctx, KindHello, PeerIdle); err != nil {
 			return err
 		}
 		plan, err := fcopy.NewPlan(files)
@@ -67,8 +67,8 @@ func hostileSender(files []fcopy.File, data map[string][]byte, before func(ctl *
 			return fmt.Errorf("the hostile list does not even pass the plan check: %w", err)
 		}
 		path.SendTrainOnHello()
-		sendFiles(ctl, Msg{T: "files"}, files)
-		acc, err := ctl.Expect(ctx, "accept", 2*PeerIdle)
+		sendFiles(ctl, Msg{T: KindFiles}, files)
+		acc, err := ctl.Expect(ctx, KindAccept, 2*PeerIdle)
 		if err != nil {
 			return err
 		}
@@ -248,7 +248,7 @@ func TestPullHostileDigestForLink(t *testing.T) {
 			dst := t.TempDir()
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = hostileSender(files, nil, func(ctl *Control) {
-				ctl.Send(Msg{T: "digest", File: i, Sum: strings.Repeat("00", 32)})
+				ctl.Send(Msg{T: KindDigest, File: i, Sum: strings.Repeat("00", 32)})
 			})
 			o := e.options()
 			o.Recursive, o.HardLinks = true, true
@@ -277,7 +277,7 @@ func TestPullHostileLongLink(t *testing.T) {
 		if c.ok {
 			e.serve = hostileSender(list, nil, nil)
 		} else { // the sender's own check would stop it: send the list as it is
-			e.serve = hostileServer(func(ctl *Control, _ Msg) error { return sendFiles(ctl, Msg{T: "files"}, list) }, nil)
+			e.serve = hostileServer(func(ctl *Control, _ Msg) error { return sendFiles(ctl, Msg{T: KindFiles}, list) }, nil)
 		}
 		o := e.options()
 		o.Recursive = true
@@ -350,7 +350,7 @@ func TestPushHostileSecondPushThroughOwnLink(t *testing.T) {
 	list := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/l", Dir: true, Mode: 0o777, MTime: 3}, {Name: "t/l/victim", Size: 5, Mode: 0o777}}
 	e := newEnv(t, lanetest.Link{}, 1)
 	o := e.options()
-	c2, _, err := start(pullCtx(t), &o, "host", Msg{Role: "recv", Dest: dst, Files: list, Window: 16, Preserve: true}, &Result{})
+	c2, _, err := start(pullCtx(t), &o, "host", Msg{Role: RoleRecv, Dest: dst, Files: list, Window: 16, Preserve: true}, &Result{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestPushHostileSecondPushThroughOwnLink(t *testing.T) {
 func TestProbeByeBeforeDigests(t *testing.T) {
 	files := []fcopy.File{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/a", Size: 3 << 20, Mode: 0o644}}
 	e := newEnv(t, lanetest.Link{}, 1)
-	e.serve = hostileSender(files, nil, func(ctl *Control) { ctl.Send(Msg{T: "bye"}) })
+	e.serve = hostileSender(files, nil, func(ctl *Control) { ctl.Send(Msg{T: KindBye}) })
 	o := e.options()
 	o.Recursive = true
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
@@ -400,7 +400,7 @@ func hostilePush(t *testing.T, e *env, dest string, files []fcopy.File, data map
 	}
 	o := e.options()
 	ctx := pullCtx(t)
-	c, ready, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dest, Files: files, Window: 16, Preserve: preserve}, &Result{})
+	c, ready, err := start(ctx, &o, "host", Msg{Role: RoleRecv, Dest: dest, Files: files, Window: 16, Preserve: preserve}, &Result{})
 	if err != nil {
 		return err
 	}
@@ -409,7 +409,7 @@ func hostilePush(t *testing.T, e *env, dest string, files []fcopy.File, data map
 		return err
 	}
 	// The server says what it already has (protocol 9); the hostile client takes its word.
-	have, err := c.ctl.Expect(c.ctx, "have", haveWithin(o.Compare, plan.TotalBytes()))
+	have, err := c.ctl.Expect(c.ctx, KindHave, haveWithin(o.Compare, plan.TotalBytes()))
 	if err != nil {
 		return err
 	}

@@ -214,7 +214,7 @@ func TestPushHostileResumeOffer(t *testing.T) {
 		t.Run(c.what, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = tamperServe(nil, func(m *Msg) {
-				if m.T == "have" {
+				if m.T == KindHave {
 					m.Have, m.Resume = c.have, c.offers
 				}
 			})
@@ -253,7 +253,7 @@ func TestPullHostileResumeSums(t *testing.T) {
 			interruptedRun(t, false, true, "", remote, local)
 			e := resumeEnv(t, lanetest.Link{}, 2)
 			e.serve = tamperServe(nil, func(m *Msg) {
-				if m.T == "sums" {
+				if m.T == KindSums {
 					c.tamper(m)
 				}
 			})

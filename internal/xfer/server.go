@@ -109,12 +109,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	// Announce the lanes at once: the client starts its UDP handshake while its hello is still on
 	// the way.
-	if err := ctl.Send(Msg{T: "ready", Version: Version, Proto: Proto, Ports: path.Ports(), Addr: addr,
+	if err := ctl.Send(Msg{T: KindReady, Version: Version, Proto: Proto, Ports: path.Ports(), Addr: addr,
 		Pub: encodePub(priv.PublicKey())}); err != nil {
 		return err
 	}
 	// The hello travels with the ssh session's start (the client's preface).
-	hello, err := ctl.Expect(ctx, "hello", PeerIdle)
+	hello, err := ctl.Expect(ctx, KindHello, PeerIdle)
 	if errors.Is(err, ErrProtocol) {
 		return fail(err) // the client hears why its hello was refused
 	}
@@ -151,7 +151,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	if err != nil {
 		return fail(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
 	}
-	if hello.Role == "recv" || hello.Role == "send" {
+	if hello.Role == RoleRecv || hello.Role == RoleSend {
 		// What this end says before the data (a push's have, a pull's files and list) is copied
 		// on the lanes as well, to the ssh client's address before it is proven
 		// (session.Path.SendControlEarly); the receiver's copies go on in the data phase (runRecv).
@@ -160,7 +160,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		ctl.Mirror(path.SendControlEarly)
 	}
 	switch hello.Role {
-	case "recv":
+	case RoleRecv:
 		// The file list follows the hello in chunks, each checked as it arrives.
 		if hello.Files, err = recvList(ctx, ctl, hello.Entries); err != nil {
 			var re *RemoteError
@@ -188,7 +188,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if err := plan.Skip(have); err != nil {
 			return failLinger(err)
 		}
-		if err := ctl.Send(Msg{T: "have", Have: have, Resume: parts.Offers()}); err != nil {
+		if err := ctl.Send(Msg{T: KindHave, Have: have, Resume: parts.Offers()}); err != nil {
 			return err
 		}
 		if len(parts.Offers()) > 0 {
@@ -223,7 +223,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			return cause // runRecv has sent it
 		}
 		return err
-	case "send":
+	case RoleSend:
 		var paths []string
 		for _, p := range hello.Paths {
 			// A pattern ("dir/*.bin") is expanded here, as scp's remote shell would, but with
@@ -251,14 +251,14 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			return fail(err)
 		}
 		path.SendTrainOnHello()
-		files := Msg{T: "files"}
+		files := Msg{T: KindFiles}
 		if sources.Skipped != (fcopy.Skipped{}) {
 			files.Skipped = &sources.Skipped
 		}
 		if err := sendFiles(ctl, files, sources.Files); err != nil {
 			return fail(err)
 		}
-		acc, err := ctl.Expect(ctx, "accept", haveWithin(cmp, plan.TotalBytes()))
+		acc, err := ctl.Expect(ctx, KindAccept, haveWithin(cmp, plan.TotalBytes()))
 		if err != nil {
 			return err
 		}
@@ -287,9 +287,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		_, err = runSend(ctx, ctl, path, so.Tuning, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil, nil)
 		return err
-	case "doctor":
+	case RoleDoctor:
 		return serveDoctor(ctx, ctl, path, so.SSHConnection)
-	case "bench":
+	case RoleBench:
 		path.Close() // a bench peer needs no lanes: no UDP port stays open for the bench's length
 		return serveBench(ctx, ctl, so.SSHConnection)
 	default:

@@ -237,7 +237,7 @@ func TestPushHostileHave(t *testing.T) {
 		t.Run(c.what, func(t *testing.T) {
 			e := newEnv(t, lanetest.Link{}, 1)
 			e.serve = tamperServe(nil, func(m *Msg) {
-				if m.T == "have" {
+				if m.T == KindHave {
 					m.Have = c.have
 				}
 			})
@@ -274,7 +274,7 @@ func TestPushHostileHaveEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.serve = tamperServe(func(m *Msg) {
-		if m.T == "hello" {
+		if m.T == KindHello {
 			m.Dest = decoy
 		}
 	}, nil)
@@ -305,18 +305,18 @@ func TestPullHostileHave(t *testing.T) {
 		e := newEnv(t, lanetest.Link{}, 1)
 		o := e.options()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c, _, err := start(ctx, &o, "host", Msg{Role: "send", Paths: []string{filepath.Join(src, "t")}, Recursive: true, Window: 16}, &Result{})
+		c, _, err := start(ctx, &o, "host", Msg{Role: RoleSend, Paths: []string{filepath.Join(src, "t")}, Recursive: true, Window: 16}, &Result{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		files, err := c.ctl.Expect(c.ctx, "files", 10*time.Second)
+		files, err := c.ctl.Expect(c.ctx, KindFiles, 10*time.Second)
 		if err == nil {
 			files.Files, err = recvList(c.ctx, c.ctl, files.Entries)
 		}
 		if err != nil || len(files.Files) != 6 {
 			t.Fatalf("files: %v, %d entries", err, len(files.Files))
 		}
-		c.ctl.Send(Msg{T: "accept", Window: 16, Have: have})
+		c.ctl.Send(Msg{T: KindAccept, Window: 16, Have: have})
 		_, err = c.ctl.Next(c.ctx, 10*time.Second)
 		var re *RemoteError
 		if !errors.As(err, &re) || re.Code != CodeProtocol || !strings.Contains(re.Msg, "report of the files it has") {

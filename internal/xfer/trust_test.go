@@ -50,7 +50,7 @@ func TestPushRefusesHugeSize(t *testing.T) {
 		dst := t.TempDir()
 		o := e.options()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c, _, err := start(ctx, &o, "host", Msg{Role: "recv", Dest: dst, Files: files, Window: 16}, &Result{})
+		c, _, err := start(ctx, &o, "host", Msg{Role: RoleRecv, Dest: dst, Files: files, Window: 16}, &Result{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func pullHomeRequestNotMerged(t *testing.T, req string) {
 	e := newEnv(t, lanetest.Link{}, 1)
 	told := make(chan Msg, 1)
 	e.serve = hostileServer(func(ctl *Control, hello Msg) error {
-		return sendFiles(ctl, Msg{T: "files"}, []fcopy.File{{Name: "bin", Dir: true, Mode: 0o755}, {Name: "bin/ls", Size: 10, Mode: 0o755}})
+		return sendFiles(ctl, Msg{T: KindFiles}, []fcopy.File{{Name: "bin", Dir: true, Mode: 0o755}, {Name: "bin/ls", Size: 10, Mode: 0o755}})
 	}, told)
 	home := t.TempDir()
 	bin := filepath.Join(home, "bin")
@@ -202,7 +202,7 @@ func TestServeTellsRefusedHello(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		json.Unmarshal([]byte(line), &last)
 	}
-	if last.T != "error" || last.Code != CodeProtocol || !strings.Contains(last.Err, "hello") {
+	if last.T != KindError || last.Code != CodeProtocol || !strings.Contains(last.Err, "hello") {
 		t.Fatalf("the server's last message: %+v", last)
 	}
 }

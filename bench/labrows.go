@@ -14,6 +14,7 @@ import (
 
 	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/bench/lab/labcli"
+	"github.com/farwing/farwing/internal/benchpeer"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/tcpbench"
@@ -152,7 +153,7 @@ func (r *labRunner) copyArgv(src string) []string {
 // open before the measured copy: its start is then the same every run.
 func (r *labRunner) warmup(ctx context.Context, s *Sample) error {
 	src := filepath.Join(r.dir, "warmup")
-	if err := xfer.SparseFile(src, 1<<20); err != nil {
+	if err := benchpeer.SparseFile(src, 1<<20); err != nil {
 		return err
 	}
 	out, _, err := command(ctx, r.cfg.Limit, r.copyArgv(src), nil, s)
@@ -179,7 +180,7 @@ type labCopy struct {
 // counters toward the receiver; tick is called with the series so far once a second.
 func (r *labRunner) startCopy(ctx context.Context, s *Sample, size int64, what string) (*labCopy, error) {
 	src := filepath.Join(r.dir, "stream")
-	if err := xfer.SparseFile(src, size); err != nil {
+	if err := benchpeer.SparseFile(src, size); err != nil {
 		return nil, err
 	}
 	s.Detail["size"] = size

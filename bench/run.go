@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/farwing/farwing/internal/benchpeer"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/tcpbench"
@@ -110,7 +111,7 @@ func Run(ctx context.Context, cfg Config) *Ledger {
 type runner struct {
 	cfg  Config
 	l    *Ledger
-	peer *xfer.BenchPeer
+	peer *benchpeer.Peer
 	dir  string       // this end's temporary directory
 	src  string       // the copy rows' random file
 	sum  string       // its BLAKE3
@@ -118,7 +119,7 @@ type runner struct {
 }
 
 func run(ctx context.Context, cfg Config, l *Ledger) error {
-	peer, err := xfer.OpenBench(ctx, cfg.Options, cfg.Host)
+	peer, err := benchpeer.Open(ctx, cfg.Options, cfg.Host)
 	if err != nil {
 		return err
 	}
@@ -335,7 +336,7 @@ func (r *runner) sink(ctx context.Context, s *Sample, size int64) (map[string]an
 		return res, err
 	}
 	src := filepath.Join(r.dir, "stream")
-	if err := xfer.MakeStream(ctx, src, size); err != nil {
+	if err := benchpeer.MakeStream(ctx, src, size); err != nil {
 		return nil, err
 	}
 	defer os.Remove(src)
@@ -461,7 +462,7 @@ func command(ctx context.Context, limit time.Duration, argv, env []string, s *Sa
 	out, err := cmd.Output()
 	el := time.Since(start)
 	if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return out, el, xfer.ErrOverLimit
+		return out, el, benchpeer.ErrOverLimit
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
@@ -474,7 +475,7 @@ func command(ctx context.Context, limit time.Duration, argv, env []string, s *Sa
 }
 
 func outcome(ctx context.Context, err error) Outcome {
-	if errors.Is(err, xfer.ErrOverLimit) && ctx.Err() == nil {
+	if errors.Is(err, benchpeer.ErrOverLimit) && ctx.Err() == nil {
 		return Stalled
 	}
 	return Failed
@@ -569,7 +570,7 @@ func (r *runner) finishCopy(ctx context.Context, s *Sample, name string, el time
 	var sum string
 	var cerr error
 	if r.cfg.Pull {
-		sum, cerr = xfer.SumFile(filepath.Join(r.dir, name)) // and removes it
+		sum, cerr = benchpeer.SumFile(filepath.Join(r.dir, name)) // and removes it
 	} else {
 		sum, cerr = r.peer.Check(ctx, name, r.cfg.Size) // also removes it, stalled or not
 	}
@@ -592,7 +593,7 @@ func (r *runner) source(ctx context.Context) error {
 		return nil
 	}
 	p := filepath.Join(r.dir, "random")
-	sum, err := xfer.RandomFile(ctx, p, r.cfg.Size)
+	sum, err := benchpeer.RandomFile(ctx, p, r.cfg.Size)
 	if err != nil {
 		return err
 	}

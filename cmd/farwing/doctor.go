@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/internal/doctorpeer"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
@@ -85,7 +86,7 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 		o.Log = func(f string, a ...any) { fmt.Fprintf(stderr, "farwing: "+f+"\n", a...) }
 		o.SSH.Notice = func(line string) { fmt.Fprintf(stderr, "farwing: %s\n", line) }
 	}
-	rep, err := xfer.Doctor(ctx, o, host)
+	rep, err := doctorpeer.Measure(ctx, o, host)
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "farwing doctor: interrupted")
 		return exitInterrupted
@@ -105,7 +106,7 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 			OK       bool               `json:"ok"`
 			ExitCode int                `json:"exit_code"`
 			Findings []finding          `json:"findings"`
-			Report   *xfer.DoctorReport `json:"report"`
+			Report   *doctorpeer.Report `json:"report"`
 		}{escape.Text(host), code == 0, code, fs2, rep})
 		return code
 	}
@@ -121,7 +122,7 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 
 // diagnose turns a doctor run into findings. err is Doctor's: the peer could not be started (or
 // broke the protocol), and the checks that need it are not made.
-func diagnose(rep *xfer.DoctorReport, err error) []finding {
+func diagnose(rep *doctorpeer.Report, err error) []finding {
 	if err != nil {
 		code := exitCode(err)
 		msg := oneLine(err)
@@ -161,7 +162,7 @@ func diagnose(rep *xfer.DoctorReport, err error) []finding {
 // slowSSH is the start time beyond which ssh gets a warning (an upload aside).
 const slowSSH = 5.0
 
-func sshFinding(rep *xfer.DoctorReport) finding {
+func sshFinding(rep *doctorpeer.Report) finding {
 	f := finding{Check: "ssh", Verdict: verdictOK, Detail: fmt.Sprintf("reached %s and started the remote peer in %.2f s", escape.Text(rep.Host), rep.SSHSeconds)}
 	if rep.Uploaded {
 		f.Detail += " (installing it first)"
@@ -172,7 +173,7 @@ func sshFinding(rep *xfer.DoctorReport) finding {
 	return f
 }
 
-func peerFinding(rep *xfer.DoctorReport) finding {
+func peerFinding(rep *doctorpeer.Report) finding {
 	r := rep.Remote
 	how := "already installed"
 	if rep.Uploaded {
@@ -216,7 +217,7 @@ func portsText(p []int) string {
 	return strings.Join(s, ",")
 }
 
-func udpFinding(rep *xfer.DoctorReport) finding {
+func udpFinding(rep *doctorpeer.Report) finding {
 	if rep.UDPError == "" {
 		return finding{Check: "udp", Verdict: verdictOK, Detail: fmt.Sprintf("all %d lanes answer both ways: %s ports %s (this end's %s), round trip %.1f ms",
 			session.Lanes, escape.Text(rep.Addr), portsText(rep.Ports), portsText(rep.LocalPorts), rep.RTTSeconds*1e3)}
@@ -239,7 +240,7 @@ func udpFinding(rep *xfer.DoctorReport) finding {
 	return f
 }
 
-func capacityFinding(rep *xfer.DoctorReport) finding {
+func capacityFinding(rep *doctorpeer.Report) finding {
 	if rep.UDPError != "" {
 		return finding{Check: "capacity", Verdict: verdictWarn, Detail: "not measured: no UDP path", Fix: "see udp"}
 	}
@@ -275,7 +276,7 @@ func datagramIP(v6 bool) int {
 	return wire.MaxDatagramV6 + lane.IPv4UDPHeaders
 }
 
-func mtuFinding(rep *xfer.DoctorReport) finding {
+func mtuFinding(rep *doctorpeer.Report) finding {
 	v6 := strings.Contains(rep.Addr, ":")
 	need := datagramIP(v6)
 	side := func(mtu int, ifc string) string {
@@ -317,7 +318,7 @@ const minLaneBuffer = 1 << 20
 
 // pathBDP is the bandwidth-delay product of the path from the packet trains (the larger
 // estimate) and the handshake's round trip, in bytes; known false when either is missing.
-func pathBDP(rep *xfer.DoctorReport) (bdp int64, known bool) {
+func pathBDP(rep *doctorpeer.Report) (bdp int64, known bool) {
 	bps := 0.0
 	if rep.UpOK {
 		bps = rep.UpBps
@@ -377,7 +378,7 @@ func buffersFinding(check, where string, l xfer.DoctorLanes, f hostinfo.Facts, b
 	return fd
 }
 
-func tcpFinding(rep *xfer.DoctorReport) finding {
+func tcpFinding(rep *doctorpeer.Report) finding {
 	name := func(f hostinfo.Facts) string {
 		if f.TCP.Default == "" {
 			return "unknown"
@@ -454,7 +455,7 @@ func cpuFinding(check, where string, f hostinfo.Facts) finding {
 // maxClockOffset is the clock offset beyond which doctor warns.
 const maxClockOffset = 1.0
 
-func clockFinding(rep *xfer.DoctorReport) finding {
+func clockFinding(rep *doctorpeer.Report) finding {
 	off, unc := rep.ClockOffset, rep.ClockUncertainty
 	dir := "ahead of"
 	if off < 0 {

@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/internal/doctorpeer"
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/xfer"
 	"github.com/farwing/farwing/lane"
 )
 
 // goodReport is a doctor run on a healthy path: 100 Mbit/s, 100 ms, every check fine.
-func goodReport() *xfer.DoctorReport {
+func goodReport() *doctorpeer.Report {
 	f := hostinfo.Facts{Hostname: "h", OS: "linux", Arch: "amd64", CPU: "Some CPU", Cores: 8, MTU: 1500, Interface: "eth0", SHA256: strings.Repeat("a", 64),
 		Farwing: "v1", CPUFlags: []string{"aes", "pclmulqdq", "avx2"},
 		TCP: hostinfo.TCP{Default: "bbr", Available: []string{"reno", "cubic", "bbr"}, RmemMax: 8 << 20, WmemMax: 8 << 20}}
-	return &xfer.DoctorReport{Host: "u@h", SSHSeconds: 0.4, PeerPath: "/home/u/.cache/farwing/farwing-aaaa", Local: f, Remote: f,
+	return &doctorpeer.Report{Host: "u@h", SSHSeconds: 0.4, PeerPath: "/home/u/.cache/farwing/farwing-aaaa", Local: f, Remote: f,
 		LocalLanes: xfer.DoctorLanes{RecvBuf: 8 << 20, SendBuf: 8 << 20}, RemoteLanes: xfer.DoctorLanes{RecvBuf: 8 << 20, SendBuf: 8 << 20},
 		Addr: "203.0.113.7", Ports: []int{40000, 40001, 40002, 40003}, LocalPorts: []int{51000, 51001, 51002, 51003}, RemoteHeard: 4,
 		RTTSeconds: 0.1, UpBps: 100e6, UpOK: true, DownBps: 95e6, DownOK: true, ClockOffset: 0.01, ClockUncertainty: 0.05}
@@ -43,15 +44,15 @@ func TestDiagnoseAll(t *testing.T) {
 			t.Errorf("finding %d: %+v", i, f)
 		}
 	}
-	fs = diagnose(&xfer.DoctorReport{Host: "u@h"}, fmt.Errorf("%w: ssh: Could not resolve hostname h", bootstrap.ErrSSH))
+	fs = diagnose(&doctorpeer.Report{Host: "u@h"}, fmt.Errorf("%w: ssh: Could not resolve hostname h", bootstrap.ErrSSH))
 	if len(fs) != 1 || fs[0].Check != "ssh" || fs[0].Verdict != verdictFail || fs[0].code != exitSSH || fs[0].Fix == "" {
 		t.Fatalf("ssh failure: %+v", fs)
 	}
-	fs = diagnose(&xfer.DoctorReport{Host: "u@h", SSHSeconds: 1}, fmt.Errorf("%w: remote is Plan9 mips", bootstrap.ErrPlatform))
+	fs = diagnose(&doctorpeer.Report{Host: "u@h", SSHSeconds: 1}, fmt.Errorf("%w: remote is Plan9 mips", bootstrap.ErrPlatform))
 	if len(fs) != 2 || fs[0].Verdict != verdictOK || fs[1].Check != "peer" || fs[1].Verdict != verdictFail || fs[1].code != exitPlatform {
 		t.Fatalf("platform failure: %+v", fs)
 	}
-	fs = diagnose(&xfer.DoctorReport{Host: "u@h", SSHSeconds: 1}, &xfer.RemoteError{Msg: "the remote peer could bind only 2 of its 4 UDP lanes in ports 40000-40003", Code: xfer.CodeUDP})
+	fs = diagnose(&doctorpeer.Report{Host: "u@h", SSHSeconds: 1}, &xfer.RemoteError{Msg: "the remote peer could bind only 2 of its 4 UDP lanes in ports 40000-40003", Code: xfer.CodeUDP})
 	if len(fs) != 2 || fs[1].Check != "udp" || fs[1].Verdict != verdictFail || fs[1].code != exitUDP || !strings.Contains(fs[1].Detail, "only 2 of its 4") {
 		t.Fatalf("no room in the port range: %+v", fs)
 	}

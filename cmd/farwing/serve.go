@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/internal/benchpeer"
+	"github.com/farwing/farwing/internal/doctorpeer"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/xfer"
@@ -63,12 +65,15 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 		out = &prefixWriter{w: out, prefix: []byte(bootstrap.OKLine(*announce))}
 	}
 	if err := xfer.Serve(ctx, in, out, *pub, xfer.ServeOptions{SSHConnection: os.Getenv("SSH_CONNECTION"), Ports: ports,
-		Tuning: tun, DebugLog: debugLog}); err != nil {
+		Tuning: tun, DebugLog: debugLog, Roles: peerRoles}); err != nil {
 		fmt.Fprintf(stderr, "farwing serve: %v\n", err)
 		return exitCode(err)
 	}
 	return 0
 }
+
+// peerRoles are the roles the peer serves besides a copy's: farwing bench's and farwing doctor's.
+var peerRoles = map[string]xfer.Role{xfer.RoleBench: benchpeer.Serve, xfer.RoleDoctor: doctorpeer.Serve}
 
 // enter makes dir the working directory, "" leaving it as it is: first contact starts the peer
 // inside the remote's cache directory (bootstrap.ChdirFlag) and names the directory the session

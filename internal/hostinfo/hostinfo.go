@@ -90,6 +90,17 @@ type TCP struct {
 // MaxText bounds every string of a peer's facts.
 const MaxText = 256
 
+// SSHD is the command whose first line names this host's OpenSSH server: Gather's ssh on the
+// remote peer.
+func SSHD() []string {
+	for _, p := range []string{"/usr/sbin/sshd", "/usr/local/sbin/sshd"} {
+		if _, err := os.Stat(p); err == nil {
+			return []string{p, "-V"}
+		}
+	}
+	return []string{"ssh", "-V"}
+}
+
 // Gather returns this end's facts; peer, when valid, is the other end's address (for the MTU of
 // the route to it), ssh the OpenSSH program whose version to record (ssh or sshd), version
 // farwing's own.

@@ -381,7 +381,7 @@ func recvList(ctx context.Context, ctl *Control, n int) ([]fcopy.File, error) {
 			return nil, bad("%d entries, more than the %d announced", len(part), n)
 		}
 		for i := range part {
-			if s := part[i].Sum; s != "" && !isDigest(s) {
+			if s := part[i].Sum; s != "" && !IsDigest(s) {
 				return nil, bad("%s: a blake3 that is not 64 hex digits", escape.Quote(part[i].Name))
 			}
 		}

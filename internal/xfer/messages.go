@@ -1,5 +1,7 @@
 package xfer
 
+import "encoding/hex"
+
 // The control protocol's messages (docs/PROTOCOL.md): every kind, who may send it and in which
 // roles, and how long its line may be (checkLine). A message is one Msg, its kind in T.
 
@@ -52,6 +54,33 @@ const (
 	KindClock Kind = "clock" // doctor: the client asks, the server answers with its wall clock
 	KindLanes Kind = "lanes" // doctor: the client asks, the server answers with its lanes
 )
+
+// TCPTest is one TCP measurement the bench asks the remote peer to take part in ("tcp").
+type TCPTest struct {
+	Streams int    `json:"streams"`
+	CC      string `json:"cc,omitempty"` // the sending sockets' congestion control ("": the kernel's default)
+	Seconds int    `json:"seconds"`
+	// PeerSends: the remote peer sends and the client receives (the bench's --pull).
+	PeerSends bool `json:"peer_sends,omitempty"`
+}
+
+// DoctorLanes is one end's UDP lanes as `farwing doctor` reports them ("facts", "lanes").
+type DoctorLanes struct {
+	// RecvBuf and SendBuf are the socket buffers the kernel granted each lane, in bytes of data
+	// (what it reports, halved), against lane.DefaultBuffer asked for.
+	RecvBuf int `json:"recv_buffer"`
+	SendBuf int `json:"send_buffer"`
+	// Heard (the remote peer's "lanes" answer) is how many of its lanes received the client's
+	// hellos.
+	Heard int `json:"lanes_heard,omitempty"`
+}
+
+// IsDigest reports whether s is a BLAKE3 digest in hex, as messages carry them (a file list's
+// entries, the bench's files): 64 hex digits.
+func IsDigest(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == 32
+}
 
 // sender is who may send a kind of message.
 type sender uint8

@@ -63,7 +63,7 @@ func recallPath(dir, key string, now time.Time, sshTook time.Duration) (pathReco
 	if dir == "" || key == "" || privdir.Check(dir) != nil {
 		return pathRecord{}, false
 	}
-	f, fi, err := openRegular(filepath.Join(dir, key))
+	f, fi, err := privdir.OpenRegular(filepath.Join(dir, key))
 	if err != nil {
 		return pathRecord{}, false
 	}

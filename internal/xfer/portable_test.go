@@ -70,7 +70,7 @@ func (l *laneLog) check(t *testing.T, end string, portable bool) {
 
 // portableEnv is an in-process environment whose two ends copy over real UDP on loopback, with
 // the lane options of tun (cmd/farwing's tuning.FromEnv of each end's environment): the client's
-// lanes as a copy opens them (udpLanes; quietLanes is the same without the lanes' notices), the
+// lanes as a copy opens them (udpLanes, here without the lanes' notices: quietLane), the
 // remote's as Serve opens them (ListenUDPRange in ServeOptions.Ports, with ServeOptions.Tuning's
 // lane options), both kept for a look.
 func portableEnv(t *testing.T, tun tuning.Settings) (e *env, o Options, client, server *laneLog) {
@@ -85,7 +85,9 @@ func portableEnv(t *testing.T, tun tuning.Settings) (e *env, o Options, client, 
 		})
 		return Serve(ctx, r, w, pub, so)
 	}
-	o = Options{Start: e.start, Tuning: tun, Lanes: client.record(quietLanes(tun))}
+	o = Options{Start: e.start, Tuning: tun, Lanes: client.record(func(bind string) ([session.Lanes]lane.PacketConn, error) {
+		return session.ListenUDP(bind, quietLane(tun))
+	})}
 	return e, o, client, server
 }
 

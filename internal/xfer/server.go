@@ -49,11 +49,15 @@ type ServeOptions struct {
 	CheckpointEvery int64
 	// ChannelOnly is Options.ChannelOnly for this end.
 	ChannelOnly bool
+	// Roles are the roles this peer serves besides a copy's, by the name a hello gives (RoleBench:
+	// internal/benchpeer, RoleDoctor: internal/doctorpeer; cmd/farwing's serve registers both).
+	Roles map[string]Role
 }
 
 // Serve is the remote peer: it speaks the control protocol on r/w (the ssh session) and runs the
-// receiving (push) or sending (pull) end. It ends as soon as the control channel does, and when
-// the client has been silent for PeerIdle where it owes a message or data.
+// receiving (push) or sending (pull) end, or the role the hello asks for (ServeOptions.Roles). It
+// ends as soon as the control channel does, and when the client has been silent for PeerIdle
+// where it owes a message or data.
 func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so ServeOptions) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -287,12 +291,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		_, err = runSend(ctx, ctl, path, so.Tuning, plan, sources.Open(), session.SenderConfig{Rate: hello.Rate, MinRate: hello.MinRate,
 			Policy: pol, Window: window, FEC: mode}, acc.AutoWindow, nil, nil)
 		return err
-	case RoleDoctor:
-		return serveDoctor(ctx, ctl, path, so.SSHConnection)
-	case RoleBench:
-		path.Close() // a bench peer needs no lanes: no UDP port stays open for the bench's length
-		return serveBench(ctx, ctl, so.SSHConnection)
 	default:
+		if role, ok := so.Roles[hello.Role]; ok {
+			return role(ctx, &Served{Control: ctl, Path: path, Client: sshClient, Server: sshServer})
+		}
 		return fail(fmt.Errorf("unknown role %q", hello.Role))
 	}
 }

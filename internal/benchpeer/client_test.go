@@ -1,4 +1,4 @@
-package xfer
+package benchpeer
 
 import (
 	"bytes"
@@ -11,14 +11,17 @@ import (
 	"testing"
 
 	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/xfer"
+	"github.com/farwing/farwing/internal/xfer/xfertest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
 // benchEnv is an in-process bench peer whose TCP listener is on loopback.
-func benchEnv(t *testing.T) (*BenchPeer, *env) {
-	e := newEnv(t, lanetest.Link{}, 1)
-	e.sshConn = "127.0.0.1 50000 127.0.0.1 22"
-	b, err := OpenBench(context.Background(), e.options(), "bench-host")
+func benchEnv(t *testing.T) (*Peer, *xfertest.Env) {
+	e := xfertest.New(t, lanetest.Link{}, 1)
+	e.Roles = map[string]xfer.Role{xfer.RoleBench: Serve}
+	e.SSHConn = "127.0.0.1 50000 127.0.0.1 22"
+	b, err := Open(context.Background(), e.Options(), "bench-host")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func TestBenchTCP(t *testing.T) {
 		t.Fatalf("peer facts %+v at %s", b.Facts, b.Addr)
 	}
 	ctx := context.Background()
-	for _, tt := range []TCPTest{{Streams: 1, CC: cc, Seconds: 1}, {Streams: 2, CC: cc, Seconds: 1, PeerSends: true}} {
+	for _, tt := range []xfer.TCPTest{{Streams: 1, CC: cc, Seconds: 1}, {Streams: 2, CC: cc, Seconds: 1, PeerSends: true}} {
 		r, err := b.TCP(ctx, tt, nil)
 		if err != nil {
 			t.Fatalf("%+v: %v", tt, err)
@@ -67,22 +70,22 @@ func TestBenchRefusals(t *testing.T) {
 	b, _ := benchEnv(t)
 	ctx := context.Background()
 	// The client checks its own request first; send a bad one as a hostile client would.
-	b.c.ctl.Send(Msg{T: KindTCP, TCPTest: &TCPTest{Streams: 1000, Seconds: 1}})
-	if _, err := b.c.ctl.Expect(ctx, KindListen, PeerIdle); !IsRemote(err) || !strings.Contains(err.Error(), "1000 streams") {
+	b.s.Control().Send(xfer.Msg{T: xfer.KindTCP, TCPTest: &xfer.TCPTest{Streams: 1000, Seconds: 1}})
+	if _, err := b.s.Control().Expect(ctx, xfer.KindListen, xfer.PeerIdle); !IsRemote(err) || !strings.Contains(err.Error(), "1000 streams") {
 		t.Errorf("1000 streams: %v", err)
 	}
-	_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc", PeerSends: true}, nil)
+	_, err := b.TCP(ctx, xfer.TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc", PeerSends: true}, nil)
 	if !IsRemote(err) || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
 		t.Errorf("missing algorithm: %v", err)
 	}
-	if _, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc"}, nil); err == nil || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
+	if _, err := b.TCP(ctx, xfer.TCPTest{Streams: 1, Seconds: 1, CC: "no_such_cc"}, nil); err == nil || !strings.Contains(err.Error(), "lacks tcp_no_such_cc") {
 		t.Errorf("missing algorithm, this end: %v", err)
 	}
-	if _, err := b.TCP(ctx, TCPTest{Streams: tcpbench.MaxStreams + 1, Seconds: 1}, nil); !errors.Is(err, ErrProtocol) {
+	if _, err := b.TCP(ctx, xfer.TCPTest{Streams: tcpbench.MaxStreams + 1, Seconds: 1}, nil); !errors.Is(err, xfer.ErrProtocol) {
 		t.Errorf("too many streams, this end: %v", err)
 	}
 	if runtime.GOOS == "linux" {
-		if r, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1}, nil); err != nil || r.Bytes <= 0 {
+		if r, err := b.TCP(ctx, xfer.TCPTest{Streams: 1, Seconds: 1}, nil); err != nil || r.Bytes <= 0 {
 			t.Errorf("a good test after refusals: %+v, %v", r, err)
 		}
 	}
@@ -90,7 +93,7 @@ func TestBenchRefusals(t *testing.T) {
 
 // IsRemote reports whether err came from the peer (a test it refused or could not run).
 func IsRemote(err error) bool {
-	var re *RemoteError
+	var re *xfer.RemoteError
 	return errors.As(err, &re)
 }
 

@@ -1,4 +1,4 @@
-package xfer
+package benchpeer
 
 import (
 	"context"
@@ -23,20 +23,13 @@ import (
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/privdir"
 	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/xfer"
 )
 
-// TCPTest is one TCP measurement the bench asks the remote peer to take part in.
-type TCPTest struct {
-	Streams int    `json:"streams"`
-	CC      string `json:"cc,omitempty"` // the sending sockets' congestion control ("": the kernel's default)
-	Seconds int    `json:"seconds"`
-	// PeerSends: the remote peer sends and the client receives (the bench's --pull).
-	PeerSends bool `json:"peer_sends,omitempty"`
-}
-
-func (t TCPTest) check() error {
+// checkTest bounds a TCP test, as the client asks for it and as the peer takes it.
+func checkTest(t xfer.TCPTest) error {
 	if t.Streams < 1 || t.Streams > tcpbench.MaxStreams || t.Seconds < 1 || t.Seconds > tcpbench.MaxSeconds {
-		return fmt.Errorf("%w: a TCP test of %d streams for %d s (at most %d streams, %d s)", ErrProtocol, t.Streams, t.Seconds, tcpbench.MaxStreams, tcpbench.MaxSeconds)
+		return fmt.Errorf("%w: a TCP test of %d streams for %d s (at most %d streams, %d s)", xfer.ErrProtocol, t.Streams, t.Seconds, tcpbench.MaxStreams, tcpbench.MaxSeconds)
 	}
 	return nil
 }
@@ -48,18 +41,21 @@ const benchIdle = 10 * time.Minute
 // acceptWithin bounds how long a test's listener waits for its streams.
 const acceptWithin = 15 * time.Second
 
-// serveBench is the remote peer of `farwing bench`: it reports its host's facts and takes part
-// in TCP tests, one at a time, until the client says bye. Its listener exists only during a
-// test, on an ephemeral port, and counts only streams that present the test's token.
-func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
+// Serve is the remote peer of `farwing bench` (the xfer.Role of xfer.RoleBench): it reports its
+// host's facts and takes part in TCP tests, one at a time, until the client says bye. Its
+// listener exists only during a test, on an ephemeral port, and counts only streams that present
+// the test's token.
+func Serve(ctx context.Context, s *xfer.Served) error {
+	s.Path.Close() // a bench peer needs no lanes: no UDP port stays open for the bench's length
+	ctl := s.Control
 	// Listen on the address the client reached this host's sshd at, nowhere else.
-	client, server := sshEnds(sshConn)
+	client, server := s.Client, s.Server
 	bind := "0.0.0.0:0"
 	if server.IsValid() {
 		bind = netip.AddrPortFrom(server, 0).String()
 	}
 	facts := func() *hostinfo.Facts {
-		f := hostinfo.Gather(client, sshdVersion(), Version)
+		f := hostinfo.Gather(client, hostinfo.SSHD(), xfer.Version)
 		return &f
 	}
 	// The copy rows' destination: a directory of its own next to the peer's cache (on a disk,
@@ -70,7 +66,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := ctl.Send(Msg{T: KindFacts, Facts: facts(), Dest: dir}); err != nil {
+	if err := ctl.Send(xfer.Msg{T: xfer.KindFacts, Facts: facts(), Dest: dir}); err != nil {
 		return err
 	}
 	for {
@@ -79,15 +75,15 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 			return err
 		}
 		switch m.T {
-		case KindBye:
+		case xfer.KindBye:
 			return nil
-		case KindFacts:
-			if err := ctl.Send(Msg{T: KindFacts, Facts: facts()}); err != nil {
+		case xfer.KindFacts:
+			if err := ctl.Send(xfer.Msg{T: xfer.KindFacts, Facts: facts()}); err != nil {
 				return err
 			}
-		case KindTCP:
+		case xfer.KindTCP:
 			if m.TCPTest == nil {
-				return fmt.Errorf("%w: a tcp request without its test", ErrProtocol)
+				return fmt.Errorf("%w: a tcp request without its test", xfer.ErrProtocol)
 			}
 			r, err := serveTCP(ctx, ctl, bind, *m.TCPTest)
 			if err != nil {
@@ -98,10 +94,10 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: KindTCPDone, TCPResult: &r}); err != nil {
+			if err := ctl.Send(xfer.Msg{T: xfer.KindTCPDone, TCPResult: &r}); err != nil {
 				return err
 			}
-		case KindCheck:
+		case xfer.KindCheck:
 			// A copy row's file: its digest, then it goes. Only a plain name in the bench's own
 			// directory; nothing else on this host is looked at.
 			sum, err := checkBenchFile(dir, m.Name)
@@ -111,12 +107,12 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: KindChecked, Sum: sum}); err != nil {
+			if err := ctl.Send(xfer.Msg{T: xfer.KindChecked, Sum: sum}); err != nil {
 				return err
 			}
-		case KindHTTP:
+		case xfer.KindHTTP:
 			if err := serveHTTP(ctx, ctl, bind, dir, m.Size); err != nil {
-				var re *RemoteError
+				var re *xfer.RemoteError
 				if errors.As(err, &re) || ctx.Err() != nil {
 					return err
 				}
@@ -124,7 +120,7 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 					return err
 				}
 			}
-		case KindSource:
+		case xfer.KindSource:
 			// A file for the pull direction's rows: random (made once, digest returned) or sparse.
 			name, sum, err := benchSource(ctx, dir, m.Size, m.Sink)
 			if err != nil {
@@ -133,10 +129,10 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: KindMade, Name: name, Sum: sum}); err != nil {
+			if err := ctl.Send(xfer.Msg{T: xfer.KindMade, Name: name, Sum: sum}); err != nil {
 				return err
 			}
-		case KindUncache:
+		case xfer.KindUncache:
 			// The "first copy" row: this build leaves the remote cache, so the next copy installs
 			// it again. The running peer keeps its (now unlinked) executable.
 			if err := uncache(); err != nil {
@@ -145,17 +141,17 @@ func serveBench(ctx context.Context, ctl *Control, sshConn string) error {
 				}
 				continue
 			}
-			if err := ctl.Send(Msg{T: KindUncached}); err != nil {
+			if err := ctl.Send(xfer.Msg{T: xfer.KindUncached}); err != nil {
 				return err
 			}
 		default:
-			return fmt.Errorf("%w: unexpected %s message in a bench", ErrProtocol, escape.Quote(string(m.T)))
+			return fmt.Errorf("%w: unexpected %s message in a bench", xfer.ErrProtocol, escape.Quote(string(m.T)))
 		}
 	}
 }
 
-func serveTCP(ctx context.Context, ctl *Control, bind string, t TCPTest) (tcpbench.Result, error) {
-	if err := t.check(); err != nil {
+func serveTCP(ctx context.Context, ctl *xfer.Control, bind string, t xfer.TCPTest) (tcpbench.Result, error) {
+	if err := checkTest(t); err != nil {
 		return tcpbench.Result{}, err
 	}
 	if t.PeerSends {
@@ -168,7 +164,7 @@ func serveTCP(ctx context.Context, ctl *Control, bind string, t TCPTest) (tcpben
 		return tcpbench.Result{}, err
 	}
 	token := tcpbench.NewToken()
-	if err := ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)}); err != nil {
+	if err := ctl.Send(xfer.Msg{T: xfer.KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)}); err != nil {
 		ln.Close()
 		return tcpbench.Result{}, err
 	}
@@ -187,16 +183,6 @@ func serveTCP(ctx context.Context, ctl *Control, bind string, t TCPTest) (tcpben
 		}
 	}
 	return tcpbench.Send(ctx, conns, d, nil)
-}
-
-// sshdVersion is the command whose first line names this host's OpenSSH server.
-func sshdVersion() []string {
-	for _, p := range []string{"/usr/sbin/sshd", "/usr/local/sbin/sshd"} {
-		if _, err := os.Stat(p); err == nil {
-			return []string{p, "-V"}
-		}
-	}
-	return []string{"ssh", "-V"}
 }
 
 // benchDir makes the bench's directory, ~/.cache/farwing/bench-PID-*, after removing those of
@@ -223,7 +209,7 @@ func benchDir() (string, error) {
 // checkBenchFile returns the BLAKE3 of dir/name (hex) and removes it.
 func checkBenchFile(dir, name string) (string, error) {
 	if err := fcopy.ValidName(name); err != nil || strings.Contains(name, "/") {
-		return "", fmt.Errorf("%w: the bench checks files of its own directory only, not %s", ErrProtocol, escape.Quote(name))
+		return "", fmt.Errorf("%w: the bench checks files of its own directory only, not %s", xfer.ErrProtocol, escape.Quote(name))
 	}
 	sum, err := SumFile(filepath.Join(dir, name))
 	if err != nil {
@@ -232,27 +218,12 @@ func checkBenchFile(dir, name string) (string, error) {
 	return sum, nil
 }
 
-// openRegular opens p for reading where it is a regular file, not through a symbolic link and
-// without blocking on a FIFO or a device on the way; it returns the file's own status (fstat).
-func openRegular(p string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s is not a regular file", escape.Quote(filepath.Base(p)))
-	}
-	return f, fi, nil
-}
-
 // SumFile returns the BLAKE3 (hex) of a bench file and removes it, whether or not it could be
 // read. Only a regular file is read: not through a symbolic link, and never a FIFO or a device,
 // whose open or read could block for ever.
 func SumFile(p string) (string, error) {
 	defer os.Remove(p)
-	f, _, err := openRegular(p)
+	f, _, err := privdir.OpenRegular(p)
 	if err != nil {
 		return "", err
 	}
@@ -316,9 +287,9 @@ const maxHTTPSize = 1 << 40
 
 // serveHTTP serves the HTTP row's file (made once per bench: size random bytes in dir) to one
 // GET of a random path on an ephemeral port of bind, until the client says http-stop.
-func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) error {
+func serveHTTP(ctx context.Context, ctl *xfer.Control, bind, dir string, size int64) error {
 	if size < 1 || size > maxHTTPSize {
-		return fmt.Errorf("%w: an HTTP file of %d bytes", ErrProtocol, size)
+		return fmt.Errorf("%w: an HTTP file of %d bytes", xfer.ErrProtocol, size)
 	}
 	name := filepath.Join(dir, "source")
 	sum, err := randomSource(ctx, name, size)
@@ -336,21 +307,21 @@ func serveHTTP(ctx context.Context, ctl *Control, bind, dir string, size int64) 
 		return err
 	}
 	defer srv.Close()
-	if err := ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
+	if err := ctl.Send(xfer.Msg{T: xfer.KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: token, Sum: sum}); err != nil {
 		return err
 	}
-	if _, err := ctl.Expect(ctx, KindHTTPStop, benchIdle); err != nil {
+	if _, err := ctl.Expect(ctx, xfer.KindHTTPStop, benchIdle); err != nil {
 		return err
 	}
 	srv.Close()
-	return ctl.Send(Msg{T: KindHTTPStopped})
+	return ctl.Send(xfer.Msg{T: xfer.KindHTTPStopped})
 }
 
 // benchSource makes the pull rows' source in dir: size random bytes ("source", its BLAKE3
 // returned), or a sparse file (sparse: "stream", read as zeros from memory).
 func benchSource(ctx context.Context, dir string, size int64, sparse bool) (name, sum string, err error) {
 	if size < 1 || size > maxHTTPSize {
-		return "", "", fmt.Errorf("%w: a source of %d bytes", ErrProtocol, size)
+		return "", "", fmt.Errorf("%w: a source of %d bytes", xfer.ErrProtocol, size)
 	}
 	if !sparse {
 		sum, err := randomSource(ctx, filepath.Join(dir, "source"), size)

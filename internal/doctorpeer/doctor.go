@@ -1,4 +1,9 @@
-package xfer
+// Package doctorpeer is farwing doctor's remote peer, both ends of it: the client's side (Measure:
+// ssh's start, the UDP handshake and packet trains both ways, both ends' facts and lane buffers,
+// the clock) and the peer's (Serve, which cmd/farwing's serve registers for the hello role
+// xfer.RoleDoctor). It speaks xfer's control protocol (xfer.Session, xfer.Served; its messages
+// are in internal/xfer/messages.go).
+package doctorpeer
 
 import (
 	"context"
@@ -11,24 +16,14 @@ import (
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
+	"github.com/farwing/farwing/internal/xfer"
 	"github.com/farwing/farwing/lane"
 )
 
-// DoctorLanes is one end's UDP lanes as `farwing doctor` reports them.
-type DoctorLanes struct {
-	// RecvBuf and SendBuf are the socket buffers the kernel granted each lane, in bytes of data
-	// (what it reports, halved), against lane.DefaultBuffer asked for.
-	RecvBuf int `json:"recv_buffer"`
-	SendBuf int `json:"send_buffer"`
-	// Heard (the remote peer's "lanes" answer) is how many of its lanes received the client's
-	// hellos.
-	Heard int `json:"lanes_heard,omitempty"`
-}
-
-// check bounds a peer's report: sizes of 0 to 2 GiB, at most four lanes heard.
-func (d DoctorLanes) check() error {
+// checkLanes bounds a peer's report: sizes of 0 to 2 GiB, at most four lanes heard.
+func checkLanes(d xfer.DoctorLanes) error {
 	if d.RecvBuf < 0 || d.SendBuf < 0 || d.RecvBuf > 1<<31 || d.SendBuf > 1<<31 || d.Heard < 0 || d.Heard > session.Lanes {
-		return fmt.Errorf("%w: the doctor peer reports buffers of %d and %d bytes, %d lanes heard", ErrProtocol, d.RecvBuf, d.SendBuf, d.Heard)
+		return fmt.Errorf("%w: the doctor peer reports buffers of %d and %d bytes, %d lanes heard", xfer.ErrProtocol, d.RecvBuf, d.SendBuf, d.Heard)
 	}
 	return nil
 }
@@ -39,19 +34,19 @@ const doctorIdle = time.Minute
 // clockSamples is how many round trips the clock offset is measured over (the shortest counts).
 const clockSamples = 5
 
-// serveDoctor is the remote peer of `farwing doctor`: its lanes are open and answer the client's
-// UDP handshake and packet train as for a copy (and send a train back once a lane is proven), it
-// reports its host's facts and lanes, then answers "clock" (its wall clock now) and "lanes" (what
-// its lanes heard) until bye.
-func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn string) error {
-	client, _ := sshEnds(sshConn)
+// Serve is the remote peer of `farwing doctor` (the xfer.Role of xfer.RoleDoctor): its lanes are
+// open and answer the client's UDP handshake and packet train as for a copy (and send a train back
+// once a lane is proven), it reports its host's facts and lanes, then answers "clock" (its wall
+// clock now) and "lanes" (what its lanes heard) until bye.
+func Serve(ctx context.Context, s *xfer.Served) error {
+	ctl, path, client := s.Control, s.Path, s.Client
 	path.SendTrainOnHello() // once a lane is proven (no SetSSHClient), as the doctor reports
-	lanes := func() *DoctorLanes {
+	lanes := func() *xfer.DoctorLanes {
 		r, s := path.Buffers()
-		return &DoctorLanes{RecvBuf: r, SendBuf: s, Heard: path.LanesHeard()}
+		return &xfer.DoctorLanes{RecvBuf: r, SendBuf: s, Heard: path.LanesHeard()}
 	}
-	f := hostinfo.Gather(client, sshdVersion(), Version)
-	if err := ctl.Send(Msg{T: KindFacts, Facts: &f, Doctor: lanes()}); err != nil {
+	f := hostinfo.Gather(client, hostinfo.SSHD(), xfer.Version)
+	if err := ctl.Send(xfer.Msg{T: xfer.KindFacts, Facts: &f, Doctor: lanes()}); err != nil {
 		return err
 	}
 	for {
@@ -60,14 +55,14 @@ func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn 
 			return err
 		}
 		switch m.T {
-		case KindBye:
+		case xfer.KindBye:
 			return nil
-		case KindClock:
-			err = ctl.Send(Msg{T: KindClock, At: time.Now().UnixNano()})
-		case KindLanes:
-			err = ctl.Send(Msg{T: KindLanes, Doctor: lanes()})
+		case xfer.KindClock:
+			err = ctl.Send(xfer.Msg{T: xfer.KindClock, At: time.Now().UnixNano()})
+		case xfer.KindLanes:
+			err = ctl.Send(xfer.Msg{T: xfer.KindLanes, Doctor: lanes()})
 		default:
-			return fmt.Errorf("%w: a doctor peer has no answer to %s", ErrProtocol, escape.Quote(string(m.T)))
+			return fmt.Errorf("%w: a doctor peer has no answer to %s", xfer.ErrProtocol, escape.Quote(string(m.T)))
 		}
 		if err != nil {
 			return err
@@ -75,19 +70,19 @@ func serveDoctor(ctx context.Context, ctl *Control, path *session.Path, sshConn 
 	}
 }
 
-// DoctorReport is what `farwing doctor` measured on the path to a host; the verdicts are the
+// Report is what `farwing doctor` measured on the path to a host; the verdicts are the
 // command's (cmd/farwing/doctor.go).
-type DoctorReport struct {
+type Report struct {
 	Host       string  `json:"host"`
 	SSHSeconds float64 `json:"ssh_seconds"` // from starting ssh to the remote peer's ready, an upload included
 	Uploaded   bool    `json:"peer_uploaded"`
 	PeerPath   string  `json:"peer_path,omitempty"` // escaped
 	RemoteOS   string  `json:"remote_os,omitempty"` // escaped
 
-	Local       hostinfo.Facts `json:"local"`
-	Remote      hostinfo.Facts `json:"remote"` // as the peer reported them (Clean)
-	LocalLanes  DoctorLanes    `json:"local_lanes"`
-	RemoteLanes DoctorLanes    `json:"remote_lanes"`
+	Local       hostinfo.Facts   `json:"local"`
+	Remote      hostinfo.Facts   `json:"remote"` // as the peer reported them (Clean)
+	LocalLanes  xfer.DoctorLanes `json:"local_lanes"`
+	RemoteLanes xfer.DoctorLanes `json:"remote_lanes"`
 
 	Addr       string `json:"udp_addr,omitempty"` // where the lanes went
 	Ports      []int  `json:"remote_ports,omitempty"`
@@ -109,54 +104,54 @@ type DoctorReport struct {
 	ClockUncertainty float64 `json:"clock_uncertainty_seconds"`
 }
 
-// Doctor starts the remote peer on host as a copy does (installing it where needed) with role
+// Measure starts the remote peer on host as a copy does (installing it where needed) with role
 // doctor and measures the path: ssh's start time, the UDP handshake both ways, the packet trains
 // both ways, both ends' facts and lane buffers, the clock offset. It fails only when the peer
 // cannot be started (ssh, the platform, the install) or breaks the protocol; a UDP path that
 // does not work is a finding (UDPError), not an error.
-func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) {
-	rep := &DoctorReport{Host: host}
+func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) {
+	rep := &Report{Host: host}
 	if o.Lanes == nil {
 		o.Lanes = quietLanes(o.Tuning) // the lanes' buffers are a finding here, not a warning
 	}
 	t0 := time.Now()
-	res := &Result{}
-	c, ready, err := start(ctx, &o, host, Msg{Role: RoleDoctor}, res)
+	c, err := xfer.StartSession(ctx, o, host, xfer.RoleDoctor)
 	rep.SSHSeconds = time.Since(t0).Seconds()
 	if err != nil {
 		return rep, err
 	}
 	defer func() {
-		c.ctl.Send(Msg{T: KindBye})
-		c.close(time.Second)
+		c.Control().Send(xfer.Msg{T: xfer.KindBye})
+		c.Close(time.Second)
 	}()
-	rep.Uploaded, rep.PeerPath, rep.RemoteOS = res.PeerUploaded, res.PeerPath, escape.Text(c.info.RemoteOS)
-	m, err := c.ctl.Expect(c.ctx, KindFacts, PeerIdle)
+	info := c.Info()
+	rep.Uploaded, rep.PeerPath, rep.RemoteOS = info.Uploaded, escape.Text(info.Path), escape.Text(info.RemoteOS)
+	m, err := c.Control().Expect(c.Context(), xfer.KindFacts, xfer.PeerIdle)
 	if err != nil {
 		return rep, err
 	}
 	if m.Facts == nil || m.Doctor == nil {
-		return rep, fmt.Errorf("%w: the doctor peer's facts message lacks its facts or lanes", ErrProtocol)
+		return rep, fmt.Errorf("%w: the doctor peer's facts message lacks its facts or lanes", xfer.ErrProtocol)
 	}
-	if err := m.Doctor.check(); err != nil {
+	if err := checkLanes(*m.Doctor); err != nil {
 		return rep, err
 	}
 	rep.Remote, rep.RemoteLanes = *m.Facts, *m.Doctor
 	rep.Remote.Clean()
-	rep.Ports = ready.Ports
+	rep.Ports = c.Ready().Ports
 
 	// UDP: the handshake as a copy makes it, with this end's train; the peer sends its own once a
 	// lane is proven.
-	herr := c.openPath(ctx, &o, host, ready, c.crypto, true, false)
-	if addr, aerr := serverAddr(ctx, host, c.info.HostName, ready.Addr); aerr == nil {
+	herr := c.OpenPath(ctx)
+	if addr, aerr := c.ServerAddr(ctx); aerr == nil {
 		rep.Addr = addr.String()
-		rep.Local = hostinfo.Gather(addr, []string{"ssh", "-V"}, Version)
+		rep.Local = hostinfo.Gather(addr, []string{"ssh", "-V"}, xfer.Version)
 	} else {
-		rep.Local = hostinfo.Gather(netip.Addr{}, []string{"ssh", "-V"}, Version)
+		rep.Local = hostinfo.Gather(netip.Addr{}, []string{"ssh", "-V"}, xfer.Version)
 	}
-	if c.path != nil {
-		rep.LocalPorts = c.path.Ports()
-		rep.LocalLanes.RecvBuf, rep.LocalLanes.SendBuf = c.path.Buffers()
+	if p := c.Path(); p != nil {
+		rep.LocalPorts = p.Ports()
+		rep.LocalLanes.RecvBuf, rep.LocalLanes.SendBuf = p.Buffers()
 	}
 	if herr != nil {
 		if !errors.Is(herr, session.ErrNoUDP) {
@@ -165,28 +160,28 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 		rep.UDPError = herr.Error()
 		// Did the peer hear this end at all? Its answer tells a blocked way there from a blocked
 		// way back.
-		if err := c.ctl.Send(Msg{T: KindLanes}); err != nil {
+		if err := c.Control().Send(xfer.Msg{T: xfer.KindLanes}); err != nil {
 			return rep, err
 		}
-		l, err := c.ctl.Expect(c.ctx, KindLanes, PeerIdle)
+		l, err := c.Control().Expect(c.Context(), xfer.KindLanes, xfer.PeerIdle)
 		if err != nil {
 			return rep, err
 		}
 		if l.Doctor == nil {
-			return rep, fmt.Errorf("%w: a lanes message without its lanes", ErrProtocol)
+			return rep, fmt.Errorf("%w: a lanes message without its lanes", xfer.ErrProtocol)
 		}
-		if err := l.Doctor.check(); err != nil {
+		if err := checkLanes(*l.Doctor); err != nil {
 			return rep, err
 		}
 		rep.RemoteHeard = l.Doctor.Heard
 	} else {
 		rep.RemoteHeard = session.Lanes
-		rep.RTTSeconds = c.rtt.Seconds()
+		rep.RTTSeconds = c.RTT().Seconds()
 		// Both trains' reports, for at most a second and a half (a report comes 150 ms after the
 		// first datagram of a train at the latest, a round trip later at this end).
 		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			rep.UpBps, rep.UpOK = c.path.TrainEstimate()
-			rep.DownBps, rep.DownOK = c.path.ReceivedTrain()
+			rep.UpBps, rep.UpOK = c.Path().TrainEstimate()
+			rep.DownBps, rep.DownOK = c.Path().ReceivedTrain()
 			if rep.UpOK && rep.DownOK {
 				break
 			}
@@ -200,16 +195,16 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 	best := time.Duration(-1)
 	for range clockSamples {
 		t0 := time.Now()
-		if err := c.ctl.Send(Msg{T: KindClock}); err != nil {
+		if err := c.Control().Send(xfer.Msg{T: xfer.KindClock}); err != nil {
 			return rep, err
 		}
-		m, err := c.ctl.Expect(c.ctx, KindClock, PeerIdle)
+		m, err := c.Control().Expect(c.Context(), xfer.KindClock, xfer.PeerIdle)
 		if err != nil {
 			return rep, err
 		}
 		rtt := time.Since(t0)
 		if m.At <= 0 {
-			return rep, fmt.Errorf("%w: the doctor peer's clock reads %d", ErrProtocol, m.At)
+			return rep, fmt.Errorf("%w: the doctor peer's clock reads %d", xfer.ErrProtocol, m.At)
 		}
 		if best < 0 || rtt < best {
 			best = rtt
@@ -222,7 +217,7 @@ func Doctor(ctx context.Context, o Options, host string) (*DoctorReport, error) 
 
 // quietLanes opens UDP lanes as a copy does (session.ListenUDP with t's lane options), without
 // the capped-buffer warning.
-func quietLanes(t tuning.Settings) LaneOpener {
+func quietLanes(t tuning.Settings) xfer.LaneOpener {
 	return func(bind string) ([session.Lanes]lane.PacketConn, error) {
 		opt := t.Lane(0)
 		opt.Warn = func(string) {}

@@ -1,6 +1,6 @@
-package xfer
+package benchpeer
 
-// Hostile peers of the bench role. A hostile client of the real bench server (serveBench) already
+// Hostile peers of the bench role. A hostile client of the real bench server (Serve) already
 // has an ssh login, so what is checked there is that the server stays bounded: names only of its
 // own directory, sizes within limits, listeners that close. A hostile bench server (a double of
 // Serve) must not make the client write outside its destination, hang, hold unbounded memory,
@@ -33,22 +33,43 @@ import (
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/xfer"
+	"github.com/farwing/farwing/internal/xfer/xfertest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
 // ---- the hostile client: raw requests to the real bench server ----
 
 // benchAsk sends a raw request to the real bench server, as a hostile client would.
-func benchAsk(t *testing.T, b *BenchPeer, m Msg, want Kind) (Msg, error) {
+func benchAsk(t *testing.T, b *Peer, m xfer.Msg, want xfer.Kind) (xfer.Msg, error) {
 	t.Helper()
-	if err := b.c.ctl.Send(m); err != nil {
+	if err := b.s.Control().Send(m); err != nil {
 		t.Fatal(err)
 	}
-	return b.c.ctl.Expect(context.Background(), want, 10*time.Second)
+	return b.s.Control().Expect(context.Background(), want, 10*time.Second)
+}
+
+// noControlBytes fails the test where s holds a control character (an escape a terminal would
+// act on), as xfer's hostile tests check.
+func noControlBytes(t *testing.T, s string) {
+	t.Helper()
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			t.Fatalf("error text %q holds control character %U", s, r)
+		}
+	}
+}
+
+// emptyDir fails the test where dir holds anything.
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%s holds %s after a refused copy", dir, ents[0].Name())
+	}
 }
 
 // benchStillServes: after a refusal the bench server answers the next request.
-func benchStillServes(t *testing.T, b *BenchPeer) {
+func benchStillServes(t *testing.T, b *Peer) {
 	t.Helper()
 	if f, err := b.HostFacts(context.Background()); err != nil || f.Cores <= 0 {
 		t.Fatalf("the bench server after a refusal: %+v, %v", f, err)
@@ -67,9 +88,9 @@ func TestBenchHostileCheckNames(t *testing.T) {
 	defer os.Remove(victim)
 	for _, name := range []string{"", ".", "..", "../victim", "/etc/passwd", victim, "a/b", "./victim",
 		"x\x1b]0;owned\x07", "x\ny", strings.Repeat("a", 5000)} {
-		_, err := benchAsk(t, b, Msg{T: KindCheck, Name: name}, KindChecked)
-		var re *RemoteError
-		if !errors.As(err, &re) || re.Code != CodeProtocol {
+		_, err := benchAsk(t, b, xfer.Msg{T: xfer.KindCheck, Name: name}, xfer.KindChecked)
+		var re *xfer.RemoteError
+		if !errors.As(err, &re) || re.Code != xfer.CodeProtocol {
 			t.Errorf("check %q: %v", name, err)
 			continue
 		}
@@ -77,7 +98,7 @@ func TestBenchHostileCheckNames(t *testing.T) {
 	}
 	// A plain name with a bidirectional override is a name of the directory (not there): an
 	// error, escaped. (A name that is not UTF-8 arrives as U+FFFD: JSON replaces it.)
-	if _, err := benchAsk(t, b, Msg{T: KindCheck, Name: "\u202etxt.exe"}, KindChecked); !IsRemote(err) || strings.ContainsRune(err.Error(), '\u202e') {
+	if _, err := benchAsk(t, b, xfer.Msg{T: xfer.KindCheck, Name: "\u202etxt.exe"}, xfer.KindChecked); !IsRemote(err) || strings.ContainsRune(err.Error(), '\u202e') {
 		t.Errorf("check of a name with U+202E: %v", err)
 	}
 	if got, err := os.ReadFile(victim); err != nil || string(got) != "keep me" {
@@ -96,7 +117,7 @@ func TestBenchHostileCheckSymlink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(b.Dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := benchAsk(t, b, Msg{T: KindCheck, Name: "link"}, KindChecked); err != nil {
+	if _, err := benchAsk(t, b, xfer.Msg{T: xfer.KindCheck, Name: "link"}, xfer.KindChecked); err != nil {
 		t.Logf("check of a symlink: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(b.Dir, "link")); !os.IsNotExist(err) {
@@ -110,7 +131,7 @@ func TestBenchHostileCheckSymlink(t *testing.T) {
 // TestBenchHostileCheckFIFO covers a defect, fixed (low severity: it needs a login on the host):
 // "check" of a FIFO in the bench's directory blocks the server in open(2) for ever; it answers no
 // further request and, since it never returns, never removes its directory. checkBenchFile should
-// open with O_NONBLOCK|O_NOFOLLOW and take regular files only (benchserve.go, SumFile).
+// open with O_NONBLOCK|O_NOFOLLOW and take regular files only (serve.go, SumFile).
 func TestBenchHostileCheckFIFO(t *testing.T) {
 	b, _ := benchEnv(t)
 	fifo := filepath.Join(b.Dir, "fifo")
@@ -123,8 +144,8 @@ func TestBenchHostileCheckFIFO(t *testing.T) {
 			f.Close()
 		}
 	}()
-	b.c.ctl.Send(Msg{T: KindCheck, Name: "fifo"})
-	_, err := b.c.ctl.Next(context.Background(), 3*time.Second)
+	b.s.Control().Send(xfer.Msg{T: xfer.KindCheck, Name: "fifo"})
+	_, err := b.s.Control().Next(context.Background(), 3*time.Second)
 	if errors.Is(err, session.ErrSilent) {
 		t.Fatalf("DEFECT: check of a FIFO: no answer within 3 s, the bench server is stuck in open(2): %v", err)
 	}
@@ -135,8 +156,8 @@ func TestBenchHostileCheckFIFO(t *testing.T) {
 func TestBenchHostileSizes(t *testing.T) {
 	b, _ := benchEnv(t)
 	for _, size := range []int64{0, -1, -1 << 62, maxHTTPSize + 1, 1<<63 - 1} {
-		for _, req := range []Msg{{T: KindHTTP, Size: size}, {T: KindSource, Size: size}, {T: KindSource, Size: size, Sink: true}} {
-			_, err := benchAsk(t, b, req, map[Kind]Kind{KindHTTP: KindListen, KindSource: KindMade}[req.T])
+		for _, req := range []xfer.Msg{{T: xfer.KindHTTP, Size: size}, {T: xfer.KindSource, Size: size}, {T: xfer.KindSource, Size: size, Sink: true}} {
+			_, err := benchAsk(t, b, req, map[xfer.Kind]xfer.Kind{xfer.KindHTTP: xfer.KindListen, xfer.KindSource: xfer.KindMade}[req.T])
 			if !IsRemote(err) || !strings.Contains(err.Error(), fmt.Sprint(size)) {
 				t.Errorf("%s of %d bytes: %v", req.T, size, err)
 			}
@@ -147,8 +168,8 @@ func TestBenchHostileSizes(t *testing.T) {
 	if err := syscall.Statfs(b.Dir, &fs); err != nil || uint64(max(fs.Bavail, 0))*uint64(fs.Bsize) >= maxHTTPSize {
 		t.Logf("not probing the disk bound (%v)", err)
 	} else {
-		for _, req := range []Msg{{T: KindHTTP, Size: maxHTTPSize}, {T: KindSource, Size: maxHTTPSize}} {
-			if _, err := benchAsk(t, b, req, map[Kind]Kind{KindHTTP: KindListen, KindSource: KindMade}[req.T]); !IsRemote(err) || !strings.Contains(err.Error(), "does not fit") {
+		for _, req := range []xfer.Msg{{T: xfer.KindHTTP, Size: maxHTTPSize}, {T: xfer.KindSource, Size: maxHTTPSize}} {
+			if _, err := benchAsk(t, b, req, map[xfer.Kind]xfer.Kind{xfer.KindHTTP: xfer.KindListen, xfer.KindSource: xfer.KindMade}[req.T]); !IsRemote(err) || !strings.Contains(err.Error(), "does not fit") {
 				t.Errorf("%s of 1 TiB on a smaller disk: %v", req.T, err)
 			}
 		}
@@ -164,11 +185,11 @@ func TestBenchHostileSizes(t *testing.T) {
 // request without its test ends the session with a protocol error.
 func TestBenchHostileTCPLimits(t *testing.T) {
 	b, e := benchEnv(t)
-	for _, tt := range []TCPTest{{Streams: 0, Seconds: 1}, {Streams: -1, Seconds: 1}, {Streams: tcpbench.MaxStreams + 1, Seconds: 1},
+	for _, tt := range []xfer.TCPTest{{Streams: 0, Seconds: 1}, {Streams: -1, Seconds: 1}, {Streams: tcpbench.MaxStreams + 1, Seconds: 1},
 		{Streams: 1, Seconds: 0}, {Streams: 1, Seconds: -5}, {Streams: 1, Seconds: tcpbench.MaxSeconds + 1},
 		{Streams: 1, Seconds: 1, PeerSends: true, CC: "../../etc/passwd"}, {Streams: 1, Seconds: 1, PeerSends: true, CC: "x\x1b[2J\r\n"},
 		{Streams: 1, Seconds: 1, PeerSends: true, CC: strings.Repeat("a", 10000)}} {
-		_, err := benchAsk(t, b, Msg{T: KindTCP, TCPTest: &tt}, KindListen)
+		_, err := benchAsk(t, b, xfer.Msg{T: xfer.KindTCP, TCPTest: &tt}, xfer.KindListen)
 		if !IsRemote(err) {
 			t.Errorf("%.80s: %v", fmt.Sprintf("%+v", tt), err)
 			continue
@@ -179,17 +200,15 @@ func TestBenchHostileTCPLimits(t *testing.T) {
 		}
 	}
 	benchStillServes(t, b)
-	_, err := benchAsk(t, b, Msg{T: KindTCP}, KindListen)
-	if err == nil || CodeOf(err) != CodeSSH && CodeOf(err) != CodeProtocol {
+	_, err := benchAsk(t, b, xfer.Msg{T: xfer.KindTCP}, xfer.KindListen)
+	if err == nil || xfer.CodeOf(err) != xfer.CodeSSH && xfer.CodeOf(err) != xfer.CodeProtocol {
 		t.Fatalf("a tcp request without its test: %v", err)
 	}
-	e.mu.Lock()
-	r := e.serves[0]
-	e.mu.Unlock()
+	r := e.Remote(0)
 	select {
-	case <-r.done:
-		if !errors.Is(r.err, ErrProtocol) {
-			t.Errorf("the server ended with %v", r.err)
+	case <-r.Done():
+		if !errors.Is(r.Err(), xfer.ErrProtocol) {
+			t.Errorf("the server ended with %v", r.Err())
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("the server did not end after a malformed request")
@@ -205,7 +224,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	}
 	b, _ := benchEnv(t)
 	ctx := context.Background()
-	m, err := benchAsk(t, b, Msg{T: KindTCP, TCPTest: &TCPTest{Streams: 1, Seconds: 1}}, KindListen)
+	m, err := benchAsk(t, b, xfer.Msg{T: xfer.KindTCP, TCPTest: &xfer.TCPTest{Streams: 1, Seconds: 1}}, xfer.KindListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +247,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	var sent atomic.Int64
 	tcpbench.Send(ctx, conns, time.Second, &sent)
 	tcpbench.Close(conns)
-	done, err := b.c.ctl.Expect(ctx, KindTCPDone, 10*time.Second)
+	done, err := b.s.Control().Expect(ctx, xfer.KindTCPDone, 10*time.Second)
 	if err != nil || done.TCPResult == nil || done.TCPResult.Bytes != sent.Load() || done.TCPResult.Streams != 1 {
 		t.Fatalf("tcp-done %+v for %d bytes sent: %v", done.TCPResult, sent.Load(), err)
 	}
@@ -238,7 +257,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	}
 
 	// The server sends; this end never reads.
-	m, err = benchAsk(t, b, Msg{T: KindTCP, TCPTest: &TCPTest{Streams: 2, Seconds: 1, PeerSends: true}}, KindListen)
+	m, err = benchAsk(t, b, xfer.Msg{T: xfer.KindTCP, TCPTest: &xfer.TCPTest{Streams: 2, Seconds: 1, PeerSends: true}}, xfer.KindListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +268,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 	}
 	defer tcpbench.Close(conns)
 	start := time.Now()
-	if _, err := b.c.ctl.Expect(ctx, KindTCPDone, 10*time.Second); err != nil || time.Since(start) > 5*time.Second {
+	if _, err := b.s.Control().Expect(ctx, xfer.KindTCPDone, 10*time.Second); err != nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("a 1 s test whose receiver never reads: tcp-done after %s: %v", time.Since(start), err)
 	}
 }
@@ -258,7 +277,7 @@ func TestBenchHostileTCPListener(t *testing.T) {
 // announced, and stops listening at http-stop.
 func TestBenchHostileHTTPServer(t *testing.T) {
 	b, _ := benchEnv(t)
-	m, err := benchAsk(t, b, Msg{T: KindHTTP, Size: 300_000}, KindListen)
+	m, err := benchAsk(t, b, xfer.Msg{T: xfer.KindHTTP, Size: 300_000}, xfer.KindListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +311,7 @@ func TestBenchHostileHTTPServer(t *testing.T) {
 			t.Errorf("a second GET: %s, want 404", resp.Status)
 		}
 	}
-	if _, err := benchAsk(t, b, Msg{T: KindHTTPStop}, KindHTTPStopped); err != nil {
+	if _, err := benchAsk(t, b, xfer.Msg{T: xfer.KindHTTPStop}, xfer.KindHTTPStopped); err != nil {
 		t.Fatal(err)
 	}
 	c.CloseIdleConnections()
@@ -332,25 +351,28 @@ func TestBenchHostileStaleDirs(t *testing.T) {
 // hostileBench is a bench server that announces itself at 127.0.0.1 (a real key, no lanes), reads
 // the client's hello, sends first (unless its type is empty) and then gives every request to
 // answer until the client leaves.
-func hostileBench(first Msg, answer func(ctl *Control, m Msg) error) func(context.Context, io.Reader, io.Writer, string, ServeOptions) error {
-	return func(ctx context.Context, r io.Reader, w io.Writer, _ string, _ ServeOptions) error {
-		ctl := NewControl(r, w, nil)
+func hostileBench(first xfer.Msg, answer func(ctl *xfer.Control, m xfer.Msg) error) func(context.Context, io.Reader, io.Writer, string, xfer.ServeOptions) error {
+	return func(ctx context.Context, r io.Reader, w io.Writer, _ string, _ xfer.ServeOptions) error {
+		ctl := xfer.NewControl(r, w, nil)
 		ctl.Start(nil)
-		priv, err := newKex()
+		ready, err := xfertest.Ready("127.0.0.1")
 		if err != nil {
 			return err
 		}
-		ctl.Send(Msg{T: KindReady, Version: Version, Proto: Proto, Pub: encodePub(priv.PublicKey()), Ports: []int{9, 9, 9, 9}, Addr: "127.0.0.1"})
-		hello, err := ctl.Expect(ctx, KindHello, 5*time.Second)
-		if err != nil || hello.Role != RoleBench {
+		ctl.Send(ready)
+		hello, err := ctl.Expect(ctx, xfer.KindHello, 5*time.Second)
+		if err != nil || hello.Role != xfer.RoleBench {
 			return fmt.Errorf("hello %+v: %v", hello, err)
 		}
 		if first.T != "" {
 			ctl.Send(first)
 		}
-		for in := range ctl.in { // no timer: this double is silent for as long as the client stays
-			m := in.m
-			if m.T == KindBye {
+		for { // no timer: this double is silent for as long as the client stays
+			m, err := ctl.Next(ctx, 0)
+			if err != nil && !IsRemote(err) {
+				return nil
+			}
+			if m.T == xfer.KindBye {
 				continue
 			}
 			if answer != nil {
@@ -359,16 +381,15 @@ func hostileBench(first Msg, answer func(ctl *Control, m Msg) error) func(contex
 				}
 			}
 		}
-		return nil
 	}
 }
 
-var goodFacts = Msg{T: KindFacts, Facts: &hostinfo.Facts{Hostname: "hostile", OS: "linux", Cores: 1}, Dest: "/nowhere/farwing-bench"}
+var goodFacts = xfer.Msg{T: xfer.KindFacts, Facts: &hostinfo.Facts{Hostname: "hostile", OS: "linux", Cores: 1}, Dest: "/nowhere/farwing-bench"}
 
-func openHostile(t *testing.T, first Msg, answer func(ctl *Control, m Msg) error) (*BenchPeer, error) {
-	e := newEnv(t, lanetest.Link{}, 1)
-	e.serve = hostileBench(first, answer)
-	b, err := OpenBench(context.Background(), e.options(), "bench-host")
+func openHostile(t *testing.T, first xfer.Msg, answer func(ctl *xfer.Control, m xfer.Msg) error) (*Peer, error) {
+	e := xfertest.New(t, lanetest.Link{}, 1)
+	e.Serve = hostileBench(first, answer)
+	b, err := Open(context.Background(), e.Options(), "bench-host")
 	if err == nil {
 		t.Cleanup(b.Close)
 	}
@@ -379,21 +400,21 @@ func openHostile(t *testing.T, first Msg, answer func(ctl *Control, m Msg) error
 // absolute path, is refused with the protocol code and an escaped message; facts with huge
 // strings and lists are cut to their bounds.
 func TestBenchHostileFacts(t *testing.T) {
-	for _, first := range []Msg{
-		{T: KindFacts, Dest: "/tmp/x"},
-		{T: KindMade, Facts: goodFacts.Facts, Dest: "/tmp/x"},
-		{T: KindFacts, Facts: goodFacts.Facts},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "relative"},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/"},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "//tmp"},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/../etc"},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/x\x1b]0;owned\x07"},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/x\nfarwing: ok"},
-		{T: KindFacts, Facts: goodFacts.Facts, Dest: "/" + strings.Repeat("a", 1<<20)},
+	for _, first := range []xfer.Msg{
+		{T: xfer.KindFacts, Dest: "/tmp/x"},
+		{T: xfer.KindMade, Facts: goodFacts.Facts, Dest: "/tmp/x"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "relative"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "/"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "//tmp"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/../etc"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/x\x1b]0;owned\x07"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "/tmp/x\nfarwing: ok"},
+		{T: xfer.KindFacts, Facts: goodFacts.Facts, Dest: "/" + strings.Repeat("a", 1<<20)},
 	} {
 		t.Run(fmt.Sprintf("%.30q", first.Dest), func(t *testing.T) {
 			_, err := openHostile(t, first, nil)
-			if err == nil || CodeOf(err) != CodeProtocol {
+			if err == nil || xfer.CodeOf(err) != xfer.CodeProtocol {
 				t.Fatalf("first message %.60q: %v", first.Dest, err)
 			}
 			noControlBytes(t, err.Error())
@@ -409,7 +430,7 @@ func TestBenchHostileFacts(t *testing.T) {
 	for i := range bf.TCP.Available {
 		bf.TCP.Available[i] = big[:1000]
 	}
-	if _, err := openHostile(t, Msg{T: KindFacts, Facts: &bf, Dest: "/tmp/x"}, nil); CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
+	if _, err := openHostile(t, xfer.Msg{T: xfer.KindFacts, Facts: &bf, Dest: "/tmp/x"}, nil); xfer.CodeOf(err) != xfer.CodeProtocol || !strings.Contains(err.Error(), `a "facts" message of`) {
 		t.Fatalf("facts of 16 MB: %v", err)
 	}
 	huge := strings.Repeat("\xffé", 300) // within the 64 KiB of one message, all together
@@ -417,8 +438,8 @@ func TestBenchHostileFacts(t *testing.T) {
 	for i := range f.TCP.Available {
 		f.TCP.Available[i] = huge[:300]
 	}
-	answer := func(ctl *Control, m Msg) error { return ctl.Send(Msg{T: KindFacts, Facts: &f}) }
-	b, err := openHostile(t, Msg{T: KindFacts, Facts: &f, Dest: "/tmp/x"}, answer)
+	answer := func(ctl *xfer.Control, m xfer.Msg) error { return ctl.Send(xfer.Msg{T: xfer.KindFacts, Facts: &f}) }
+	b, err := openHostile(t, xfer.Msg{T: xfer.KindFacts, Facts: &f, Dest: "/tmp/x"}, answer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +461,7 @@ func TestBenchHostileFacts(t *testing.T) {
 
 // fakeTCP plays the server's side of one TCP test on 127.0.0.1: listen, take the streams, count
 // or send a little, then report done (whatever it was told to report).
-func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
+func fakeTCP(ctl *xfer.Control, m xfer.Msg, done *tcpbench.Result) error {
 	if m.TCPTest == nil {
 		return errors.New("no test")
 	}
@@ -449,10 +470,10 @@ func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
 		return err
 	}
 	token := tcpbench.NewToken()
-	ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)})
+	ctl.Send(xfer.Msg{T: xfer.KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: hex.EncodeToString(token)})
 	conns, err := tcpbench.Accept(context.Background(), ln.(*net.TCPListener), m.TCPTest.Streams, token, 5*time.Second)
 	if err != nil {
-		return ctl.Send(Msg{T: KindError, Err: err.Error()})
+		return ctl.Send(xfer.Msg{T: xfer.KindError, Err: err.Error()})
 	}
 	defer tcpbench.Close(conns)
 	if m.TCPTest.PeerSends {
@@ -463,7 +484,7 @@ func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
 	} else {
 		tcpbench.Receive(context.Background(), conns, time.Now().Add(time.Duration(m.TCPTest.Seconds)*time.Second+5*time.Second), nil)
 	}
-	return ctl.Send(Msg{T: KindTCPDone, TCPResult: done})
+	return ctl.Send(xfer.Msg{T: xfer.KindTCPDone, TCPResult: done})
 }
 
 // TestBenchHostileListen: a listen answer with a port out of range or a token that is not 16 bytes
@@ -471,22 +492,22 @@ func fakeTCP(ctl *Control, m Msg, done *tcpbench.Result) error {
 // nothing.
 func TestBenchHostileListen(t *testing.T) {
 	tok, sum := strings.Repeat("ab", tcpbench.TokenLen), strings.Repeat("cd", 32)
-	bad := []Msg{
-		{T: KindListen, Port: 0, Token: tok, Sum: sum},
-		{T: KindListen, Port: -1, Token: tok, Sum: sum},
-		{T: KindListen, Port: 70000, Token: tok, Sum: sum},
-		{T: KindListen, Port: 9, Token: "", Sum: sum},
-		{T: KindListen, Port: 9, Token: "abcd", Sum: sum},
-		{T: KindListen, Port: 9, Token: tok + "ab", Sum: sum},
-		{T: KindListen, Port: 9, Token: strings.Repeat("zz", tcpbench.TokenLen), Sum: sum},
-		{T: KindListen, Port: 9, Token: strings.Repeat("a", 2*tcpbench.TokenLen-1) + "/", Sum: sum},
-		{T: KindListen, Port: 9, Token: "../../../../etc/passwd/xxxxxxxxx", Sum: sum},
+	bad := []xfer.Msg{
+		{T: xfer.KindListen, Port: 0, Token: tok, Sum: sum},
+		{T: xfer.KindListen, Port: -1, Token: tok, Sum: sum},
+		{T: xfer.KindListen, Port: 70000, Token: tok, Sum: sum},
+		{T: xfer.KindListen, Port: 9, Token: "", Sum: sum},
+		{T: xfer.KindListen, Port: 9, Token: "abcd", Sum: sum},
+		{T: xfer.KindListen, Port: 9, Token: tok + "ab", Sum: sum},
+		{T: xfer.KindListen, Port: 9, Token: strings.Repeat("zz", tcpbench.TokenLen), Sum: sum},
+		{T: xfer.KindListen, Port: 9, Token: strings.Repeat("a", 2*tcpbench.TokenLen-1) + "/", Sum: sum},
+		{T: xfer.KindListen, Port: 9, Token: "../../../../etc/passwd/xxxxxxxxx", Sum: sum},
 	}
-	badHTTP := append(bad[:len(bad):len(bad)], Msg{T: KindListen, Port: 9, Token: tok, Sum: "short"},
-		Msg{T: KindListen, Port: 9, Token: tok, Sum: strings.Repeat("\x1b", 64)}, Msg{T: KindListen, Port: 9, Token: tok})
+	badHTTP := append(bad[:len(bad):len(bad)], xfer.Msg{T: xfer.KindListen, Port: 9, Token: tok, Sum: "short"},
+		xfer.Msg{T: xfer.KindListen, Port: 9, Token: tok, Sum: strings.Repeat("\x1b", 64)}, xfer.Msg{T: xfer.KindListen, Port: 9, Token: tok})
 	var next atomic.Int32
-	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T == KindTCP || m.T == KindHTTP {
+	b, err := openHostile(t, goodFacts, func(ctl *xfer.Control, m xfer.Msg) error {
+		if m.T == xfer.KindTCP || m.T == xfer.KindHTTP {
 			l := badHTTP[int(next.Add(1)-1)%len(badHTTP)]
 			return ctl.Send(l)
 		}
@@ -497,8 +518,8 @@ func TestBenchHostileListen(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := range bad {
-		_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1}, nil)
-		if !errors.Is(err, ErrProtocol) {
+		_, err := b.TCP(ctx, xfer.TCPTest{Streams: 1, Seconds: 1}, nil)
+		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("tcp listen %+v: %v", bad[i], err)
 		}
 		noControlBytes(t, err.Error())
@@ -507,7 +528,7 @@ func TestBenchHostileListen(t *testing.T) {
 	dir := t.TempDir()
 	for i := range badHTTP {
 		_, _, err := b.HTTP(ctx, 1000, filepath.Join(dir, "http"), time.Second)
-		if !errors.Is(err, ErrProtocol) {
+		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("http listen %.80q: %v", fmt.Sprint(badHTTP[i]), err)
 		}
 		noControlBytes(t, err.Error())
@@ -525,21 +546,21 @@ func TestBenchHostileTCPDone(t *testing.T) {
 	escCC := "cubic\x1b]0;owned\x07\r\nfarwing: 9000 Mbit/s"
 	cases := []struct {
 		what string
-		t    TCPTest
+		t    xfer.TCPTest
 		done *tcpbench.Result
 		ok   bool
 	}{
-		{"no result", TCPTest{Streams: 1, Seconds: 1}, nil, false},
-		{"other streams", TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 2, Bytes: 1000, Seconds: 0.5}, false},
-		{"negative bytes", TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 1, Bytes: -1, Seconds: 0.5}, false},
-		{"negative seconds", TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 1, Bytes: 1, Seconds: -1}, false},
-		{"impossible seconds", TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 1, Bytes: 1, Seconds: 1e9}, false},
-		{"too many cc", TCPTest{Streams: 1, Seconds: 1, PeerSends: true}, &tcpbench.Result{Streams: 1, CC: make([]string, 1000)}, false},
-		{"escapes in cc", TCPTest{Streams: 2, Seconds: 1, PeerSends: true}, &tcpbench.Result{Streams: 2, CC: []string{escCC, strings.Repeat("é", 1000)}}, true},
+		{"no result", xfer.TCPTest{Streams: 1, Seconds: 1}, nil, false},
+		{"other streams", xfer.TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 2, Bytes: 1000, Seconds: 0.5}, false},
+		{"negative bytes", xfer.TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 1, Bytes: -1, Seconds: 0.5}, false},
+		{"negative seconds", xfer.TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 1, Bytes: 1, Seconds: -1}, false},
+		{"impossible seconds", xfer.TCPTest{Streams: 1, Seconds: 1}, &tcpbench.Result{Streams: 1, Bytes: 1, Seconds: 1e9}, false},
+		{"too many cc", xfer.TCPTest{Streams: 1, Seconds: 1, PeerSends: true}, &tcpbench.Result{Streams: 1, CC: make([]string, 1000)}, false},
+		{"escapes in cc", xfer.TCPTest{Streams: 2, Seconds: 1, PeerSends: true}, &tcpbench.Result{Streams: 2, CC: []string{escCC, strings.Repeat("é", 1000)}}, true},
 	}
 	var next atomic.Int32
-	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T != KindTCP {
+	b, err := openHostile(t, goodFacts, func(ctl *xfer.Control, m xfer.Msg) error {
+		if m.T != xfer.KindTCP {
 			return nil
 		}
 		return fakeTCP(ctl, m, cases[next.Add(1)-1].done)
@@ -561,7 +582,7 @@ func TestBenchHostileTCPDone(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, ErrProtocol) {
+		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("%s: %+v, %v", c.what, r, err)
 		}
 	}
@@ -570,14 +591,14 @@ func TestBenchHostileTCPDone(t *testing.T) {
 // TestBenchHostileTCPDoneInflatedBytes covers a defect, fixed: in a test where this end sends, the
 // client takes the server's byte count as the result as long as it is not negative. A server that
 // received a few MB in 1 s can report 2^62 bytes, and the bench reports tens of petabits per
-// second, a figure nobody measured. bench.go (BenchPeer.TCP, the !PeerSends check): count what
+// second, a figure nobody measured. client.go (Peer.TCP, the !PeerSends check): count what
 // this end's tcpbench.Send wrote and refuse r.Bytes above it (and bytes in zero seconds).
 func TestBenchHostileTCPDoneInflatedBytes(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("Linux")
 	}
-	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T != KindTCP {
+	b, err := openHostile(t, goodFacts, func(ctl *xfer.Control, m xfer.Msg) error {
+		if m.T != xfer.KindTCP {
 			return nil
 		}
 		return fakeTCP(ctl, m, &tcpbench.Result{Streams: 1, Bytes: 1 << 62, Seconds: 1})
@@ -586,14 +607,14 @@ func TestBenchHostileTCPDoneInflatedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sent atomic.Int64
-	r, err := b.TCP(context.Background(), TCPTest{Streams: 1, Seconds: 1}, &sent)
+	r, err := b.TCP(context.Background(), xfer.TCPTest{Streams: 1, Seconds: 1}, &sent)
 	if err == nil {
 		t.Fatalf("DEFECT: this end sent %d bytes, the server claimed %d; the result is %+v, %.0f Mbit/s", sent.Load(), r.Bytes, r, r.Mbps())
 	}
 }
 
 // hostileHTTP serves h on 127.0.0.1 and answers the bench's http request with its port.
-func hostileHTTP(t *testing.T, h http.HandlerFunc, sum string) func(ctl *Control, m Msg) error {
+func hostileHTTP(t *testing.T, h http.HandlerFunc, sum string) func(ctl *xfer.Control, m xfer.Msg) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -602,12 +623,12 @@ func hostileHTTP(t *testing.T, h http.HandlerFunc, sum string) func(ctl *Control
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	tok := hex.EncodeToString(tcpbench.NewToken())
-	return func(ctl *Control, m Msg) error {
+	return func(ctl *xfer.Control, m xfer.Msg) error {
 		switch m.T {
-		case KindHTTP:
-			return ctl.Send(Msg{T: KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: tok, Sum: sum})
-		case KindHTTPStop:
-			return ctl.Send(Msg{T: KindHTTPStopped})
+		case xfer.KindHTTP:
+			return ctl.Send(xfer.Msg{T: xfer.KindListen, Port: ln.Addr().(*net.TCPAddr).Port, Token: tok, Sum: sum})
+		case xfer.KindHTTPStop:
+			return ctl.Send(xfer.Msg{T: xfer.KindHTTPStopped})
 		}
 		return nil
 	}
@@ -682,7 +703,7 @@ func TestBenchHostileHTTPBody(t *testing.T) {
 // TestBenchHostileHTTPRedirect covers a defect, fixed: getChecked's http.Client follows redirects,
 // so the peer's HTTP server can send this end's GET anywhere (here another port of 127.0.0.1; as
 // well a service on this end's own loopback or network), and a file that came from elsewhere is
-// timed as the HTTP row to the host. bench.go (getChecked): set the client's CheckRedirect to
+// timed as the HTTP row to the host. client.go (getChecked): set the client's CheckRedirect to
 // return http.ErrUseLastResponse (a 3xx then fails the row as a status other than 200).
 func TestBenchHostileHTTPRedirect(t *testing.T) {
 	const size = 100_000
@@ -715,14 +736,14 @@ func TestBenchHostileHTTPRedirect(t *testing.T) {
 // checked answer whose digest is not 64 hex digits, are refused.
 func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
-	answers := map[Kind][]Msg{
-		KindSource: {{T: KindMade, Name: "../source", Sum: sum}, {T: KindMade, Name: "/etc/passwd", Sum: sum}, {T: KindMade, Name: "stream", Sum: sum},
-			{T: KindMade, Name: "source"}, {T: KindMade, Name: "source", Sum: sum[:63]}, {T: KindMade, Name: "source\x1b[2J", Sum: sum}, {T: KindChecked, Name: "source", Sum: sum}},
-		KindCheck: {{T: KindChecked}, {T: KindChecked, Sum: sum[:63]}, {T: KindChecked, Sum: sum + "ab"}, {T: KindChecked, Sum: strings.Repeat("zz", 32)},
-			{T: KindChecked, Sum: strings.Repeat("\x1b", 64)}, {T: KindMade, Sum: sum}},
+	answers := map[xfer.Kind][]xfer.Msg{
+		xfer.KindSource: {{T: xfer.KindMade, Name: "../source", Sum: sum}, {T: xfer.KindMade, Name: "/etc/passwd", Sum: sum}, {T: xfer.KindMade, Name: "stream", Sum: sum},
+			{T: xfer.KindMade, Name: "source"}, {T: xfer.KindMade, Name: "source", Sum: sum[:63]}, {T: xfer.KindMade, Name: "source\x1b[2J", Sum: sum}, {T: xfer.KindChecked, Name: "source", Sum: sum}},
+		xfer.KindCheck: {{T: xfer.KindChecked}, {T: xfer.KindChecked, Sum: sum[:63]}, {T: xfer.KindChecked, Sum: sum + "ab"}, {T: xfer.KindChecked, Sum: strings.Repeat("zz", 32)},
+			{T: xfer.KindChecked, Sum: strings.Repeat("\x1b", 64)}, {T: xfer.KindMade, Sum: sum}},
 	}
 	var next atomic.Int32
-	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
+	b, err := openHostile(t, goodFacts, func(ctl *xfer.Control, m xfer.Msg) error {
 		if a, ok := answers[m.T]; ok {
 			return ctl.Send(a[int(next.Add(1)-1)%len(a)])
 		}
@@ -732,18 +753,18 @@ func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for range answers[KindSource] {
+	for range answers[xfer.KindSource] {
 		name, s, err := b.Source(ctx, 1000, false)
-		if !errors.Is(err, ErrProtocol) {
+		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("source: %q %q %v", name, s, err)
 		} else {
 			noControlBytes(t, err.Error())
 		}
 	}
 	next.Store(0)
-	for range answers[KindCheck] {
+	for range answers[xfer.KindCheck] {
 		s, err := b.Check(ctx, "copy-farwing", 1<<20)
-		if !errors.Is(err, ErrProtocol) {
+		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("check: %q %v", s, err)
 		} else {
 			noControlBytes(t, err.Error())
@@ -754,14 +775,14 @@ func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 // TestBenchHostileSourceDigest covers a defect, fixed: Source checks only the length of the digest
 // the server reports for the random source, not that it is hex (Check does). 64 bytes of terminal
 // escapes pass, and reach the terminal raw: bench/run.go prints the first 16 bytes of r.sum in the
-// "the copy's BLAKE3 is …, the source's …" line, and the ledger keeps it. bench.go (BenchPeer.Source):
+// "the copy's BLAKE3 is …, the source's …" line, and the ledger keeps it. client.go (Peer.Source):
 // refuse a digest that hex.DecodeString does not take as 32 bytes.
 func TestBenchHostileSourceDigest(t *testing.T) {
 	evil := "\x1b]0;owned\x07\x1b[2J\x1b[H" + strings.Repeat("\x1b[31m", 8)
 	evil += strings.Repeat("a", 64-len(evil))
-	b, err := openHostile(t, goodFacts, func(ctl *Control, m Msg) error {
-		if m.T == KindSource {
-			return ctl.Send(Msg{T: KindMade, Name: "source", Sum: evil})
+	b, err := openHostile(t, goodFacts, func(ctl *xfer.Control, m xfer.Msg) error {
+		if m.T == xfer.KindSource {
+			return ctl.Send(xfer.Msg{T: xfer.KindMade, Name: "source", Sum: evil})
 		}
 		return nil
 	})
@@ -774,76 +795,18 @@ func TestBenchHostileSourceDigest(t *testing.T) {
 	}
 }
 
-// TestBenchHostileFlood covers a defect, fixed: the control channel bounds one message (64 MiB) but
-// not how many wait unread, up to 1024 of them (Control.in). While the bench client is not reading
-// (a TCP test of up to 300 s, or between rows) a hostile server can make it hold up to 64 GiB. Here
-// 40 messages of 4 MiB wait unread and the client holds them all. control.go (Control.read/Start):
-// count the bytes of the messages queued and end the channel (ErrProtocol) above a total bound
-// such as 2×maxMessage, or queue far fewer messages.
-func TestBenchHostileFlood(t *testing.T) {
-	const n, each = 40, 4 << 20
-	flood, sent := make(chan struct{}), make(chan struct{})
-	first := goodFacts
-	b, err := openHostile(t, first, func(ctl *Control, m Msg) error {
-		if m.T == KindFacts { // the cue: flood
-			<-flood
-			big := strings.Repeat("x", each)
-			for range n {
-				if err := ctl.Send(Msg{T: "noise", Err: big}); err != nil {
-					break
-				}
-			}
-			close(sent)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.c.ctl.Send(Msg{T: KindFacts})
-	close(flood)
-	<-sent
-	// Wait for this end's reader to take in what was sent (or to end the channel).
-	for end := time.Now().Add(20 * time.Second); len(b.c.ctl.in) < n && b.c.ctx.Err() == nil && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	queued := 0
-	for drained := false; !drained; {
-		select {
-		case _, ok := <-b.c.ctl.in:
-			if !ok {
-				drained = true
-			} else {
-				queued++
-			}
-		default:
-			drained = true
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	held := int64(before.HeapAlloc) - int64(after.HeapAlloc)
-	if held > 2*maxMessage {
-		t.Fatalf("DEFECT: %d unread messages held %d MiB (bound: %d queued × %d MiB = %d GiB)", queued, held>>20, cap(b.c.ctl.in), maxMessage>>20, cap(b.c.ctl.in)*maxMessage>>30)
-	}
-}
-
 // ---- a server that never answers: fake time (synctest), no network ----
 
 // silentWithin opens a bench against a server that sends first and then never answers (call it
 // in a bubble), runs call, and reports whether it returned within bound and with what.
-func silentWithin(t *testing.T, first Msg, bound time.Duration, call func(ctx context.Context, b *BenchPeer) error) (error, bool) {
-	e := newEnv(t, lanetest.Link{}, 1)
-	e.serve = hostileBench(first, nil)
+func silentWithin(t *testing.T, first xfer.Msg, bound time.Duration, call func(ctx context.Context, b *Peer) error) (error, bool) {
+	e := xfertest.New(t, lanetest.Link{}, 1)
+	e.Serve = hostileBench(first, nil)
 	ctx, cancel := context.WithCancel(context.Background()) // never ends in the bound: no deadline
 	defer cancel()
-	peer, done := make(chan *BenchPeer, 1), make(chan error, 1)
+	peer, done := make(chan *Peer, 1), make(chan error, 1)
 	go func() {
-		b, err := OpenBench(ctx, e.options(), "bench-host")
+		b, err := Open(ctx, e.Options(), "bench-host")
 		peer <- b
 		if err != nil || call == nil {
 			done <- err
@@ -852,7 +815,7 @@ func silentWithin(t *testing.T, first Msg, bound time.Duration, call func(ctx co
 		done <- call(ctx, b)
 	}()
 	time.Sleep(bound)
-	var b *BenchPeer
+	var b *Peer
 	select {
 	case b = <-peer:
 	default:
@@ -877,24 +840,24 @@ func silentWithin(t *testing.T, first Msg, bound time.Duration, call func(ctx co
 // TestBenchHostileSilentServer: against a server that stops answering, every bench call returns
 // a silence error within PeerIdle (and what its size adds), on fake time.
 func TestBenchHostileSilentServer(t *testing.T) {
-	bound := PeerIdle + 5*time.Second
+	bound := xfer.PeerIdle + 5*time.Second
 	for _, c := range []struct {
 		what  string
-		first Msg
-		call  func(ctx context.Context, b *BenchPeer) error
+		first xfer.Msg
+		call  func(ctx context.Context, b *Peer) error
 	}{
-		{"no facts", Msg{}, nil},
-		{"facts", goodFacts, func(ctx context.Context, b *BenchPeer) error { _, err := b.HostFacts(ctx); return err }},
-		{"tcp", goodFacts, func(ctx context.Context, b *BenchPeer) error {
-			_, err := b.TCP(ctx, TCPTest{Streams: 1, Seconds: 1}, nil)
+		{"no facts", xfer.Msg{}, nil},
+		{"facts", goodFacts, func(ctx context.Context, b *Peer) error { _, err := b.HostFacts(ctx); return err }},
+		{"tcp", goodFacts, func(ctx context.Context, b *Peer) error {
+			_, err := b.TCP(ctx, xfer.TCPTest{Streams: 1, Seconds: 1}, nil)
 			return err
 		}},
-		{"http", goodFacts, func(ctx context.Context, b *BenchPeer) error {
+		{"http", goodFacts, func(ctx context.Context, b *Peer) error {
 			_, _, err := b.HTTP(ctx, 1000, filepath.Join(t.TempDir(), "http"), time.Second)
 			return err
 		}},
-		{"source", goodFacts, func(ctx context.Context, b *BenchPeer) error { _, _, err := b.Source(ctx, 1000, false); return err }},
-		{"uncache", goodFacts, func(ctx context.Context, b *BenchPeer) error { return b.Uncache(ctx) }},
+		{"source", goodFacts, func(ctx context.Context, b *Peer) error { _, _, err := b.Source(ctx, 1000, false); return err }},
+		{"uncache", goodFacts, func(ctx context.Context, b *Peer) error { return b.Uncache(ctx) }},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -908,13 +871,13 @@ func TestBenchHostileSilentServer(t *testing.T) {
 }
 
 // TestBenchHostileSilentCheck covers a defect, fixed: Check waits for its answer with no bound
-// (Expect(ctx, KindChecked, 0)), so a server that never answers a check holds the bench for ever:
-// bench/run.go calls it with the bench's own context, which has no deadline. bench.go
-// (BenchPeer.Check): wait PeerIdle (plus the time to hash the file at disk speed).
+// (Expect(ctx, xfer.KindChecked, 0)), so a server that never answers a check holds the bench for ever:
+// bench/run.go calls it with the bench's own context, which has no deadline. client.go
+// (Peer.Check): wait PeerIdle (plus the time to hash the file at disk speed).
 func TestBenchHostileSilentCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bound := time.Hour
-		err, returned := silentWithin(t, goodFacts, bound, func(ctx context.Context, b *BenchPeer) error {
+		err, returned := silentWithin(t, goodFacts, bound, func(ctx context.Context, b *Peer) error {
 			_, err := b.Check(ctx, "copy-farwing", 1<<20)
 			return err
 		})
@@ -928,22 +891,24 @@ func TestBenchHostileSilentCheck(t *testing.T) {
 }
 
 // TestBenchHostileNoReady covers a defect, fixed the bench inherits from start (client.go, start:
-// Expect(c.ctx, KindReady, 0)): a remote that never sends ready holds OpenBench for ever. The peer
+// Expect(c.ctx, xfer.KindReady, 0)): a remote that never sends ready holds Open for ever. The peer
 // sends ready as its first message once it runs (after any upload), so PeerIdle would do.
 func TestBenchHostileNoReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, lanetest.Link{}, 1)
-		e.serve = func(ctx context.Context, r io.Reader, w io.Writer, _ string, _ ServeOptions) error {
-			ctl := NewControl(r, w, nil)
+		e := xfertest.New(t, lanetest.Link{}, 1)
+		e.Serve = func(ctx context.Context, r io.Reader, w io.Writer, _ string, _ xfer.ServeOptions) error {
+			ctl := xfer.NewControl(r, w, nil)
 			ctl.Start(nil)
-			for range ctl.in {
+			for {
+				if _, err := ctl.Next(ctx, 0); err != nil && !IsRemote(err) {
+					return nil
+				}
 			}
-			return nil
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			b, err := OpenBench(ctx, e.options(), "bench-host")
+			b, err := Open(ctx, e.Options(), "bench-host")
 			if err == nil {
 				b.Close()
 			}
@@ -954,12 +919,12 @@ func TestBenchHostileNoReady(t *testing.T) {
 		case err := <-done:
 			cancel()
 			if err == nil {
-				t.Fatal("OpenBench against a server that never said ready succeeded")
+				t.Fatal("Open against a server that never said ready succeeded")
 			}
 		default:
 			cancel()
 			<-done
-			t.Fatal("DEFECT: OpenBench against a server that never sends ready had not returned after an hour")
+			t.Fatal("DEFECT: Open against a server that never sends ready had not returned after an hour")
 		}
 	})
 }

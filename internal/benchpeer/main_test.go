@@ -1,0 +1,9 @@
+package benchpeer
+
+import (
+	"testing"
+
+	"github.com/farwing/farwing/internal/testcache"
+)
+
+func TestMain(m *testing.M) { testcache.Main(m) }

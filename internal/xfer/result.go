@@ -1,0 +1,136 @@
+package xfer
+
+// A copy's outcome as --json prints it (Result), filled from both ends' figures.
+
+import (
+	"time"
+
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/session"
+)
+
+// Result is the outcome of a copy, as printed by --json.
+type Result struct {
+	Direction     string             `json:"direction"` // push or pull
+	Host          string             `json:"host"`
+	Files         []fcopy.FileResult `json:"files"`
+	Dirs          int                `json:"dirs,omitempty"`       // directories created or kept
+	Symlinks      int                `json:"symlinks,omitempty"`   // symbolic links made, as links
+	HardLinks     int                `json:"hard_links,omitempty"` // hard links made (-H)
+	Skipped       *fcopy.Skipped     `json:"skipped,omitempty"`    // what the sending side left out (devices, sockets, FIFOs; loops with -L)
+	Compare       string             `json:"compare"`              // what counted as already there: size-mtime, checksum or none (--ignore-times)
+	SkippedFiles  int                `json:"skipped_files"`        // regular files not sent: the receiver had them (on a push, the remote's word)
+	SkippedBytes  int64              `json:"skipped_bytes"`        // their bytes
+	ResumedFiles  int                `json:"resumed_files"`        // files resumed from an interrupted copy's partial file
+	ResumedBytes  int64              `json:"resumed_bytes"`        // the bytes of theirs kept, not sent (each block checked against the source's digest)
+	Bytes         int64              `json:"bytes"`                // bytes of the files sent (skipped ones not counted)
+	Seconds       float64            `json:"seconds"`              // whole command: start to verified files
+	DataSeconds   float64            `json:"data_seconds"`         // first data datagram to verified end
+	GoodputBps    float64            `json:"goodput_bps"`          // file bits / data seconds
+	DatagramsSent uint64             `json:"datagrams_sent"`
+	DatagramsRecv uint64             `json:"datagrams_received"`
+	Retransmitted uint64             `json:"retransmitted"` // datagrams sent because of a loss (data again or repair parity)
+	Lost          uint64             `json:"lost,omitempty"`
+	LostByTime    uint64             `json:"lost_by_time,omitempty"` // of which by the time threshold (the rest: three or more later datagrams acknowledged)
+	WireBytes     uint64             `json:"wire_bytes,omitempty"`
+	WireRatio     float64            `json:"wire_ratio,omitempty"` // wire_bytes / bytes
+	FEC           string             `json:"fec"`                  // the mode: off, auto or K+M
+	ParitySent    uint64             `json:"parity_sent"`          // parity datagrams, proactive and repair
+	RepairParity  uint64             `json:"repair_parity"`        // parity sent as repairs (in retransmitted too)
+	FECGroups     uint64             `json:"fec_groups"`           // FEC groups sent (auto: one per block)
+	RepairGroups  uint64             `json:"repair_groups"`        // FEC groups that needed a repair round trip
+	FECRebuilt    uint64             `json:"fec_rebuilt"`          // groups rebuilt at the receiver without a round trip
+	FECRepaired   uint64             `json:"fec_repaired"`         // groups rebuilt with repair parity
+	FECChunks     uint64             `json:"fec_chunks"`           // chunks rebuilt at the receiver
+	TailSeconds   float64            `json:"tail_seconds"`         // last new data datagram to the verified end
+	ControlCopied uint64             `json:"control_copied"`       // (push) the receiver's control messages taken from their copies on the lanes, which came before ssh brought them
+	AuthFailures  uint64             `json:"auth_failures"`        // datagrams that failed authentication, at both ends
+	Drops         Drops              `json:"drops"`                // datagrams this end refused, by reason
+	PeerDrops     *Drops             `json:"peer_drops"`           // the same at the remote end (as it reported them)
+	Duplicates    uint64             `json:"duplicates"`           // data datagrams the receiver already had (a loss declared too early)
+	FeedbackHeld  uint64             `json:"feedback_held"`        // times the receiver held its feedback back for a stalled lane
+	RxDropped     uint64             `json:"rx_dropped"`           // receive-buffer overflows at either end (SO_RXQ_OVFL: with GRO one may be a super-packet of many datagrams)
+	Lanes         []LaneReport       `json:"lanes"`                // this end's lanes
+	PeerLanes     []LaneReport       `json:"peer_lanes"`           // the remote end's lanes (empty if it did not report them)
+	RTTms         float64            `json:"rtt_ms"`
+	RateBps       float64            `json:"rate_bps"`
+	CC            *RateStats         `json:"cc,omitempty"`
+	ProbeBps      float64            `json:"probe_bps,omitempty"` // packet-train estimate of the path capacity
+	StartBps      float64            `json:"start_bps,omitempty"` // the rate data started at before the handshake: what the last push on this path sustained (push, pathmem.go)
+	MaxRSS        int64              `json:"max_rss_bytes"`       // this process's peak resident memory
+	PeerMaxRSS    int64              `json:"peer_max_rss_bytes"`  // the remote peer's, as it reported it
+	CPUSeconds    float64            `json:"cpu_seconds"`         // this process's user and system CPU time
+	PeerCPU       float64            `json:"peer_cpu_seconds"`    // the remote peer's, as it reported it
+	PeerUploaded  bool               `json:"peer_uploaded"`
+	PeerPath      string             `json:"peer_path"`
+	BootSeconds   float64            `json:"bootstrap_seconds"`                // starting the peer: the ssh session to its start, the install included when peer_uploaded
+	BootBytes     int64              `json:"bootstrap_bytes"`                  // bytes of peer sent to install it (0: none)
+	BootFormat    string             `json:"bootstrap_format,omitempty"`       // how they travelled: gzip or raw
+	BootSessions  int                `json:"bootstrap_sessions,omitempty"`     // ssh sessions the upload used (more than 1 where the first was slow)
+	BootResent    int64              `json:"bootstrap_resent_bytes,omitempty"` // bytes of peer sent twice (a slow session's range sent again)
+	BLAKE3        string             `json:"blake3,omitempty"`                 // the digest when one file was copied
+	Sink          bool               `json:"sink,omitempty"`
+	Limiter       *Limiter           `json:"limiter,omitempty"` // what held the rate where it was
+	Local, Remote map[string]any     `json:"-"`
+	started       time.Time
+}
+
+func (r *Result) setPeerLanes(ls []LaneReport) {
+	if len(ls) > session.Lanes { // the peer's word: at most its four lanes
+		ls = ls[:session.Lanes]
+	}
+	r.PeerLanes = ls
+	for _, l := range ls {
+		r.RxDropped += l.RxDropped
+	}
+}
+
+func (r *Result) setWireRatio() {
+	if r.Bytes > 0 {
+		r.WireRatio = float64(r.WireBytes) / float64(r.Bytes)
+	}
+}
+
+func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
+	r.Files = side.results
+	for _, f := range plan.Files {
+		switch {
+		case f.Dir:
+			r.Dirs++
+		case f.Link != "":
+			r.Symlinks++
+		case f.Hard != "":
+			r.HardLinks++
+		}
+	}
+	r.Bytes = plan.TotalBytes()
+	r.SkippedFiles, r.SkippedBytes = plan.SkippedFiles()
+	r.ResumedFiles, r.ResumedBytes = plan.ResumedFiles()
+	r.Seconds = time.Since(r.started).Seconds()
+	r.DataSeconds = side.end.Sub(side.start).Seconds()
+	if r.DataSeconds > 0 {
+		r.GoodputBps = float64(r.Bytes) * 8 / r.DataSeconds
+	}
+	r.Lanes = laneReports(c.path)
+	for _, l := range r.Lanes {
+		r.DatagramsSent += l.Sent
+		r.DatagramsRecv += l.Received
+		r.RxDropped += l.RxDropped
+	}
+	invalid := side.sender.BadFeedback + side.receiver.Invalid // one of them is zero: this end's role
+	r.Drops = pathDrops(c.path, invalid)
+	r.AuthFailures = r.Drops.AuthFailures
+	r.MaxRSS, r.CPUSeconds = maxRSS(), cpuSeconds()
+	if ps := side.peerStats; ps != nil {
+		r.PeerMaxRSS, r.PeerCPU = ps.MaxRSS, ps.CPUSeconds
+		r.PeerDrops = ps.Drops
+		r.AuthFailures += ps.AuthFailures
+	}
+	r.RTTms = float64(c.rtt) / 1e6
+	if side.sender.SRTT > 0 {
+		r.RTTms = float64(side.sender.SRTT) / 1e6
+	}
+	if len(r.Files) == 1 {
+		r.BLAKE3 = r.Files[0].Sum
+	}
+}

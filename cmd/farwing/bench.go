@@ -30,6 +30,7 @@ type benchOptions struct {
 	duration, limit      time.Duration
 	pull, quiet          bool
 	lab                  bool
+	report               bool // --report: print the tables of ledgers, measure nothing
 	labRate, labLoss     string
 	labRTT               time.Duration
 	copyFlags            []string // --copy-flag: added to the Farwing rows' copies
@@ -57,6 +58,7 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.pull, "pull", false, "measure from the host to this one (default: this one to the host)")
 	fs.StringVar(&b.jsonFile, "json", "", "write the evidence ledger (every sample, command, host and path fact) to this file")
 	fs.BoolVarP(&b.quiet, "quiet", "q", false, "no progress lines")
+	fs.BoolVar(&b.report, "report", false, "print the tables and facts of ledgers that --json wrote (the arguments), measuring nothing")
 	fs.BoolVar(&b.lab, "lab", false, "run against the built-in emulated WAN on this machine (root, Linux), one level per --lab-loss")
 	fs.StringVar(&b.labRate, "lab-rate", "400M", "the lab's rate each way (IP bytes)")
 	fs.DurationVar(&b.labRTT, "lab-rtt", 140*time.Millisecond, "the lab's round trip")
@@ -147,10 +149,12 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 	var b benchOptions
 	b.register(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage:\n  farwing bench [flags] [user@]host\n  farwing bench --lab [flags]\n\n"+
+		fmt.Fprint(stderr, "Usage:\n  farwing bench [flags] [user@]host\n  farwing bench --lab [flags]\n  farwing bench --report LEDGER...\n\n"+
 			"Measures Farwing, TCP (default, CUBIC, BBR, 8 × BBR) and scp on one path and prints the\n"+
 			"published tables: medians with the fastest and slowest run. With --lab, --rows fairness,halving\n"+
-			"also measure Farwing sharing the emulated path with TCP CUBIC and under a halved rate.\n\nFlags:\n")
+			"also measure Farwing sharing the emulated path with TCP CUBIC and under a halved rate.\n"+
+			"--report prints, for each ledger that --json wrote, the tables its run printed, after a header\n"+
+			"of its command line, dates, both hosts and the path; it measures nothing, so it takes no other flag.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args); done {
@@ -159,6 +163,9 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 	fail := func(code int, err error) int {
 		fmt.Fprintf(stderr, "farwing bench: %s\n", oneLine(err))
 		return code
+	}
+	if b.report {
+		return benchReport(fs, fail)
 	}
 	if err := b.check(); err != nil {
 		return fail(exitUsage, err)
@@ -204,7 +211,7 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 		}
 	}
 	if b.level == "" { // a --lab child prints nothing: its parent prints the whole table
-		printTables(l, b)
+		bench.WriteTables(stdout, l, b.tables())
 	}
 	switch {
 	case l.Complete:
@@ -259,50 +266,4 @@ func writeLedger(name string, l *bench.Ledger) error {
 		os.Remove(tmp)
 	}
 	return err
-}
-
-// printTables prints the throughput and copy tables in the published layout, with their notes.
-func printTables(l *bench.Ledger, b benchOptions) {
-	var levels []string
-	var notes []string
-	for _, lv := range l.Levels {
-		levels = append(levels, lv.Name)
-		for _, n := range lv.Notes {
-			notes = append(notes, lv.Name+": "+n)
-		}
-	}
-	title := "Path"
-	if b.lab {
-		title = "Added loss"
-	}
-	dir := "to " + l.Host
-	if l.Direction == "pull" {
-		dir = "from " + l.Host
-	}
-	if t := bench.Markdown(bench.Throughput, title, b.selected, levels, l.Samples); t != "" {
-		fmt.Fprintf(stdout, "Throughput %s\n\nMbit/s of useful data. %s runs, median of %d, with the slowest and fastest run beside it.\n\n%s",
-			dir, b.duration, b.runs, t)
-		for _, n := range notes {
-			fmt.Fprintf(stdout, "\n%s\n", n)
-		}
-		fmt.Fprintln(stdout)
-	}
-	if t := bench.Markdown(bench.Copy, title, b.selected, levels, l.Samples); t != "" {
-		fmt.Fprintf(stdout, "%s copy %s, start of command to checked file\n\nDisk to disk, %s limit per run, median of %d.\n\n%s\n",
-			units.Size(b.sizeBytes), dir, b.limit, b.runs, t)
-	}
-	path := fmt.Sprintf("%s Mbit/s, %s, no random loss", bench.Number(b.labRateBps/1e6), b.labRTT)
-	if t := bench.FairnessMarkdown(l.Samples); t != "" {
-		fmt.Fprintf(stdout, "Fairness: Farwing (--sink) and one TCP CUBIC flow sharing the lab's path (%s)\n\n"+
-			"Goodput in Mbit/s over the %s the CUBIC flow ran, median of %d, with the slowest and fastest run beside it.\n\n%s\n",
-			path, b.fairDuration, b.runs, t)
-	}
-	if t := bench.HalvingMarkdown(l.Samples); t != "" {
-		fmt.Fprintf(stdout, "Capacity halved: a %s --sink copy (%s); %s after it starts the lab's rate is halved\n\n"+
-			"Farwing's sending rate as it reaches the link, per base round trip; median of %d, with the slowest and fastest run beside it.\n\n%s\n",
-			units.Size(b.halveBytes), path, b.halveAt, b.runs, t)
-	}
-	if !l.Complete {
-		fmt.Fprintf(stdout, "Incomplete: %s.\n", l.Error)
-	}
 }

@@ -6,14 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
 )
 
 // Pull copies host:srcs to the local dst.
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
-	res := &Result{Direction: "pull", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
+	res := newResult("pull", host, &o)
 	window := o.window(0, 1<<30)
 	c, ready, err := start(ctx, &o, host, Msg{Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
@@ -127,26 +126,6 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if err != nil {
 		return nil, err
 	}
-	res.fill(side, c, plan)
-	if ps := side.peerStats; ps != nil {
-		res.Retransmitted, res.Lost, res.WireBytes, res.CC = ps.Retransmitted, ps.Lost, ps.WireBytes, ps.CC
-		res.LostByTime = ps.LostByTime
-		if res.CC != nil {
-			res.CC.Verdicts = checkVerdicts(res.CC.Verdicts)
-		}
-		if res.CC != nil && res.CC.SRTTms > 0 {
-			res.RTTms = res.CC.SRTTms
-		}
-		res.ParitySent, res.RepairParity, res.RepairGroups, res.TailSeconds = ps.Parity, ps.RepairParity, ps.RepairGroups, ps.TailSeconds
-		res.FECGroups = ps.Groups
-		res.ProbeBps = ps.ProbeBps
-		res.setPeerLanes(ps.Lanes)
-	}
-	res.FECRebuilt, res.FECRepaired, res.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
-	res.Duplicates, res.FeedbackHeld = side.receiver.Duplicates, side.receiver.Held
-	res.setWireRatio()
-	if ps := side.peerStats; ps != nil {
-		res.setLimiter(false, ps.WindowSeconds, ps.SourceSeconds, ps.Cores)
-	}
+	res.fillReceived(side, c, plan)
 	return res, nil
 }

@@ -26,7 +26,7 @@ func prepareSender(window int) func() *session.SenderMemory {
 
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
-	res := &Result{Direction: "push", Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
+	res := newResult("push", host, &o)
 	sources, err := fcopy.Collect(srcs, o.collect())
 	if err != nil {
 		return nil, err
@@ -128,26 +128,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		return nil, err
 	}
 	o.logf("receiver confirmed every file")
-	res.fill(side, c, plan)
-	res.Retransmitted, res.Lost, res.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
-	res.LostByTime = side.sender.LostByTime
-	res.CC = rateStats(side.sender)
-	res.ProbeBps = side.sender.ProbeBps
-	res.ParitySent, res.RepairParity, res.RepairGroups = side.sender.Parity, side.sender.RepairParity, side.sender.RepairGroups
-	res.FECGroups = side.sender.Groups
-	res.TailSeconds = side.tailSeconds()
-	res.ControlCopied = c.ctl.Copied.Load()
-	if ps := side.peerStats; ps != nil {
-		res.FECRebuilt, res.FECRepaired, res.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
-		res.Duplicates, res.FeedbackHeld = ps.Duplicates, ps.Held
-		res.setPeerLanes(ps.Lanes)
-	}
-	res.setWireRatio()
-	peerCores := 0
-	if ps := side.peerStats; ps != nil {
-		peerCores = ps.Cores
-	}
-	res.setLimiter(true, side.sender.WindowFull.Seconds(), side.sender.SourceWait.Seconds(), peerCores)
+	res.fillSent(side, c, plan)
 	if hs != nil && side.sender.ProbeBps > 0 && side.sender.ProbeBps < hs.rate/2 {
 		forgetPath(o.PathMemory, key) // the packet train read under half the remembered rate
 	}

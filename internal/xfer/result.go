@@ -75,6 +75,63 @@ type Result struct {
 	started       time.Time
 }
 
+// newResult is the Result of a copy in direction ("push" or "pull") with host, as o asks for it,
+// started now.
+func newResult(direction, host string, o *Options) *Result {
+	return &Result{Direction: direction, Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
+}
+
+// fillSent fills r with the figures of a copy this end sent (a push): its sender's, and what the
+// receiving peer reported.
+func (r *Result) fillSent(side *sideResult, c *conn, plan *fcopy.Plan) {
+	r.fill(side, c, plan)
+	r.Retransmitted, r.Lost, r.WireBytes = side.sender.Retransmitted, side.sender.Lost, side.sender.WireBytes
+	r.LostByTime = side.sender.LostByTime
+	r.CC = rateStats(side.sender)
+	r.ProbeBps = side.sender.ProbeBps
+	r.ParitySent, r.RepairParity, r.RepairGroups = side.sender.Parity, side.sender.RepairParity, side.sender.RepairGroups
+	r.FECGroups = side.sender.Groups
+	r.TailSeconds = side.tailSeconds()
+	r.ControlCopied = c.ctl.Copied.Load()
+	if ps := side.peerStats; ps != nil {
+		r.FECRebuilt, r.FECRepaired, r.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
+		r.Duplicates, r.FeedbackHeld = ps.Duplicates, ps.Held
+		r.setPeerLanes(ps.Lanes)
+	}
+	r.setWireRatio()
+	peerCores := 0
+	if ps := side.peerStats; ps != nil {
+		peerCores = ps.Cores
+	}
+	r.setLimiter(true, side.sender.WindowFull.Seconds(), side.sender.SourceWait.Seconds(), peerCores)
+}
+
+// fillReceived fills r with the figures of a copy this end received (a pull): its receiver's, and
+// what the sending peer reported.
+func (r *Result) fillReceived(side *sideResult, c *conn, plan *fcopy.Plan) {
+	r.fill(side, c, plan)
+	if ps := side.peerStats; ps != nil {
+		r.Retransmitted, r.Lost, r.WireBytes, r.CC = ps.Retransmitted, ps.Lost, ps.WireBytes, ps.CC
+		r.LostByTime = ps.LostByTime
+		if r.CC != nil {
+			r.CC.Verdicts = checkVerdicts(r.CC.Verdicts)
+		}
+		if r.CC != nil && r.CC.SRTTms > 0 {
+			r.RTTms = r.CC.SRTTms
+		}
+		r.ParitySent, r.RepairParity, r.RepairGroups, r.TailSeconds = ps.Parity, ps.RepairParity, ps.RepairGroups, ps.TailSeconds
+		r.FECGroups = ps.Groups
+		r.ProbeBps = ps.ProbeBps
+		r.setPeerLanes(ps.Lanes)
+	}
+	r.FECRebuilt, r.FECRepaired, r.FECChunks = side.receiver.FECRebuilt, side.receiver.FECRepaired, side.receiver.FECChunks
+	r.Duplicates, r.FeedbackHeld = side.receiver.Duplicates, side.receiver.Held
+	r.setWireRatio()
+	if ps := side.peerStats; ps != nil {
+		r.setLimiter(false, ps.WindowSeconds, ps.SourceSeconds, ps.Cores)
+	}
+}
+
 func (r *Result) setPeerLanes(ls []LaneReport) {
 	if len(ls) > session.Lanes { // the peer's word: at most its four lanes
 		ls = ls[:session.Lanes]

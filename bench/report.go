@@ -214,9 +214,9 @@ func Report(w io.Writer, l *Ledger, s TableSettings) {
 }
 
 // WriteHeader writes a report's header, in Markdown: whether the ledger is complete (only when it
-// is not), the bench's command line, when it ran (UTC), the path, direction, sizes and runs,
-// both ends' facts (hostinfo.Facts), the load averages its samples recorded, and what Farwing
-// measured of the path at each level.
+// is not), the bench's command line, when it ran (UTC), the path, direction, runs and the
+// duration and size of the kinds of row it measured, both ends' facts (hostinfo.Facts), the load
+// averages its samples recorded, and what Farwing measured of the path at each level.
 func WriteHeader(w io.Writer, l *Ledger) {
 	if !l.Complete {
 		fmt.Fprintf(w, "**Incomplete ledger** (%s): the tables hold only the runs that finished.\n\n", orNone(l.Error))
@@ -230,8 +230,15 @@ func WriteHeader(w io.Writer, l *Ledger) {
 		dir = l.Direction
 	}
 	fmt.Fprintf(w, "- Path: %s; %s\n", l.Host, dir)
-	fmt.Fprintf(w, "- Runs: %d of each row at each level; throughput runs of %s; copies of %s, limit %s each\n",
-		l.Runs, seconds(l.Duration), units.Size(l.Size), seconds(l.Limit))
+	runs := fmt.Sprintf("- Runs: %d of each row at each level", l.Runs)
+	rows := ledgerRows(l.Rows)
+	if slices.ContainsFunc(rows, func(r Row) bool { return r.Kind == Throughput }) {
+		runs += fmt.Sprintf("; throughput runs of %s", seconds(l.Duration))
+	}
+	if slices.ContainsFunc(rows, func(r Row) bool { return r.Kind == Copy }) {
+		runs += fmt.Sprintf("; copies of %s, limit %s each", units.Size(l.Size), seconds(l.Limit))
+	}
+	fmt.Fprintln(w, runs)
 	if len(l.CopyFlags) > 0 {
 		fmt.Fprintf(w, "- Farwing's copies also had: %s\n", code(shellLine(l.CopyFlags)))
 	}

@@ -133,6 +133,28 @@ func TestReportIncomplete(t *testing.T) {
 	}
 }
 
+// TestReportHeaderRows: the header gives the throughput runs' duration and the copies' size and
+// limit only when the ledger has such rows (a bench of the lab rows alone has neither).
+func TestReportHeaderRows(t *testing.T) {
+	l := readFixture(t)
+	for _, c := range []struct {
+		rows []string
+		want string
+	}{
+		{[]string{"throughput:farwing", "copy:scp"}, "- Runs: 3 of each row at each level; throughput runs of 20s; copies of 64.0 MiB, limit 5m0s each\n"},
+		{[]string{"throughput:tcp-bbr"}, "- Runs: 3 of each row at each level; throughput runs of 20s\n"},
+		{[]string{"copy:http"}, "- Runs: 3 of each row at each level; copies of 64.0 MiB, limit 5m0s each\n"},
+		{[]string{"fairness:fairness", "halving:halving"}, "- Runs: 3 of each row at each level\n"},
+	} {
+		l.Rows = c.rows
+		var b strings.Builder
+		WriteHeader(&b, l)
+		if !strings.Contains(b.String(), "\n"+c.want) {
+			t.Errorf("rows %v: the header lacks %q:\n%s", c.rows, c.want, b.String())
+		}
+	}
+}
+
 func readFixture(t *testing.T) *Ledger {
 	t.Helper()
 	l, err := ReadLedger(filepath.Join("testdata", "report-lab.json"))

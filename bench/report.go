@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,9 +108,19 @@ func seconds(s float64) time.Duration {
 	return time.Duration(math.Round(s * float64(time.Second)))
 }
 
-// MaxLedger bounds the size of a ledger ReadLedger reads: a 40-minute lab bench writes about
-// 1 MB.
-const MaxLedger = 64 << 20
+// A ledger ReadLedger reads is bounded before and after it is decoded, so that a file someone
+// hands over cannot take the memory or the CPU: a 40-minute lab bench writes about 0.2 MB with
+// under 1,000 objects and arrays (its lab rows' ledger 1.5 MB, about 150), 4 levels and under
+// 100 samples, and the largest bench the flags allow (100 runs of every row at many levels) stays
+// far inside these. Decoded, 3 bytes of JSON ("{},") become a 200-byte Sample: the count of
+// objects and arrays is what bounds the memory, the count of samples and levels what bounds the
+// tables' work (Markdown reads every sample for each cell).
+const (
+	MaxLedger        = 16 << 20 // bytes
+	maxLedgerValues  = 1 << 18  // JSON objects and arrays ('{' and '[', strings' included)
+	maxLedgerLevels  = 256
+	maxLedgerSamples = 1 << 17
+)
 
 // ReadLedger reads a ledger that `farwing bench --json` wrote, for a report. It refuses a file
 // that cannot be read, is not a ledger or is of another Schema, and a ledger whose tables cannot
@@ -130,6 +141,9 @@ func ReadLedger(name string) (*Ledger, error) {
 	case len(raw) > MaxLedger:
 		return nil, fmt.Errorf("%s: larger than %s, not a bench ledger", what, units.Size(MaxLedger))
 	}
+	if n := bytes.Count(raw, []byte("{")) + bytes.Count(raw, []byte("[")); n > maxLedgerValues {
+		return nil, fmt.Errorf("%s: more than %d JSON objects and arrays, not a bench ledger", what, maxLedgerValues)
+	}
 	var head struct {
 		Schema *int `json:"schema"`
 	}
@@ -143,11 +157,22 @@ func ReadLedger(name string) (*Ledger, error) {
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return nil, fmt.Errorf("%s: not a bench ledger of schema %d: %s", what, Schema, escape.Text(err.Error()))
 	}
+	switch {
+	case len(l.Levels) > maxLedgerLevels:
+		return nil, fmt.Errorf("%s: %d levels; a bench ledger has at most %d", what, len(l.Levels), maxLedgerLevels)
+	case len(l.Samples) > maxLedgerSamples:
+		return nil, fmt.Errorf("%s: %d samples; a bench ledger has at most %d", what, len(l.Samples), maxLedgerSamples)
+	}
 	clean(reflect.ValueOf(&l).Elem())
+	seen := map[string]bool{}
 	for _, r := range l.Rows {
 		if _, ok := rowNamed(r); !ok {
-			return nil, fmt.Errorf("%s: it names a row this farwing does not know, %q", what, r)
+			return nil, fmt.Errorf("%s: it names a row this farwing does not know, %s", what, escape.Quote(r))
 		}
+		if seen[r] {
+			return nil, fmt.Errorf("%s: it names the row %s twice", what, escape.Quote(r))
+		}
+		seen[r] = true
 	}
 	return &l, nil
 }

@@ -164,8 +164,9 @@ func readFixture(t *testing.T) *Ledger {
 	return l
 }
 
-// TestReportRefuses: a file that cannot be read, is not a ledger, is of another schema or
-// names a row this build does not know is refused, in one line naming the file.
+// TestReportRefuses: a file that cannot be read, is not a ledger, is of another schema, names a
+// row this build does not know or names one twice, or is larger than a bench's ledger (bytes,
+// objects, levels, samples) is refused, in one line naming the file.
 func TestReportRefuses(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
@@ -176,6 +177,13 @@ func TestReportRefuses(t *testing.T) {
 		"bad-field":   `{"schema": 1, "samples": "many"}`,
 		"unknown-row": `{"schema": 1, "complete": true, "rows": ["throughput:ftp"]}`,
 		"array":       `[1, 2]`,
+		"twice":       `{"schema": 1, "complete": true, "rows": ["throughput:farwing", "throughput:farwing"]}`,
+		// Bounds on what a file someone hands over may make the report do: 3 bytes of JSON
+		// decode to a 200-byte Sample, and every table cell reads every sample.
+		"braces":  `{"schema": 1, "samples": [` + strings.Repeat("{},", maxLedgerValues) + `{}]}`,
+		"levels":  `{"schema": 1, "levels": [` + strings.Repeat(`{"name":"x"},`, maxLedgerLevels) + `{}]}`,
+		"samples": `{"schema": 1, "samples": [` + strings.Repeat("{},", maxLedgerSamples) + `{}]}`,
+		"huge":    `{"schema": 1, "error": "` + strings.Repeat("x", MaxLedger) + `"}`,
 	} {
 		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
 	}
@@ -190,6 +198,11 @@ func TestReportRefuses(t *testing.T) {
 		{"schema-2", "schema 2; this farwing reads bench ledgers of schema 1"},
 		{"bad-field", "not a bench ledger of schema 1"},
 		{"unknown-row", `a row this farwing does not know, "throughput:ftp"`},
+		{"twice", `it names the row "throughput:farwing" twice`},
+		{"braces", "more than 262144 JSON objects and arrays, not a bench ledger"},
+		{"levels", "257 levels; a bench ledger has at most 256"},
+		{"samples", "131073 samples; a bench ledger has at most 131072"},
+		{"huge", "larger than 16.0 MiB, not a bench ledger"},
 	} {
 		path := filepath.Join(dir, c.name)
 		l, err := ReadLedger(path)

@@ -58,7 +58,7 @@ func benchReport(fs *pflag.FlagSet, fail func(int, error) int) int {
 // as the bench parsed it.
 func ledgerTables(l *bench.Ledger) (bench.TableSettings, error) {
 	if len(l.Argv) < 2 || l.Argv[0] != "farwing" || l.Argv[1] != "bench" {
-		return bench.TableSettings{}, fmt.Errorf("its command line is not a farwing bench's: %q", l.Argv)
+		return bench.TableSettings{}, fmt.Errorf("its command line is not a farwing bench's: %s", escape.Quote(strings.Join(l.Argv, " ")))
 	}
 	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/farwing/farwing/bench"
 	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/tcpbench"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/units"
 	"github.com/farwing/farwing/internal/xfer"
@@ -71,7 +72,20 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	b.ssh.register(fs)
 }
 
+// check checks the flags (parse) and that this platform can measure what they ask.
 func (b *benchOptions) check() error {
+	if err := b.parse(); err != nil {
+		return err
+	}
+	if b.lab {
+		return labHere()
+	}
+	return nil
+}
+
+// parse parses and checks the flags' values, on any platform (--report reads a ledger's command
+// line back with it).
+func (b *benchOptions) parse() error {
 	var err error
 	if b.sizeBytes, err = units.ParseSize(b.size); err != nil || b.sizeBytes <= 0 {
 		return fmt.Errorf("--size %q: want a size such as 256M or 5G", b.size)
@@ -100,7 +114,34 @@ func (b *benchOptions) check() error {
 		return err
 	}
 	if b.lab {
-		return b.checkLab()
+		return b.parseLab()
+	}
+	return nil
+}
+
+// parseLab checks --lab's own flags, on any platform: a ledger's command line is read back
+// with them (--report) where the lab itself cannot run.
+func (b *benchOptions) parseLab() error {
+	var err error
+	if b.fairDuration < time.Second || b.fairDuration > tcpbench.MaxSeconds*time.Second {
+		return fmt.Errorf("--fair-duration must be 1s..%ds", tcpbench.MaxSeconds)
+	}
+	if b.halveBytes, err = units.ParseSize(b.halveSize); err != nil || b.halveBytes <= 0 {
+		return fmt.Errorf("--halve-size %q: want a size such as 1G", b.halveSize)
+	}
+	if b.halveAt < time.Second {
+		return fmt.Errorf("--halve-at must be at least 1s")
+	}
+	if b.labRateBps, err = units.ParseLinkRate(b.labRate); err != nil {
+		return fmt.Errorf("--lab-rate: %v", err)
+	}
+	for _, f := range strings.Split(b.labLoss, ",") {
+		loss, err := units.ParseLoss(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("--lab-loss: %v", err)
+		}
+		b.labLosses = append(b.labLosses, loss)
+		b.labLossNames = append(b.labLossNames, lossName(loss))
 	}
 	return nil
 }

@@ -12,37 +12,11 @@ import (
 
 	"github.com/farwing/farwing/bench"
 	"github.com/farwing/farwing/bench/lab"
-	"github.com/farwing/farwing/bench/lab/labcli"
 	"github.com/farwing/farwing/bench/lab/sshlab"
-	"github.com/farwing/farwing/internal/tcpbench"
-	"github.com/farwing/farwing/internal/units"
 )
 
-// checkLab checks --lab's own flags.
-func (b *benchOptions) checkLab() error {
-	var err error
-	if b.fairDuration < time.Second || b.fairDuration > tcpbench.MaxSeconds*time.Second {
-		return fmt.Errorf("--fair-duration must be 1s..%ds", tcpbench.MaxSeconds)
-	}
-	if b.halveBytes, err = units.ParseSize(b.halveSize); err != nil || b.halveBytes <= 0 {
-		return fmt.Errorf("--halve-size %q: want a size such as 1G", b.halveSize)
-	}
-	if b.halveAt < time.Second {
-		return fmt.Errorf("--halve-at must be at least 1s")
-	}
-	if b.labRateBps, err = labcli.ParseRate(b.labRate); err != nil {
-		return fmt.Errorf("--lab-rate: %v", err)
-	}
-	for _, f := range strings.Split(b.labLoss, ",") {
-		loss, err := labcli.ParseLoss(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("--lab-loss: %v", err)
-		}
-		b.labLosses = append(b.labLosses, loss)
-		b.labLossNames = append(b.labLossNames, lossName(loss))
-	}
-	return nil
-}
+// labHere is nil: Linux has the lab (check refuses --lab elsewhere).
+func labHere() error { return nil }
 
 // runLab builds the emulated WAN; for each loss level it runs this bench against the lab's sshd
 // as an ordinary host from namespace A, and merges the levels' ledgers; then, without random

@@ -9,10 +9,10 @@ import (
 	"github.com/farwing/farwing/bench"
 )
 
-// checkLab refuses --lab where there is no lab: check's error, a bad command line.
-func (b *benchOptions) checkLab() error { return fmt.Errorf("--lab: %w", errLabLinux) }
+// labHere refuses --lab where there is no lab: check's error, a bad command line.
+func labHere() error { return fmt.Errorf("--lab: %w", errLabLinux) }
 
-// runLab is not reached: checkLab has refused --lab.
+// runLab is not reached: check has refused --lab.
 func (b *benchOptions) runLab(context.Context, string, []string) (*bench.Ledger, error) {
 	return nil, errLabLinux
 }

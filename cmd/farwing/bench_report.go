@@ -69,7 +69,7 @@ func ledgerTables(l *bench.Ledger) (bench.TableSettings, error) {
 		err = errors.New("--report")
 	}
 	if err == nil {
-		err = b.check()
+		err = b.parse()
 	}
 	if err != nil {
 		return bench.TableSettings{}, fmt.Errorf("its command line is not one this farwing bench takes: %v", err)

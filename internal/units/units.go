@@ -102,3 +102,32 @@ func ParseSize(s string) (int64, error) {
 	}
 	return int64(v), nil
 }
+
+// ParseLinkRate parses a link's rate in bits/s as ParseRate does ("100M", "1.5G", "800k", "100Mbit"); "0",
+// "unlimited" and "inf" mean no limit (0).
+func ParseLinkRate(s string) (float64, error) {
+	switch t := strings.ToLower(strings.TrimSpace(s)); t {
+	case "unlimited", "inf":
+		return 0, nil
+	default:
+		if v, err := strconv.ParseFloat(t, 64); err == nil && v == 0 {
+			return 0, nil
+		}
+	}
+	return ParseRate(s)
+}
+
+// ParseLoss parses "1%" or "0.01".
+func ParseLoss(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	scale := 1.0
+	if strings.HasSuffix(t, "%") {
+		t, scale = strings.TrimSuffix(t, "%"), 0.01
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	v *= scale
+	if err != nil || v < 0 || v > 1 || v != v {
+		return 0, fmt.Errorf("bad loss %q: want a probability like 1%% or 0.01", s)
+	}
+	return v, nil
+}

@@ -65,3 +65,34 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLinkRate(t *testing.T) {
+	for in, want := range map[string]float64{
+		"100M": 100e6, "1.5G": 1.5e9, "800k": 800e3, "100Mbit": 100e6, "100mbps": 100e6,
+		"2500": 2500, "0": 0, "unlimited": 0,
+	} {
+		got, err := ParseLinkRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseLinkRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "fast", "-1M", "M"} {
+		if _, err := ParseLinkRate(in); err == nil {
+			t.Errorf("ParseLinkRate(%q) succeeded", in)
+		}
+	}
+}
+
+func TestParseLoss(t *testing.T) {
+	for in, want := range map[string]float64{"1%": 0.01, "0.01": 0.01, "0": 0, "12.5%": 0.125, "1": 1} {
+		got, err := ParseLoss(in)
+		if err != nil || got < want-1e-12 || got > want+1e-12 {
+			t.Errorf("ParseLoss(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "x", "-1%", "101%", "2"} {
+		if _, err := ParseLoss(in); err == nil {
+			t.Errorf("ParseLoss(%q) succeeded", in)
+		}
+	}
+}

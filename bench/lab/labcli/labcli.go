@@ -87,13 +87,13 @@ func Main(args []string, o Options) int {
 		}
 		return 2
 	}
-	rate, err := ParseRate(*rateS)
+	rate, err := units.ParseLinkRate(*rateS)
 	if err == nil && *rtt < 0 {
 		err = fmt.Errorf("negative --rtt %v", *rtt)
 	}
 	var loss float64
 	if err == nil {
-		loss, err = ParseLoss(*lossS)
+		loss, err = units.ParseLoss(*lossS)
 	}
 	var queue int
 	if err == nil {
@@ -288,7 +288,7 @@ func ParseChange(s string) (Change, error) {
 		}
 		switch k {
 		case "rate":
-			r, err := ParseRate(v)
+			r, err := units.ParseLinkRate(v)
 			if err != nil {
 				return bad(err.Error())
 			}
@@ -300,7 +300,7 @@ func ParseChange(s string) (Change, error) {
 			}
 			c.RTT, changed = &d, true
 		case "loss":
-			p, err := ParseLoss(v)
+			p, err := units.ParseLoss(v)
 			if err != nil {
 				return bad(err.Error())
 			}
@@ -426,35 +426,6 @@ func FormatRate(bps float64) string {
 		return "unlimited"
 	}
 	return units.RateShort(bps)
-}
-
-// ParseRate parses bits/s as units.ParseRate does ("100M", "1.5G", "800k", "100Mbit"); "0",
-// "unlimited" and "inf" mean no limit (0).
-func ParseRate(s string) (float64, error) {
-	switch t := strings.ToLower(strings.TrimSpace(s)); t {
-	case "unlimited", "inf":
-		return 0, nil
-	default:
-		if v, err := strconv.ParseFloat(t, 64); err == nil && v == 0 {
-			return 0, nil
-		}
-	}
-	return units.ParseRate(s)
-}
-
-// ParseLoss parses "1%" or "0.01".
-func ParseLoss(s string) (float64, error) {
-	t := strings.TrimSpace(s)
-	scale := 1.0
-	if strings.HasSuffix(t, "%") {
-		t, scale = strings.TrimSuffix(t, "%"), 0.01
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	v *= scale
-	if err != nil || v < 0 || v > 1 || v != v {
-		return 0, fmt.Errorf("bad loss %q: want a probability like 1%% or 0.01", s)
-	}
-	return v, nil
 }
 
 // ParseQueue parses a queue limit in bytes ("65536", "256K", "4M", binary

@@ -15,37 +15,6 @@ import (
 	"github.com/farwing/farwing/bench/lab/sshlab"
 )
 
-func TestParseRate(t *testing.T) {
-	for in, want := range map[string]float64{
-		"100M": 100e6, "1.5G": 1.5e9, "800k": 800e3, "100Mbit": 100e6, "100mbps": 100e6,
-		"2500": 2500, "0": 0, "unlimited": 0,
-	} {
-		got, err := ParseRate(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "fast", "-1M", "M"} {
-		if _, err := ParseRate(in); err == nil {
-			t.Errorf("ParseRate(%q) succeeded", in)
-		}
-	}
-}
-
-func TestParseLoss(t *testing.T) {
-	for in, want := range map[string]float64{"1%": 0.01, "0.01": 0.01, "0": 0, "12.5%": 0.125, "1": 1} {
-		got, err := ParseLoss(in)
-		if err != nil || got < want-1e-12 || got > want+1e-12 {
-			t.Errorf("ParseLoss(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "x", "-1%", "101%", "2"} {
-		if _, err := ParseLoss(in); err == nil {
-			t.Errorf("ParseLoss(%q) succeeded", in)
-		}
-	}
-}
-
 func TestParseQueue(t *testing.T) {
 	rtt := 140 * time.Millisecond
 	for in, want := range map[string]int{

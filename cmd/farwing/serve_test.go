@@ -5,8 +5,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"testing/iotest"
+
+	"github.com/farwing/farwing/internal/benchpeer"
+	"github.com/farwing/farwing/internal/doctorpeer"
+	"github.com/farwing/farwing/internal/xfer"
 )
 
 // TestSkipReader: --skip L:A passes the first L bytes, drops the next A and passes the rest,
@@ -76,5 +81,26 @@ func TestServeChdir(t *testing.T) {
 	}
 	if enter(filepath.Join(start, "gone")); cwd() != "/" {
 		t.Fatalf("--chdir to a directory that is gone: working in %s, want /", cwd())
+	}
+}
+
+// TestPeerRoles: the peer that farwing serve runs answers a bench's hello and a doctor's with
+// their packages' Serve, and no other role besides a copy's: the in-process tests of those
+// packages register the roles themselves, so only this test sees serve's own table.
+func TestPeerRoles(t *testing.T) {
+	want := map[string]xfer.Role{xfer.RoleBench: benchpeer.Serve, xfer.RoleDoctor: doctorpeer.Serve}
+	if len(peerRoles) != len(want) {
+		t.Fatalf("serve registers %d roles, want %d (bench, doctor)", len(peerRoles), len(want))
+	}
+	for role, fn := range want {
+		got, ok := peerRoles[role]
+		if !ok || got == nil || reflect.ValueOf(got).Pointer() != reflect.ValueOf(fn).Pointer() {
+			t.Errorf("role %q: serve registers %v, want its package's Serve", role, got)
+		}
+	}
+	for _, copyRole := range []string{xfer.RoleRecv, xfer.RoleSend} {
+		if _, ok := peerRoles[copyRole]; ok {
+			t.Errorf("role %q is a copy's, served by xfer.Serve itself, yet registered", copyRole)
+		}
 	}
 }

@@ -14,8 +14,10 @@ type Limiter struct {
 	Detail string `json:"detail"` // one human sentence
 
 	GoodputBps       float64 `json:"goodput_bps"`
-	CapacityBps      float64 `json:"capacity_bps,omitempty"` // the packet-train estimate, else the controller's bottleneck estimate
-	CeilingBps       float64 `json:"ceiling_bps,omitempty"`  // --rate
+	CapacityBps      float64 `json:"capacity_bps,omitempty"`  // the path's capacity, where the evidence agrees on one (pathCapacity); 0: not known
+	TrainBps         float64 `json:"train_bps,omitempty"`     // the packet train's reading before data flowed
+	DeliveredBps     float64 `json:"delivered_bps,omitempty"` // the most the path delivered during the copy (the controller's bottleneck estimate)
+	CeilingBps       float64 `json:"ceiling_bps,omitempty"`   // --rate
 	CongestionEvents uint64  `json:"congestion_events"`
 	SenderCPU        float64 `json:"sender_cpu"`   // CPU seconds per data second, of its cores
 	ReceiverCPU      float64 `json:"receiver_cpu"` // the same at the receiver
@@ -31,13 +33,34 @@ const (
 	busyWait  = 0.20 // of the data phase
 	nearLimit = 0.85 // of a rate limit (capacity, ceiling)
 	overflows = 0.001
+
+	// A packet train is weak evidence: read through a lossy or loaded path its datagrams arrive
+	// spread out (it reads low) or bunched (it reads high). It names the capacity only where the
+	// copy does not contradict it: not below the goodput the copy achieved, and not far above the
+	// most the path delivered while the controller probed it.
+	trainOverGoodput   = 0.98 // a train below this share of the goodput is contradicted
+	trainOverDelivered = 1.2  // a train above this many times the delivered maximum is contradicted
 )
+
+// pathCapacity is the capacity a verdict may name, 0 where the evidence does not agree on one:
+// the train's reading where the copy bears it out (above).
+func pathCapacity(l Limiter) float64 {
+	t := l.TrainBps
+	switch {
+	case !(t > 0), t < trainOverGoodput*l.GoodputBps, l.DeliveredBps > 0 && t > trainOverDelivered*l.DeliveredBps:
+		return 0
+	}
+	return t
+}
 
 // limiter decides in order of certainty: overflowing sockets and saturated CPUs are direct
 // evidence, waits on the window or the source next, then whether the rate stood near what the
-// path or the ceiling allows, and last the rate controller's backoff.
+// path or the ceiling allows, and last the rate controller's backoff. It names a capacity only
+// where the evidence agrees on one (pathCapacity); where it does not, it says what it knows: the
+// rate the path carried, and whether anything held it below that.
 func limiter(l Limiter) *Limiter {
 	g := l.GoodputBps
+	l.CapacityBps = pathCapacity(l)
 	switch {
 	case l.Datagrams > 0 && float64(l.RxDropped) > overflows*float64(l.Datagrams):
 		l.Cause, l.Detail = "socket_buffers", fmt.Sprintf("receive-buffer overflows: %d (raise net.core.rmem_max)", l.RxDropped)
@@ -53,8 +76,13 @@ func limiter(l Limiter) *Limiter {
 		l.Cause, l.Detail = "ceiling", fmt.Sprintf("the --rate ceiling (%s)", units.Rate(l.CeilingBps))
 	case l.CapacityBps > 0 && g >= nearLimit*l.CapacityBps:
 		l.Cause, l.Detail = "capacity", fmt.Sprintf("the path's capacity (about %s)", units.Rate(l.CapacityBps))
-	case l.CongestionEvents > 0:
+	case l.CapacityBps == 0 && l.DeliveredBps > 0 && g >= nearLimit*l.DeliveredBps:
+		// No capacity to name, but the copy ran at the most the path delivered.
+		l.Cause, l.Detail = "capacity", fmt.Sprintf("the path: at least %s, no sign of a limit below it", units.Rate(g))
+	case l.CongestionEvents > 0 && l.CapacityBps > 0:
 		l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events held the rate below the path's %s", l.CongestionEvents, units.Rate(l.CapacityBps))
+	case l.CongestionEvents > 0:
+		l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events held the rate below the %s the path delivered at its best", l.CongestionEvents, units.Rate(l.DeliveredBps))
 	default:
 		l.Cause, l.Detail = "undetermined", "nothing in the counters stands out"
 	}
@@ -76,13 +104,11 @@ func (r *Result) setLimiter(pushed bool, window, source float64, peerCores int) 
 	}
 	// On a pull the waits are the peer's word: a share is bounded to the data phase.
 	share := func(s float64) float64 { return min(max(s/r.DataSeconds, 0), 1) }
-	l := Limiter{GoodputBps: r.GoodputBps, CapacityBps: r.ProbeBps, CeilingBps: r.RateBps, RxDropped: r.RxDropped,
+	l := Limiter{GoodputBps: r.GoodputBps, TrainBps: r.ProbeBps, CeilingBps: r.RateBps, RxDropped: r.RxDropped,
 		Datagrams: r.DatagramsSent + r.DatagramsRecv, WindowFull: share(window), SourceWait: share(source)}
 	if r.CC != nil {
 		l.CongestionEvents = r.CC.CongestionEvents
-		if l.CapacityBps == 0 {
-			l.CapacityBps = r.CC.BtlBwBps
-		}
+		l.DeliveredBps = r.CC.BtlBwBps
 	}
 	// Whole-process CPU over the whole command (the CPU counters cover the process, not the data
 	// phase alone): the start's share is small beside a copy's.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,9 +96,11 @@ func ledgerRows(names []string) []Row {
 }
 
 func rowNamed(name string) (Row, bool) {
-	for _, r := range append(slices.Clone(Rows), LabRows...) {
-		if TableName(r.Kind)+":"+r.ID == name {
-			return r, true
+	for _, rows := range [][]Row{Rows, LabRows} {
+		for _, r := range rows {
+			if r.Name() == name {
+				return r, true
+			}
 		}
 	}
 	return Row{}, false
@@ -144,17 +147,20 @@ func ReadLedger(name string) (*Ledger, error) {
 	if n := bytes.Count(raw, []byte("{")) + bytes.Count(raw, []byte("[")); n > maxLedgerValues {
 		return nil, fmt.Errorf("%s: more than %d JSON objects and arrays, not a bench ledger", what, maxLedgerValues)
 	}
-	var head struct {
-		Schema *int `json:"schema"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil || head.Schema == nil {
-		return nil, fmt.Errorf("%s: not a bench ledger (a JSON object with a schema, as --json writes)", what)
-	}
-	if *head.Schema != Schema {
-		return nil, fmt.Errorf("%s: schema %d; this farwing reads bench ledgers of schema %d", what, *head.Schema, Schema)
-	}
+	// One decode; the header alone is read again only to say why a file is not a ledger of this
+	// schema.
 	var l Ledger
-	if err := json.Unmarshal(raw, &l); err != nil {
+	err = json.Unmarshal(raw, &l)
+	if err != nil || l.Schema != Schema {
+		var head struct {
+			Schema *int `json:"schema"`
+		}
+		if json.Unmarshal(raw, &head) != nil || head.Schema == nil {
+			return nil, fmt.Errorf("%s: not a bench ledger (a JSON object with a schema, as --json writes)", what)
+		}
+		if *head.Schema != Schema {
+			return nil, fmt.Errorf("%s: schema %d; this farwing reads bench ledgers of schema %d", what, *head.Schema, Schema)
+		}
 		return nil, fmt.Errorf("%s: not a bench ledger of schema %d: %s", what, Schema, escape.Text(err.Error()))
 	}
 	switch {
@@ -370,7 +376,7 @@ func facts(f hostinfo.Facts) string {
 		add("%s", f.Go)
 	}
 	if t := f.TCP; t.Default != "" || t.Rmem[2] > 0 || t.Wmem[2] > 0 {
-		add("TCP default %s, tcp_rmem max %s, tcp_wmem max %s", orNone(t.Default), units.Size(t.Rmem[2]), units.Size(t.Wmem[2]))
+		add("TCP default %s, tcp_rmem max %s, tcp_wmem max %s", cmp.Or(t.Default, "unknown"), units.Size(t.Rmem[2]), units.Size(t.Wmem[2]))
 	}
 	if f.MTU > 0 {
 		add("MTU %d (%s)", f.MTU, f.Interface)

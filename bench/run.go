@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config) *Ledger {
 		l.Direction = "pull"
 	}
 	for _, r := range cfg.Rows {
-		l.Rows = append(l.Rows, TableName(r.Kind)+":"+r.ID)
+		l.Rows = append(l.Rows, r.Name())
 	}
 	err := run(ctx, cfg, l)
 	l.Ended = time.Now().UTC()

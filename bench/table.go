@@ -82,6 +82,9 @@ func SelectRows(list string) ([]Row, error) {
 	return rows, nil
 }
 
+// Name is the row's name in a ledger ("throughput:farwing").
+func (r Row) Name() string { return TableName(r.Kind) + ":" + r.ID }
+
 // IsLab reports whether r is one of the LabRows.
 func (r Row) IsLab() bool { return r.Kind == Fairness || r.Kind == Halving }
 

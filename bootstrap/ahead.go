@@ -157,15 +157,11 @@ func (r installRecords) of(hash string) string {
 	return filepath.Join(r.dir, "farwing-"+hash[:16]+"-"+r.key)
 }
 
-// installedRecord is the record of hash for host in this user's cache (installedRecords).
-func installedRecord(hash string, cfg map[string]string, host string) string {
-	return installedRecords(localPeerDir("installed"), cfg, host).of(hash)
-}
-
 // noteInstalled records that a build runs on an account (a failure to record only costs the next
 // contact its guess); records made more than pruneDays ago go, as the remote's builds do. The
-// record's directory is checked again (privdir.Check: installedRecord found it private), and the
-// record is made O_EXCL|O_NOFOLLOW: an empty file of its own, never through a link.
+// record's directory is checked again right before the write (privdir.Check: the session found
+// it private when the start began), and the record is made O_EXCL|O_NOFOLLOW: an empty file of
+// its own, never through a link.
 func noteInstalled(rec string) {
 	if rec == "" {
 		return

@@ -189,7 +189,7 @@ func TestStartAhead(t *testing.T) {
 	os.WriteFile(packedCache(localPeerDir(), selfBuild(id)), damaged, 0o600)
 	home3 := t.TempDir()
 	if p := start(home3); !p.Uploaded || p.Ahead || sessions() != 6 || !slices.Equal(reasons(p), []reason{0, damagedGzip}) {
-		t.Fatalf("damaged gzip form: uploaded %v, ahead %v, %d sessions in all (want 6), attempts %+v", p.Uploaded, p.Ahead, sessions(), p.session.attempts)
+		t.Fatalf("damaged gzip form: uploaded %v, ahead %v, %d sessions in all (want 6), attempts %+v", p.Uploaded, p.Ahead, sessions(), p.attempts)
 	} else {
 		control(p, served+string(pre))
 	}

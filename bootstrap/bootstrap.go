@@ -213,7 +213,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	}
 	p, err := se.firstContact(ctx, host, c, serveArgs, preface)
 	if p != nil {
-		p.HostName, p.session = se.cfg["hostname"], se
+		p.HostName, p.attempts = se.cfg["hostname"], se.attempts
 	}
 	return p, err
 }

@@ -598,8 +598,8 @@ func TestStartForgedSelfRecord(t *testing.T) {
 	if b, _ := os.ReadFile(log); strings.Count(string(b), "session\n") != 2 {
 		t.Fatalf("%d ssh sessions, want 2 (the first closed at need)", strings.Count(string(b), "session\n"))
 	}
-	if got := reasons(p); !slices.Equal(got, []reason{0, wrongSelfHash}) || !strings.Contains(p.session.attempts[1].why, "recorded SHA-256 was not its own") {
-		t.Fatalf("attempts %+v, want the second made for wrongSelfHash", p.session.attempts)
+	if got := reasons(p); !slices.Equal(got, []reason{0, wrongSelfHash}) || !strings.Contains(p.attempts[1].why, "recorded SHA-256 was not its own") {
+		t.Fatalf("attempts %+v, want the second made for wrongSelfHash", p.attempts)
 	}
 	if h, _ := selfHash(exe); h != id.Hash {
 		t.Fatalf("after the install selfHash = %s, want the real %s", h, id.Hash)

@@ -250,7 +250,7 @@ func readIdentity(id Identity) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != id.Hash {
+	if sha256Hex(b) != id.Hash {
 		return nil, fmt.Errorf("%s changed while running (its SHA-256 is no longer %s)", id.Exe, id.Hash)
 	}
 	return b, nil

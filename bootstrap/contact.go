@@ -126,8 +126,8 @@ func (s *session) plan(host string, c catalog, preface []byte, ahead bool) *plan
 // given up, or the error that ends first contact.
 func (s *session) try(ctx context.Context, host string, c catalog, pl *plan, serveArgs []string, preface []byte, a attempt) (*Peer, *attempt, error) {
 	var qa []string
-	for _, a := range serveArgs {
-		qa = append(qa, shellQuote(a))
+	for _, arg := range serveArgs {
+		qa = append(qa, shellQuote(arg))
 	}
 	args := strings.Join(qa, " ")
 	up, n := pl.up, 0

@@ -14,7 +14,7 @@ import (
 // reasons are the reasons of p's first contact's attempts, in order (0: the first).
 func reasons(p *Peer) []reason {
 	var rs []reason
-	for _, a := range p.session.attempts {
+	for _, a := range p.attempts {
 		rs = append(rs, a.after)
 	}
 	return rs
@@ -79,9 +79,9 @@ func TestStartSilentSharedConnection(t *testing.T) {
 	if got := reasons(p); !slices.Equal(got, []reason{0, muxSilent}) {
 		t.Fatalf("attempts %v, want the first and one after muxSilent", got)
 	}
-	first, second := p.session.attempts[0], p.session.attempts[1]
+	first, second := p.attempts[0], p.attempts[1]
 	if !first.muxed || second.muxed || second.ahead || second.why != said {
-		t.Errorf("attempts %+v", p.session.attempts)
+		t.Errorf("attempts %+v", p.attempts)
 	}
 	if p.Took < muxAnswer {
 		t.Errorf("Took %s: not counted from the first attempt", p.Took)

@@ -49,7 +49,7 @@ type Peer struct {
 	skipped  chan struct{}
 	serve    []string  // the peer's command line, as the script runs it
 	began    time.Time // when ssh was started
-	session  *session  // what the start that made it found and decided (Start's, once it returns)
+	attempts []attempt // first contact's attempts, each with the reason it was made (contact.go)
 	waitOnce sync.Once
 	waitErr  error
 }

@@ -372,3 +372,9 @@ func TestRemoteAncestorSwap(t *testing.T) {
 		}
 	}
 }
+
+// installedRecord is the record of hash for host in this user's cache (installedRecords), for
+// the tests that look for one.
+func installedRecord(hash string, cfg map[string]string, host string) string {
+	return installedRecords(localPeerDir("installed"), cfg, host).of(hash)
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Syntax check of the repository's shell scripts: every *.sh under scripts/ and bench/tools/ is
+# Syntax check of the repository's shell scripts: every *.sh under scripts/, bench/tools/ and bench/lab/ is
 # parsed, not run: `sh -n` where its shebang asks for sh (#!/bin/sh, #!/usr/bin/env sh), else
 # `bash -n`. One line per file, then the count; the first file that does not parse stops it with
 # its name and the shell's message (exit 1).
@@ -22,5 +22,5 @@ while IFS= read -r -d '' f; do
 	fi
 	echo "$shell -n $f: ok"
 	n=$((n + 1))
-done < <(find scripts bench/tools -type f -name '*.sh' -print0 | sort -z)
+done < <(find scripts bench/tools bench/lab -type f -name '*.sh' -print0 | sort -z)
 echo "lint-sh: $n shell files checked"

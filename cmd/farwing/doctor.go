@@ -14,6 +14,7 @@ import (
 	"github.com/farwing/farwing/internal/doctorpeer"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/peers"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/units"
@@ -137,7 +138,7 @@ func diagnose(rep *doctorpeer.Report, err error) []finding {
 		fix := ""
 		switch code {
 		case exitPlatform:
-			fix = "use a release build of farwing (make dist, make build), which carries the peer for Linux and macOS on x86-64 and arm64"
+			fix = "use a release build of farwing (make dist, make build), which carries peers for " + strings.Join(peers.Supported, ", ")
 		case exitInstall:
 			fix = "make ~/.cache/farwing writable for the remote user (or set XDG_CACHE_HOME there)"
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/farwing/farwing/internal/hostinfo"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/internal/xfer"
 	"github.com/farwing/farwing/internal/xfer/xfertest"
 	"github.com/farwing/farwing/lane/lanetest"
@@ -47,25 +48,6 @@ func benchAsk(t *testing.T, b *Peer, m xfer.Msg, want xfer.Kind) (xfer.Msg, erro
 		t.Fatal(err)
 	}
 	return b.s.Control().Expect(context.Background(), want, 10*time.Second)
-}
-
-// noControlBytes fails the test where s holds a control character (an escape a terminal would
-// act on), as xfer's hostile tests check.
-func noControlBytes(t *testing.T, s string) {
-	t.Helper()
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
-			t.Fatalf("error text %q holds control character %U", s, r)
-		}
-	}
-}
-
-// emptyDir fails the test where dir holds anything.
-func emptyDir(t *testing.T, dir string) {
-	t.Helper()
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Fatalf("%s holds %s after a refused copy", dir, ents[0].Name())
-	}
 }
 
 // benchStillServes: after a refusal the bench server answers the next request.
@@ -94,7 +76,7 @@ func TestBenchHostileCheckNames(t *testing.T) {
 			t.Errorf("check %q: %v", name, err)
 			continue
 		}
-		noControlBytes(t, err.Error())
+		treetest.NoControl(t, err.Error())
 	}
 	// A plain name with a bidirectional override is a name of the directory (not there): an
 	// error, escaped. (A name that is not UTF-8 arrives as U+FFFD: JSON replaces it.)
@@ -194,7 +176,7 @@ func TestBenchHostileTCPLimits(t *testing.T) {
 			t.Errorf("%.80s: %v", fmt.Sprintf("%+v", tt), err)
 			continue
 		}
-		noControlBytes(t, err.Error())
+		treetest.NoControl(t, err.Error())
 		if len(err.Error()) > 2000 {
 			t.Errorf("a %d-byte error for %.40q", len(err.Error()), tt.CC)
 		}
@@ -417,7 +399,7 @@ func TestBenchHostileFacts(t *testing.T) {
 			if err == nil || xfer.CodeOf(err) != xfer.CodeProtocol {
 				t.Fatalf("first message %.60q: %v", first.Dest, err)
 			}
-			noControlBytes(t, err.Error())
+			treetest.NoControl(t, err.Error())
 			if len(err.Error()) > 1000 {
 				t.Fatalf("a %d-byte error", len(err.Error()))
 			}
@@ -522,7 +504,7 @@ func TestBenchHostileListen(t *testing.T) {
 		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("tcp listen %+v: %v", bad[i], err)
 		}
-		noControlBytes(t, err.Error())
+		treetest.NoControl(t, err.Error())
 	}
 	next.Store(0)
 	dir := t.TempDir()
@@ -531,9 +513,9 @@ func TestBenchHostileListen(t *testing.T) {
 		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("http listen %.80q: %v", fmt.Sprint(badHTTP[i]), err)
 		}
-		noControlBytes(t, err.Error())
+		treetest.NoControl(t, err.Error())
 	}
-	emptyDir(t, dir)
+	treetest.Empty(t, dir)
 }
 
 // TestBenchHostileTCPDone: a tcp-done with another stream count, negative bytes or seconds, more
@@ -575,7 +557,7 @@ func TestBenchHostileTCPDone(t *testing.T) {
 				t.Errorf("%s: %v", c.what, err)
 			}
 			for _, s := range r.CC {
-				noControlBytes(t, s)
+				treetest.NoControl(t, s)
 				if len(s) > 4*hostinfo.MaxText {
 					t.Errorf("%s: a %d-byte name kept", c.what, len(s))
 				}
@@ -694,8 +676,8 @@ func TestBenchHostileHTTPBody(t *testing.T) {
 			if el := time.Since(start); el > 5*time.Second {
 				t.Errorf("the row took %s with a 2 s limit", el)
 			}
-			noControlBytes(t, err.Error())
-			emptyDir(t, dir)
+			treetest.NoControl(t, err.Error())
+			treetest.Empty(t, dir)
 		})
 	}
 }
@@ -758,7 +740,7 @@ func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("source: %q %q %v", name, s, err)
 		} else {
-			noControlBytes(t, err.Error())
+			treetest.NoControl(t, err.Error())
 		}
 	}
 	next.Store(0)
@@ -767,7 +749,7 @@ func TestBenchHostileSourceAndCheckAnswers(t *testing.T) {
 		if !errors.Is(err, xfer.ErrProtocol) {
 			t.Errorf("check: %q %v", s, err)
 		} else {
-			noControlBytes(t, err.Error())
+			treetest.NoControl(t, err.Error())
 		}
 	}
 }

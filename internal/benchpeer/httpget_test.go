@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+
+	"github.com/farwing/farwing/internal/treetest"
 )
 
 // rawServer answers one connection on 127.0.0.1 with answer (after reading the request's head)
@@ -123,7 +125,7 @@ func TestHTTPGetAnswers(t *testing.T) {
 				t.Fatalf("error %v, want one about %q", err, c.want)
 			}
 			if err != nil {
-				noControlBytes(t, err.Error())
+				treetest.NoControl(t, err.Error())
 			}
 			if _, serr := os.Stat(dst); !errors.Is(serr, os.ErrNotExist) {
 				t.Errorf("the destination is left: %v", serr)

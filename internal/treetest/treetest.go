@@ -253,3 +253,22 @@ func Sparse(t testing.TB, size int64) string {
 	}
 	return ""
 }
+
+// NoControl fails the test where s, an error's text, holds a control character (an escape a
+// terminal would act on): the hostile tests' check that remote text arrives escaped.
+func NoControl(t testing.TB, s string) {
+	t.Helper()
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			t.Fatalf("error text %q holds control character %U", s, r)
+		}
+	}
+}
+
+// Empty fails the test where dir holds anything: what a refused copy must leave.
+func Empty(t testing.TB, dir string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("%s holds %s after a refused copy", dir, ents[0].Name())
+	}
+}

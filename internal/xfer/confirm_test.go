@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/treetest"
 )
 
 // TestConfirmations: the receiver's confirmations are checked chunk by chunk as they come: in
@@ -85,7 +86,7 @@ func TestConfirmations(t *testing.T) {
 				t.Fatalf("%v (exit %d), want a failed verification saying %q", err, CodeOf(err), tc.want)
 			}
 			if err != nil {
-				noControlBytes(t, err.Error())
+				treetest.NoControl(t, err.Error())
 			}
 			if len(told) != tc.told {
 				t.Fatalf("told of %d files, want %d: %v", len(told), tc.told, told)

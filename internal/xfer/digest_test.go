@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -58,6 +59,6 @@ func TestDigestNeverSent(t *testing.T) {
 			t.Fatalf("the receiver gave up after %s, want %s after the data", took, digestWait)
 		}
 		t.Logf("given up after %s (fake time): %v", took, err)
-		emptyDir(t, remote)
+		treetest.Empty(t, remote)
 	})
 }

@@ -60,22 +60,6 @@ func hostileServer(script func(ctl *Control, hello Msg) error, told chan<- Msg) 
 	}
 }
 
-func noControlBytes(t *testing.T, s string) {
-	t.Helper()
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
-			t.Fatalf("error text %q holds control character %U", s, r)
-		}
-	}
-}
-
-func emptyDir(t *testing.T, dir string) {
-	t.Helper()
-	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-		t.Fatalf("%s holds %s after a refused copy", dir, ents[0].Name())
-	}
-}
-
 // TestPullRefusesWhatWasNotAsked: asked for report.txt, a remote that also sends .bashrc,
 // .ssh/authorized_keys, ../x, /etc/x, names with escapes or newlines, a directory or a tree
 // without -r, or a name twice: the client refuses the list before a byte is written, tells the
@@ -150,7 +134,7 @@ func TestRemoteErrorEscaped(t *testing.T) {
 	if !errors.As(err, &re) || CodeOf(err) != CodeFail || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("remote error: %v (exit %d)", err, CodeOf(err))
 	}
-	noControlBytes(t, err.Error())
+	treetest.NoControl(t, err.Error())
 }
 
 // TestOversizedMessage: a remote that sends a line without end is cut off at the bound, with the
@@ -198,8 +182,8 @@ func TestPushRefusesEscapingNames(t *testing.T) {
 			if !errors.As(err, &re) || re.Code != CodeProtocol {
 				t.Fatalf("server's answer to %q: %v", name, err)
 			}
-			noControlBytes(t, err.Error())
-			emptyDir(t, dst)
+			treetest.NoControl(t, err.Error())
+			treetest.Empty(t, dst)
 			if ents, _ := os.ReadDir(root); len(ents) != 1 {
 				t.Fatalf("%d entries beside the destination", len(ents))
 			}
@@ -223,7 +207,7 @@ func TestPullIntoSymlink(t *testing.T) {
 	if !errors.Is(err, fcopy.ErrDest) || CodeOf(err) != CodeDest || !strings.Contains(err.Error(), "symbolic link") {
 		t.Fatalf("pull through a symlink: %v (exit %d)", err, CodeOf(err))
 	}
-	emptyDir(t, elsewhere)
+	treetest.Empty(t, elsewhere)
 }
 
 // hostileTrees are file lists that try to place bytes outside a destination "t": names with
@@ -310,8 +294,8 @@ func TestPushRefusesHostileTree(t *testing.T) {
 			if !errors.As(err, &re) || re.Code != CodeProtocol {
 				t.Fatalf("server's answer: %v", err)
 			}
-			noControlBytes(t, err.Error())
-			emptyDir(t, dst)
+			treetest.NoControl(t, err.Error())
+			treetest.Empty(t, dst)
 			untouched()
 		})
 	}
@@ -411,7 +395,7 @@ func TestPullSkippedReport(t *testing.T) {
 			if len(warned) != 1 || !strings.Contains(warned[0], "skipped 2 special file(s)") {
 				t.Fatalf("warnings %q (%v)", warned, err)
 			}
-			noControlBytes(t, warned[0])
+			treetest.NoControl(t, warned[0])
 		})
 	}
 }
@@ -449,8 +433,8 @@ func pullRefused(t *testing.T, files []fcopy.File, req string, set func(*Options
 	if err == nil || CodeOf(err) != CodeProtocol {
 		t.Fatalf("pull accepted the list or failed otherwise: %v (exit %d)", err, CodeOf(err))
 	}
-	noControlBytes(t, err.Error())
-	emptyDir(t, dst)
+	treetest.NoControl(t, err.Error())
+	treetest.Empty(t, dst)
 	toldProtocol(t, told)
 }
 
@@ -609,7 +593,7 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 				t.Fatalf("push: %v (exit %d), want exit %d saying %q", err, CodeOf(err), c.code, c.want)
 			}
 			if err != nil {
-				noControlBytes(t, err.Error())
+				treetest.NoControl(t, err.Error())
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -628,7 +612,7 @@ func TestPushRefusesHostileConfirmations(t *testing.T) {
 				if f.Name != sent[i] || f.Size != int64(files[f.Name]) || f.Sum != hex.EncodeToString(sum[:]) {
 					t.Fatalf("File told of %+v as the %d-th file, want %s", f, i, sent[i])
 				}
-				noControlBytes(t, f.Path)
+				treetest.NoControl(t, f.Path)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -186,8 +187,8 @@ func TestPullRefusesHostileList(t *testing.T) {
 			if CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("pull of a hostile list: %v (exit %d), want %q", err, CodeOf(err), c.want)
 			}
-			noControlBytes(t, err.Error())
-			emptyDir(t, dst)
+			treetest.NoControl(t, err.Error())
+			treetest.Empty(t, dst)
 		})
 	}
 }
@@ -215,7 +216,7 @@ func TestPushRefusesHostileList(t *testing.T) {
 			if !errors.As(err, &re) || re.Code != CodeProtocol || !strings.Contains(re.Msg, c.want) {
 				t.Fatalf("server's answer: %v, want exit %d and %q", err, CodeProtocol, c.want)
 			}
-			emptyDir(t, dst)
+			treetest.Empty(t, dst)
 		})
 	}
 }

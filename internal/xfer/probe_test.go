@@ -21,6 +21,7 @@ import (
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane/lanetest"
@@ -294,7 +295,7 @@ func TestPullHostileLongLink(t *testing.T) {
 		if CodeOf(err) != CodeProtocol {
 			t.Fatalf("a %d-byte link: %v (exit %d)", len(c.target), err, CodeOf(err))
 		}
-		emptyDir(t, dst)
+		treetest.Empty(t, dst)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -250,7 +251,7 @@ func TestPushHostileHave(t *testing.T) {
 			if err == nil || CodeOf(err) != CodeProtocol || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("push took the report %v: %v (exit %d), result %+v", c.have, err, CodeOf(err), res)
 			}
-			noControlBytes(t, err.Error())
+			treetest.NoControl(t, err.Error())
 			if ents, _ := os.ReadDir(filepath.Join(dst, "t", "sub")); len(ents) != 0 {
 				t.Errorf("the destination got %s", ents[0].Name())
 			}

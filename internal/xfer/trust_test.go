@@ -61,7 +61,7 @@ func TestPushRefusesHugeSize(t *testing.T) {
 		}
 		c.close(0)
 		cancel()
-		emptyDir(t, dst)
+		treetest.Empty(t, dst)
 	}
 }
 
@@ -80,7 +80,7 @@ func TestPushRefusesHugeSource(t *testing.T) {
 	if CodeOf(err) != CodeSource || !strings.Contains(err.Error(), filepath.Base(src)) {
 		t.Fatalf("push of a 4 PiB source: %v (exit %d)", err, CodeOf(err))
 	}
-	emptyDir(t, dst)
+	treetest.Empty(t, dst)
 }
 
 // TestPullHomeRequestNotMerged: a remote that answers a pull of its home directory ("host:",
@@ -111,8 +111,8 @@ func pullHomeRequestNotMerged(t *testing.T, req string) {
 	if CodeOf(err) != CodeDest || !strings.Contains(err.Error(), "exists already") {
 		t.Fatalf("pull of %q with bin there: %v (exit %d)", req, err, CodeOf(err))
 	}
-	noControlBytes(t, err.Error())
-	emptyDir(t, bin)
+	treetest.NoControl(t, err.Error())
+	treetest.Empty(t, bin)
 	if m := modeOfPath(t, bin); m != 0o700 {
 		t.Errorf("bin's mode changed to %04o", m)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/pipetest"
 )
 
 // bigTree makes dirs × per files of 0-2 KiB below root/t, names padded to nameLen bytes when
@@ -119,7 +120,7 @@ func TestBigListStages(t *testing.T) {
 		oldVerdict, _ := json.Marshal(results)
 		oldLen, verdictLen := len(old), len(oldVerdict)
 		old, oldVerdict, results = nil, nil, nil
-		pipe := newBufPipe()
+		pipe := pipetest.New()
 		send := NewControl(nil, pipe, nil)
 		t0 = time.Now()
 		if err := sendFiles(send, Msg{T: KindFiles}, sources.Files); err != nil {
@@ -127,7 +128,7 @@ func TestBigListStages(t *testing.T) {
 		}
 		tEnc := time.Since(t0)
 		pipe.Close()
-		wire := pipe.buf.Len()
+		wire := pipe.Len()
 		h2 := heapNow()
 		recv := NewControl(pipe, nil, nil)
 		recv.Start(nil)
@@ -140,7 +141,7 @@ func TestBigListStages(t *testing.T) {
 		tDec := time.Since(t0)
 		h3 := heapNow()
 		// The peak heap of receiving the list: in chunks, and as the one message it was.
-		pipe2 := newBufPipe()
+		pipe2 := pipetest.New()
 		sendFiles(NewControl(nil, pipe2, nil), Msg{T: KindFiles}, sources.Files)
 		pipe2.Close()
 		peakNew := peakHeap(func() {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/pipetest"
 	"github.com/farwing/farwing/internal/treetest"
 )
 
@@ -136,7 +137,7 @@ func TestConfirmationPath(t *testing.T) {
 // the number of all of them; no chunk holds more than chunkEntries.
 func TestConfirmerSends(t *testing.T) {
 	smallChunks(t, 40)
-	pipe := newBufPipe()
+	pipe := pipetest.New()
 	conf := newConfirmer(NewControl(nil, pipe, nil))
 	r := NewControl(pipe, nil, nil)
 	r.Start(nil)

@@ -25,6 +25,7 @@ import (
 	"github.com/zeebo/blake3"
 	"golang.org/x/sys/unix"
 
+	"github.com/farwing/farwing/internal/pipetest"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane"
@@ -35,52 +36,6 @@ var (
 	clientHost = netip.MustParseAddr("198.18.0.1")
 	serverHost = netip.MustParseAddr("198.18.0.2")
 )
-
-// bufPipe is a pipe whose writes never block (an ssh session's pipes buffer too): what the
-// client writes before the peer reads, its preface, waits in the buffer.
-type bufPipe struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	buf    bytes.Buffer
-	closed bool
-}
-
-func newBufPipe() *bufPipe {
-	p := &bufPipe{}
-	p.cond = sync.NewCond(&p.mu)
-	return p
-}
-
-func (p *bufPipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0, io.ErrClosedPipe
-	}
-	p.buf.Write(b)
-	p.cond.Broadcast()
-	return len(b), nil
-}
-
-func (p *bufPipe) Read(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.buf.Len() == 0 && !p.closed {
-		p.cond.Wait()
-	}
-	if p.buf.Len() == 0 {
-		return 0, io.EOF
-	}
-	return p.buf.Read(b)
-}
-
-func (p *bufPipe) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.cond.Broadcast()
-	return nil
-}
 
 // env is one in-memory network with a client host and a server host.
 type env struct {
@@ -160,7 +115,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 			return nil, err
 		}
 	}
-	r := &pipeRemote{in: newBufPipe(), out: newBufPipe(), done: make(chan struct{}), hostName: e.hostName, took: e.took}
+	r := &pipeRemote{in: pipetest.New(), out: pipetest.New(), done: make(chan struct{}), hostName: e.hostName, took: e.took}
 	r.in.Write(preface)
 	var in io.Reader = r.in
 	if e.envPreface {
@@ -187,7 +142,7 @@ func (e *env) start(ctx context.Context, host string, args []string, preface []b
 
 // pipeRemote is a Remote whose peer runs in this process.
 type pipeRemote struct {
-	in, out  *bufPipe
+	in, out  *pipetest.Pipe
 	done     chan struct{}
 	err      error // Serve's, once done is closed
 	hostName string

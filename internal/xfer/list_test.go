@@ -15,6 +15,7 @@ import (
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/pipetest"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/treetest"
 	"github.com/farwing/farwing/lane/lanetest"
@@ -260,13 +261,13 @@ func TestListMemory(t *testing.T) {
 		}
 	}
 	n := len(files)
-	pipe := newBufPipe()
+	pipe := pipetest.New()
 	send := NewControl(nil, pipe, nil)
 	if err := sendFiles(send, Msg{T: KindFiles}, files); err != nil {
 		t.Fatal(err)
 	}
 	pipe.Close()
-	wire := pipe.buf.Len()
+	wire := pipe.Len()
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -387,7 +388,7 @@ func TestVerdictChunks(t *testing.T) {
 		results[i] = fcopy.FileResult{Name: fmt.Sprintf("t/f%05d", i), Path: fmt.Sprintf("/dst/t/f%05d", i), Size: int64(i), Sum: strings.Repeat("ab", 32)}
 	}
 	verdict := func(send func(*Control)) *Control {
-		pipe := newBufPipe()
+		pipe := pipetest.New()
 		c := NewControl(nil, pipe, nil)
 		send(c)
 		pipe.Close()
@@ -447,7 +448,7 @@ func verdictPlan(t *testing.T, n int) (*confirmations, []fcopy.FileResult) {
 // sendVerdict makes the control channel a sender reads a verdict from: a results chunk of each
 // text (a JSON array), then done.
 func sendVerdict(texts [][]byte, n int) *Control {
-	pipe := newBufPipe()
+	pipe := pipetest.New()
 	c := NewControl(nil, pipe, nil)
 	for _, text := range texts {
 		c.Send(Msg{T: KindResults, Z: deflateRaw(text)})

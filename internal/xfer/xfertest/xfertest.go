@@ -6,7 +6,6 @@
 package xfertest
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/farwing/farwing/internal/pipetest"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/xfer"
 	"github.com/farwing/farwing/lane"
@@ -94,7 +94,7 @@ func (e *Env) start(ctx context.Context, host string, args []string, preface []b
 	if len(args) != 2 || args[0] != "--pub" {
 		return nil, fmt.Errorf("serve args %q", args)
 	}
-	r := &Remote{in: newPipe(), out: newPipe(), done: make(chan struct{})}
+	r := &Remote{in: pipetest.New(), out: pipetest.New(), done: make(chan struct{})}
 	r.in.Write(preface)
 	sshConn := e.SSHConn
 	if sshConn == "" {
@@ -125,7 +125,7 @@ func Ready(addr string) (xfer.Msg, error) {
 
 // Remote is an xfer.Remote whose peer runs in this process.
 type Remote struct {
-	in, out *pipe
+	in, out *pipetest.Pipe
 	done    chan struct{}
 	err     error // Serve's, once done is closed
 }
@@ -155,50 +155,4 @@ func (r *Remote) Ended(err error) error {
 	case <-time.After(time.Second):
 	}
 	return err
-}
-
-// pipe is a pipe whose writes never block (an ssh session's pipes buffer too): what the client
-// writes before the peer reads, its preface, waits in the buffer.
-type pipe struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	buf    bytes.Buffer
-	closed bool
-}
-
-func newPipe() *pipe {
-	p := &pipe{}
-	p.cond = sync.NewCond(&p.mu)
-	return p
-}
-
-func (p *pipe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0, io.ErrClosedPipe
-	}
-	p.buf.Write(b)
-	p.cond.Broadcast()
-	return len(b), nil
-}
-
-func (p *pipe) Read(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.buf.Len() == 0 && !p.closed {
-		p.cond.Wait()
-	}
-	if p.buf.Len() == 0 {
-		return 0, io.EOF
-	}
-	return p.buf.Read(b)
-}
-
-func (p *pipe) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.cond.Broadcast()
-	return nil
 }

@@ -111,8 +111,10 @@ type message struct {
 	chunk string
 }
 
-// messages lists every kind of message. checkLine bounds each line by it; the other end's
-// code refuses a kind it does not expect where it is.
+// messages lists every kind of message. checkLine bounds each line by it (line, chunk). from
+// and roles are the protocol's documentation, held to docs/PROTOCOL.md by TestMessages: nothing
+// reads them at run time, because a Control does not know its end or role; each role's own
+// loop (engine.go, benchpeer, doctorpeer) refuses a kind it does not expect where it is.
 var messages = map[Kind]message{
 	KindReady: {from: byServer, roles: inAll},
 	KindHello: {from: byClient, roles: inAll, line: lineRule{maxHelloLine, bulkPaths}},

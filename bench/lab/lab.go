@@ -11,6 +11,10 @@
 //
 // Start needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), /dev/net/tun and the
 // iproute2 `ip` tool.
+//
+// With Config.Veth the namespaces are joined by a veth pair instead, with no
+// emulator: the kernel's own path, shaped only by a rate (HTB) where asked
+// (veth.go). It needs `tc` instead of /dev/net/tun.
 package lab
 
 import (
@@ -43,6 +47,10 @@ type Path struct {
 type Config struct {
 	AtoB, BtoA Path
 	Seed       int64 // seeds the loss processes; equal seeds give equal loss patterns for equal traffic
+	// Veth joins the namespaces with a veth pair (MTU 1500) and no emulator: each direction's
+	// rate is an HTB class on its sender's egress (none: unlimited), its queue a bfifo under it.
+	// A Path with a delay, random loss or DropUDP is refused (VethRefuses).
+	Veth bool
 }
 
 // Direction names one direction of a Lab.
@@ -75,6 +83,10 @@ type Lab struct {
 	NSA, NSB     string     // network namespace names, for `ip netns exec`
 	AddrA, AddrB netip.Addr // the two ends' addresses
 	Prefix       netip.Prefix
+	Veth         bool // a veth pair, no emulator (Config.Veth)
+
+	vethMu   sync.Mutex
+	vethPath [2]Path // the veth path's shaping, as set
 
 	tunA, tunB *os.File
 	links      [2]*link
@@ -103,13 +115,21 @@ func Check() error {
 	return nil
 }
 
-// Start creates the namespaces and devices and starts forwarding.
+// Start creates the namespaces and devices and starts forwarding (with
+// cfg.Veth: joins them with a veth pair and shapes it).
 func Start(cfg Config) (_ *Lab, err error) {
-	if err := Check(); err != nil {
+	if cfg.Veth {
+		if err := CheckVeth(); err != nil {
+			return nil, err
+		}
+		if err := errors.Join(VethRefuses(cfg.AtoB), VethRefuses(cfg.BtoA)); err != nil {
+			return nil, err
+		}
+	} else if err := Check(); err != nil {
 		return nil, err
 	}
 	RemoveStale()
-	l := &Lab{done: make(chan struct{})}
+	l := &Lab{done: make(chan struct{}), Veth: cfg.Veth}
 	var cleanups []func()
 	defer func() {
 		if err != nil {
@@ -172,6 +192,12 @@ func Start(cfg Config) (_ *Lab, err error) {
 		}
 	}
 
+	if cfg.Veth {
+		if err := l.startVeth(cfg); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
 	var nameA, nameB string
 	if l.tunA, nameA, err = openTUN(); err != nil {
 		return nil, err
@@ -250,19 +276,47 @@ func openTUN() (*os.File, string, error) {
 }
 
 // SetPath changes one direction while the lab runs. Packets already queued
-// keep their release times; new packets follow p.
-func (l *Lab) SetPath(dir Direction, p Path) { l.links[dir].update(p) }
+// keep their release times; new packets follow p. On a veth Lab it changes
+// the HTB class (queued packets stay queued); what the veth path cannot do
+// is refused and kept for Err (use Set to have it back at once).
+func (l *Lab) SetPath(dir Direction, p Path) {
+	if err := l.Set(dir, p); err != nil {
+		l.errMu.Lock()
+		l.loopErr = errors.Join(l.loopErr, err)
+		l.errMu.Unlock()
+	}
+}
+
+// Set is SetPath, returning what the path refused: on a veth Lab a delay,
+// random loss or a UDP block (VethRefuses), or a tc command that failed.
+func (l *Lab) Set(dir Direction, p Path) error {
+	if l.Veth {
+		return l.setVeth(dir, p)
+	}
+	l.links[dir].update(p)
+	return nil
+}
 
 // Path returns the current settings of one direction.
 func (l *Lab) Path(dir Direction) Path {
+	if l.Veth {
+		l.vethMu.Lock()
+		defer l.vethMu.Unlock()
+		return l.vethPath[dir]
+	}
 	lk := l.links[dir]
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	return lk.path
 }
 
-// Stats returns the counters of both directions.
+// Stats returns the counters of both directions. On a veth Lab they are the
+// kernel's (vethStats: frames and IP bytes delivered, qdisc and veth drops),
+// read with `ip` and `tc`; the emulator's other counters stay 0.
 func (l *Lab) Stats() (atob, btoa PathStats) {
+	if l.Veth {
+		return l.vethStats(AtoB), l.vethStats(BtoA)
+	}
 	return l.links[AtoB].snapshot(), l.links[BtoA].snapshot()
 }
 
@@ -324,8 +378,12 @@ func (l *Lab) Close() error {
 		killIn(l.NSA, l.NSB)
 		close(l.done)
 		// Closing the files unblocks readers through the poller; the
-		// devices vanish with their last file descriptor.
-		errs := []error{l.tunA.Close(), l.tunB.Close()}
+		// devices vanish with their last file descriptor. A veth pair
+		// goes with its namespaces.
+		var errs []error
+		if !l.Veth {
+			errs = append(errs, l.tunA.Close(), l.tunB.Close())
+		}
 		l.wg.Wait()
 		errs = append(errs, ipCmd("netns", "del", l.NSA), ipCmd("netns", "del", l.NSB))
 		l.closeErr = errors.Join(errs...)

@@ -49,6 +49,7 @@ type PathStats struct {
 	OverflowDrops uint64 // packets refused because the emulator ran out of slots
 	WriteErrors   uint64 // packets the far TUN device refused
 	Blocked       uint64 // UDP packets dropped because the path blocks UDP (Path.DropUDP)
+	KernelDrops   uint64 // the veth path only: frames either veth dropped (a receive backlog that overflowed)
 	MaxQueueBytes int    // largest queue occupancy seen, including the arriving packet
 	// IP bytes by protocol: UDP and TCP that arrived at the link (what the senders sent, before
 	// random loss and the queue) and that it delivered. A flow's sending rate is its arrivals
@@ -75,6 +76,7 @@ func (s PathStats) Sub(o PathStats) PathStats {
 	s.OverflowDrops -= o.OverflowDrops
 	s.WriteErrors -= o.WriteErrors
 	s.Blocked -= o.Blocked
+	s.KernelDrops -= o.KernelDrops
 	s.IdleShortNs -= o.IdleShortNs
 	s.IdleLongNs -= o.IdleLongNs
 	s.UDPArrived -= o.UDPArrived

@@ -30,7 +30,7 @@ type benchOptions struct {
 	runs                 int
 	duration, limit      time.Duration
 	pull, quiet          bool
-	lab                  bool
+	lab, veth            bool
 	report               bool // --report: print the tables of ledgers, measure nothing
 	labRate, labLoss     string
 	labRTT               time.Duration
@@ -47,9 +47,11 @@ type benchOptions struct {
 	labRateBps           float64
 	labLosses            []float64
 	labLossNames         []string
+	fs                   *pflag.FlagSet // the flags as parsed: which of --lab's were given (--veth)
 }
 
 func (b *benchOptions) register(fs *pflag.FlagSet) {
+	b.fs = fs
 	fs.StringVar(&b.size, "size", "5G", "size of the copy rows' random file")
 	fs.IntVar(&b.runs, "runs", 3, "runs of each row at each level (the median is shown, with the fastest and slowest)")
 	fs.DurationVar(&b.duration, "duration", 20*time.Second, "length of each throughput run")
@@ -64,6 +66,7 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&b.labRate, "lab-rate", "400M", "the lab's rate each way (IP bytes)")
 	fs.DurationVar(&b.labRTT, "lab-rtt", 140*time.Millisecond, "the lab's round trip")
 	fs.StringVar(&b.labLoss, "lab-loss", "0,0.1%,1%,3%", "the lab's random loss levels, each way")
+	fs.BoolVar(&b.veth, "veth", false, "with --lab: a veth pair instead of the emulator (the kernel's path, no delay or loss), unlimited or at --lab-rate through HTB")
 	fs.DurationVar(&b.fairDuration, "fair-duration", 40*time.Second, "fairness row: how long the TCP CUBIC flow shares the path with Farwing")
 	fs.StringVar(&b.halveSize, "halve-size", "1G", "halving row: the size of the copy under which the rate is halved")
 	fs.DurationVar(&b.halveAt, "halve-at", 8*time.Second, "halving row: when the lab halves its rate, after the copy starts")
@@ -116,6 +119,9 @@ func (b *benchOptions) parse() error {
 	if b.lab {
 		return b.parseLab()
 	}
+	if b.veth {
+		return fmt.Errorf("--veth goes with --lab: it is the lab's kernel path")
+	}
 	return nil
 }
 
@@ -132,6 +138,11 @@ func (b *benchOptions) parseLab() error {
 	if b.halveAt < time.Second {
 		return fmt.Errorf("--halve-at must be at least 1s")
 	}
+	if b.veth {
+		if err := b.parseVeth(); err != nil {
+			return err
+		}
+	}
 	if b.labRateBps, err = units.ParseLinkRate(b.labRate); err != nil {
 		return fmt.Errorf("--lab-rate: %v", err)
 	}
@@ -143,6 +154,33 @@ func (b *benchOptions) parseLab() error {
 		b.labLosses = append(b.labLosses, loss)
 		b.labLossNames = append(b.labLossNames, lossName(loss))
 	}
+	return nil
+}
+
+// parseVeth applies --veth to --lab's flags: the kernel's path has a rate (HTB) and nothing
+// else, so a --lab-rtt or --lab-loss other than 0 is refused, not left out, as are the lab rows
+// (they read the emulator's per-protocol counters); without --lab-rate the path is unlimited,
+// and without --lab-loss there is one level, no loss.
+func (b *benchOptions) parseVeth() error {
+	changed := func(name string) bool { return b.fs != nil && b.fs.Changed(name) }
+	if len(b.labRows) > 0 {
+		return fmt.Errorf("--veth: the %s row reads the emulator's counters; run it without --veth", b.labRows[0].ID)
+	}
+	if changed("lab-rtt") && b.labRTT != 0 {
+		return fmt.Errorf("--veth has no --lab-rtt: this kernel has no netem and the veth lab no emulator (--lab-rate only)")
+	}
+	if !changed("lab-rate") {
+		b.labRate = "0"
+	}
+	if !changed("lab-loss") {
+		b.labLoss = "0"
+	}
+	for _, f := range strings.Split(b.labLoss, ",") {
+		if loss, err := units.ParseLoss(strings.TrimSpace(f)); err == nil && loss != 0 {
+			return fmt.Errorf("--veth has no --lab-loss %s: this kernel has no netem and the veth lab no emulator (--lab-rate only)", strings.TrimSpace(f))
+		}
+	}
+	b.labRTT = 0
 	return nil
 }
 

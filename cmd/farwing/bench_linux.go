@@ -22,13 +22,19 @@ func labHere() error { return nil }
 // as an ordinary host from namespace A, and merges the levels' ledgers; then, without random
 // loss, it measures the lab rows itself (they work the path: bench.RunLab).
 func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*bench.Ledger, error) {
-	if err := lab.Check(); err != nil {
+	check := lab.Check
+	if b.veth {
+		check = lab.CheckVeth
+	}
+	if err := check(); err != nil {
 		return nil, err
 	}
 	if err := sshlab.Check(); err != nil {
 		return nil, err
 	}
-	l, err := lab.Start(lab.Symmetric(b.labRateBps, b.labRTT, 0, 0, 1))
+	cfg := lab.Symmetric(b.labRateBps, b.labRTT, 0, 0, 1)
+	cfg.Veth = b.veth
+	l, err := lab.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +57,7 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 			rows = append(rows, r.ID)
 		}
 	}
-	skip := map[string]bool{"--lab": true}
+	skip := map[string]bool{"--lab": true, "--veth": true}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, _, hasValue := strings.Cut(a, "=")
@@ -68,7 +74,14 @@ func (b *benchOptions) runLab(ctx context.Context, exe string, args []string) (*
 		child = append(child, a)
 	}
 	child = append(child, "--rows", strings.Join(rows, ","))
-	merged := &bench.Ledger{Schema: bench.Schema, Started: time.Now().UTC(), Host: fmt.Sprintf("lab %s, %s", b.labRate, b.labRTT), Complete: true,
+	host := fmt.Sprintf("lab %s, %s", b.labRate, b.labRTT)
+	if b.veth {
+		host = "lab veth (no emulator), unlimited"
+		if b.labRateBps > 0 {
+			host = fmt.Sprintf("lab veth (no emulator), %s through HTB", b.labRate)
+		}
+	}
+	merged := &bench.Ledger{Schema: bench.Schema, Started: time.Now().UTC(), Host: host, Complete: true,
 		Size: b.sizeBytes, Runs: b.runs, Duration: b.duration.Seconds(), Limit: b.limit.Seconds(), CopyFlags: b.copyFlags, Direction: "push"}
 	if b.pull {
 		merged.Direction = "pull"

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"os"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/farwing/farwing/bench"
+	"github.com/farwing/farwing/bench/lab"
 	"github.com/farwing/farwing/bench/lab/labtest"
 	"github.com/farwing/farwing/bench/lab/sshlab"
 )
@@ -301,6 +305,87 @@ func TestCheckCopyFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want an error saying %q", c.flags, err, c.want)
 		}
+	}
+}
+
+// TestBenchVethFlags: --veth is the lab's kernel path, so it needs --lab, and what that path
+// cannot do (a round trip, random loss, the rows that read the emulator's counters) is a usage
+// error naming it, not left out; without --lab-rate it is unlimited, with one level, no loss.
+func TestBenchVethFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--veth", "h"}, "--veth goes with --lab"},
+		{[]string{"bench", "--lab", "--veth", "--lab-rtt", "10ms"}, "--veth has no --lab-rtt"},
+		{[]string{"bench", "--lab", "--veth", "--lab-loss", "0,1%"}, "--veth has no --lab-loss 1%"},
+		{[]string{"bench", "--lab", "--veth", "--rows", "farwing,halving"}, "--veth: the halving row"},
+	} {
+		var errs bytes.Buffer
+		stderr = &errs
+		code := run(c.args)
+		stderr = os.Stderr
+		if code != 2 || !strings.Contains(errs.String(), c.want) || strings.Count(errs.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, %q; want 2 and one line saying %q", c.args, code, errs.String(), c.want)
+		}
+	}
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	var b benchOptions
+	b.register(fs)
+	if err := fs.Parse([]string{"--lab", "--veth", "--lab-rtt", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.parse(); err != nil || b.labRateBps != 0 || b.labRTT != 0 || len(b.labLosses) != 1 || b.labLosses[0] != 0 {
+		t.Errorf("--lab --veth: %v, rate %g, rtt %v, losses %v; want unlimited, 0, one level of no loss", err, b.labRateBps, b.labRTT, b.labLosses)
+	}
+	fs = pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	b = benchOptions{}
+	b.register(fs)
+	if err := fs.Parse([]string{"--lab", "--veth", "--lab-rate", "5G"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.parse(); err != nil || b.labRateBps != 5e9 {
+		t.Errorf("--lab --veth --lab-rate 5G: %v, rate %g", err, b.labRateBps)
+	}
+}
+
+// TestLabBenchVeth runs `farwing bench --lab --veth` small and short: the rows run through the
+// veth pair (shaped to 1 Gbit/s, so that the throughput row's file, sized from TCP's rate, stays
+// small), the copy matched its source, and the ledger names the kernel path.
+func TestLabBenchVeth(t *testing.T) {
+	if err := lab.CheckVeth(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	if err := sshlab.Check(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	bin := farwingBin(t)
+	ledger := filepath.Join(t.TempDir(), "ledger.json")
+	cmd := exec.Command(bin, "bench", "--lab", "--veth", "--lab-rate", "1G", "-q", "--rows", "farwing,tcp-bbr", "--size", "64M", "--runs", "1",
+		"--duration", "2s", "--limit", "60s", "--json", ledger)
+	var out, errs strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bench: %v\n%s\n%s", err, out.String(), errs.String())
+	}
+	l := readLedger(t, ledger)
+	if !l.Complete || l.Host != "lab veth (no emulator), 1G through HTB" || len(l.Levels) != 1 || l.Levels[0].Name != "None" {
+		t.Fatalf("ledger: complete %v (%s), host %q, levels %+v", l.Complete, l.Error, l.Host, l.Levels)
+	}
+	var copies int
+	for _, s := range l.Samples {
+		if s.Outcome != bench.OK || s.Value(bench.Throughput) <= 0 && s.Value(bench.Copy) <= 0 {
+			t.Errorf("%s %s: %s (%s)", s.Table, s.Row, s.Outcome, s.Error)
+		}
+		if s.Table == bench.TableName(bench.Copy) {
+			copies++
+			if s.Detail["blake3_copy"] != s.Detail["blake3_source"] {
+				t.Errorf("copy: digests %v / %v", s.Detail["blake3_copy"], s.Detail["blake3_source"])
+			}
+		}
+	}
+	if len(l.Samples) != 3 || copies != 1 {
+		t.Errorf("%d samples, %d copies; want farwing's throughput and copy and tcp-bbr's", len(l.Samples), copies)
 	}
 }
 

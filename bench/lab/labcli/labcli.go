@@ -45,6 +45,15 @@ Example:
   farwing lab --rate 400M --rtt 140ms --loss 0.5% -- \
     sh -c 'scp -F "$FARWING_LAB_SSH_CONFIG" big.file "$FARWING_LAB_HOST":'
 
+--veth joins the namespaces with a veth pair (MTU 1500) instead of the
+emulator: the kernel's own path, for rates the emulator cannot carry (it
+saturates at 2-3 Gbit/s). Same addresses, sshd and variables. Unlimited
+unless --rate is given; --rate shapes each direction's egress with an HTB
+class at that rate, in IP bytes like the emulator's, and --queue BYTES puts a
+bfifo of that size under it. This kernel has no netem: --rtt, --loss, a queue
+in BDPs and --cpuprofile (there is no emulator) are refused with --veth.
+  farwing lab --veth -- farwing copy --sink big "$FARWING_LAB_HOST":x ...
+
 --at WHEN:KEY=VALUE[,KEY=VALUE...] changes the path WHEN (a duration) after
 COMMAND starts; keys rate, rtt, loss, queue as the flags, and dir=both|ab|ba
 (default both). Without queue= the queue keeps its size in bytes. Each change
@@ -77,6 +86,7 @@ func Main(args []string, o Options) int {
 	noSSH := fs.Bool("no-ssh", false, "do not start sshd (pure network experiments)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the emulator to this file")
 	atS := fs.StringArray("at", nil, `change the path while COMMAND runs: "8s:rate=200M[,rtt=..,loss=..,queue=..,dir=ab|ba|both]" (repeatable)`)
+	veth := fs.Bool("veth", false, "a veth pair instead of the emulator: the kernel's path, unlimited or --rate through HTB; no --rtt or --loss")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -108,6 +118,10 @@ func Main(args []string, o Options) int {
 		c, err = ParseChange(a)
 		changes = append(changes, c)
 	}
+	if err == nil && *veth {
+		rate, queue, err = vethFlags(fs, rate, *queueS, changes)
+		*rtt, loss = 0, 0
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "farwing lab: %v\n", err)
 		return 2
@@ -119,6 +133,7 @@ func Main(args []string, o Options) int {
 	defer signal.Stop(sigs)
 
 	cfg := lab.Symmetric(rate, *rtt, loss, queue, *seed)
+	cfg.Veth = *veth
 	l, err := lab.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "farwing lab: %v\n", err)
@@ -155,8 +170,12 @@ func Main(args []string, o Options) int {
 		)
 	}
 	p := l.Path(lab.AtoB)
-	fmt.Fprintf(stderr, "lab: A %s (%s) <-> B %s (%s): rate %s, rtt %v, loss %g%%, queue %d bytes, seed %d\n",
-		l.AddrA, l.NSA, l.AddrB, l.NSB, FormatRate(rate), *rtt, loss*100, effectiveQueue(p), *seed)
+	if l.Veth {
+		fmt.Fprintf(stderr, "lab: A %s (%s) <-> B %s (%s): veth, no emulator, each way %s\n", l.AddrA, l.NSA, l.AddrB, l.NSB, vethShape(p))
+	} else {
+		fmt.Fprintf(stderr, "lab: A %s (%s) <-> B %s (%s): rate %s, rtt %v, loss %g%%, queue %d bytes, seed %d\n",
+			l.AddrA, l.NSA, l.AddrB, l.NSB, FormatRate(rate), *rtt, loss*100, effectiveQueue(p), *seed)
+	}
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -206,9 +225,16 @@ func Main(args []string, o Options) int {
 	stopChanges()
 
 	atob, btoa := l.Stats()
+	format := FormatStats
+	if l.Veth {
+		format = FormatVethStats
+	}
 	fmt.Fprintf(stderr, "lab: %v elapsed\n", elapsed.Round(time.Millisecond))
-	fmt.Fprintf(stderr, "lab: A->B %s\n", FormatStats(atob.Sub(atob0), elapsed))
-	fmt.Fprintf(stderr, "lab: B->A %s\n", FormatStats(btoa.Sub(btoa0), elapsed))
+	fmt.Fprintf(stderr, "lab: A->B %s\n", format(atob.Sub(atob0), elapsed))
+	fmt.Fprintf(stderr, "lab: B->A %s\n", format(btoa.Sub(btoa0), elapsed))
+	if err := l.Err(); err != nil {
+		fmt.Fprintf(stderr, "farwing lab: %v\n", err)
+	}
 	return code
 }
 
@@ -374,7 +400,21 @@ func schedule(l *lab.Lab, changes []Change, start time.Time, w io.Writer) (stop 
 			}
 			now := time.Now()
 			for _, d := range c.Dirs {
-				p := c.Apply(l.Path(d))
+				was := l.Path(d)
+				p := c.Apply(was)
+				if l.Veth {
+					// No default queue to resolve: without queue= the class keeps its leaf.
+					if c.Queue == "" {
+						p.QueueBytes = was.QueueBytes
+					}
+					if err := l.Set(d, p); err != nil {
+						fmt.Fprintf(w, "lab: at +%.3fs: %v: %v\n", now.Sub(start).Seconds(), d, err)
+						continue
+					}
+					fmt.Fprintf(w, "lab: at +%.3fs (unix %d.%06d): %v %s\n",
+						now.Sub(start).Seconds(), now.Unix(), now.Nanosecond()/1000, d, vethShape(p))
+					continue
+				}
 				l.SetPath(d, p)
 				fmt.Fprintf(w, "lab: at +%.3fs (unix %d.%06d): %v rate %s, rtt %v, loss %g%%, queue %d bytes\n",
 					now.Sub(start).Seconds(), now.Unix(), now.Nanosecond()/1000, d, FormatRate(p.RateBps),
@@ -418,6 +458,74 @@ func FormatStats(s lab.PathStats, elapsed time.Duration) string {
 		out += fmt.Sprintf(", EMULATOR overflow drops %d, write errors %d", s.OverflowDrops, s.WriteErrors)
 	}
 	return out
+}
+
+// vethFlags checks the flags against what the veth path can do and returns its rate and queue
+// in bytes: no --rate is unlimited (not the emulator's default), --rtt, --loss, a queue in BDPs
+// (no round trip to multiply), a queue without a rate and --cpuprofile (no emulator) are
+// refused, as are --at changes of rtt or loss.
+func vethFlags(fs *pflag.FlagSet, rate float64, queueS string, changes []Change) (float64, int, error) {
+	refuse := func(what string) error {
+		return fmt.Errorf("--veth has no %s: this kernel has no netem and the veth lab no emulator (--rate, --queue BYTES and --at rate=,queue= only)", what)
+	}
+	if !fs.Changed("rate") {
+		rate = 0
+	}
+	rtt, _ := fs.GetDuration("rtt")
+	lossS, _ := fs.GetString("loss")
+	loss, _ := units.ParseLoss(lossS)
+	switch {
+	case fs.Changed("rtt") && rtt != 0:
+		return 0, 0, refuse("--rtt (no delay)")
+	case fs.Changed("loss") && loss != 0:
+		return 0, 0, refuse("--loss (no random loss)")
+	case fs.Changed("cpuprofile"):
+		return 0, 0, refuse("--cpuprofile (no emulator to profile)")
+	}
+	queue := 0
+	if fs.Changed("queue") {
+		if strings.HasSuffix(strings.ToLower(strings.TrimSpace(queueS)), "bdp") {
+			return 0, 0, refuse("queue in BDPs (no round trip): give bytes, as --queue 1M")
+		}
+		if rate == 0 {
+			return 0, 0, errors.New("--veth --queue needs a --rate: an unlimited veth has no queue of its own")
+		}
+		queue, _ = ParseQueue(queueS, rate, 0) // checked with the other flags
+	}
+	for _, c := range changes {
+		switch {
+		case c.RTT != nil && *c.RTT != 0:
+			return 0, 0, refuse("--at rtt= (no delay)")
+		case c.Loss != nil && *c.Loss != 0:
+			return 0, 0, refuse("--at loss= (no random loss)")
+		case strings.HasSuffix(strings.ToLower(c.Queue), "bdp"):
+			return 0, 0, refuse("--at queue= in BDPs (no round trip): give bytes")
+		}
+	}
+	return rate, queue, nil
+}
+
+// vethShape describes one direction of a veth lab.
+func vethShape(p lab.Path) string {
+	if p.RateBps == 0 {
+		return "unlimited (no qdisc)"
+	}
+	q := "HTB's default leaf (pfifo of 1000 frames)"
+	if p.QueueBytes > 0 {
+		q = fmt.Sprintf("bfifo of %d bytes", p.QueueBytes)
+	}
+	return fmt.Sprintf("rate %s in IP bytes (HTB, burst %d bytes), queue %s", FormatRate(p.RateBps), lab.HTBBurst(p.RateBps), q)
+}
+
+// FormatVethStats renders one direction's kernel counters of a veth lab on one line. A GSO or TSO
+// super-packet crosses a veth as one frame, so frames are not datagrams.
+func FormatVethStats(s lab.PathStats, elapsed time.Duration) string {
+	avg := "0"
+	if bps := float64(s.Bytes) * 8 / elapsed.Seconds(); bps > 0 {
+		avg = FormatRate(bps)
+	}
+	return fmt.Sprintf("delivered %d frames (a GSO or TSO super-packet is one) %s of IP bytes (%sbit/s avg), qdisc drops %d, veth drops %d",
+		s.Packets, units.Size(int64(s.Bytes)), avg, s.QueueDrops, s.KernelDrops)
 }
 
 // FormatRate renders bits/s with a decimal suffix (units.RateShort); 0 is "unlimited".

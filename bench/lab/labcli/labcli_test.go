@@ -5,6 +5,7 @@ package labcli
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,5 +190,78 @@ func TestMainShell(t *testing.T) {
 	if code := Main([]string{"--no-ssh", "--rate", "50M", "--rtt", "2ms"}, Options{Stdout: &stdout, Stderr: &stderr}); code != 0 ||
 		!strings.Contains(stderr.String(), "interactive /bin/sh") {
 		t.Errorf("without a Shell: exit %d; want /bin/sh, ending at once on no input (%s)", code, stderr.String())
+	}
+}
+
+// TestMainVethRefuses: --veth refuses what the kernel path cannot do, in one line and with a
+// usage error, before anything is started (no root needed).
+func TestMainVethRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"--veth", "--rtt", "10ms"},
+		{"--veth", "--loss", "1%"},
+		{"--veth", "--rate", "1G", "--queue", "2bdp"},
+		{"--veth", "--cpuprofile", "x.prof"},
+		{"--veth", "--rate", "1G", "--at", "1s:rtt=20ms"},
+		{"--veth", "--rate", "1G", "--at", "1s:loss=1%"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(append(args, "--", "true"), Options{Stdout: &stdout, Stderr: &stderr})
+		out := stderr.String()
+		if code != 2 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "--veth has no") || !strings.Contains(out, "netem") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line saying what --veth has not", args, code, out)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"--veth", "--queue", "1M", "--", "true"}, Options{Stdout: &stdout, Stderr: &stderr}); code != 2 || !strings.Contains(stderr.String(), "needs a --rate") {
+		t.Errorf("--veth --queue without --rate: exit %d (%s), want 2", code, stderr.String())
+	}
+}
+
+// TestMainVeth: `farwing lab --veth` runs COMMAND in A with the lab's variables and sshd, ssh
+// reaches B through the veth pair, --rate is an HTB class at that rate on A's and B's egress,
+// --at rate= changes it, --rtt 0 and --loss 0 are accepted (the kernel path has them), and
+// nothing is left behind.
+func TestMainVeth(t *testing.T) {
+	if err := lab.CheckVeth(); err != nil {
+		t.Skipf("skipping veth lab test: %v", err)
+	}
+	if err := sshlab.Check(); err != nil {
+		t.Skip(err)
+	}
+	tc, err := exec.LookPath("tc")
+	if err != nil {
+		t.Skip(err)
+	}
+	var stdout, stderr bytes.Buffer
+	// A's class before the change (1.5 s is ample for one tc), ssh to B and its class, then A's
+	// once the change has come (polled, at most 10 s).
+	script := `tc class show dev lab0 && ssh -F "$FARWING_LAB_SSH_CONFIG" "$FARWING_LAB_HOST" 'echo ok; ` + tc + ` class show dev lab0' &&
+for i in $(seq 100); do tc class show dev lab0 | grep -q 'rate 3028Mbit' && break; sleep 0.1; done; tc class show dev lab0 && echo "$FARWING_LAB_NS_A $FARWING_LAB_NS_B"`
+	code := Main([]string{"--veth", "--rate", "1500M", "--rtt", "0", "--loss", "0", "--at", "1500ms:rate=3G,dir=ab", "--", "sh", "-c", script},
+		Options{Stdout: &stdout, Stderr: &stderr})
+	out, log := stdout.String(), stderr.String()
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, log)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// 1514/1500 of the rate: HTB counts Ethernet frames (lab.HTBRate).
+	if len(lines) != 5 || !strings.Contains(lines[0], "rate 1514Mbit ceil 1514Mbit") || lines[1] != "ok" ||
+		!strings.Contains(lines[2], "rate 1514Mbit ceil 1514Mbit") || !strings.Contains(lines[3], "rate 3028Mbit ceil 3028Mbit") {
+		t.Fatalf("want A's class at 1.5G, ssh's ok, B's class at 1.5G, A's at 3G after --at, then the namespaces (each × 1514/1500)")
+	}
+	if !strings.Contains(log, "veth, no emulator, each way rate 1.50G") || !strings.Contains(log, "A->B rate 3.00G") ||
+		!strings.Contains(log, "A->B delivered") || strings.Contains(log, "B->A rate 3.00G") {
+		t.Errorf("stderr: want the veth line, the change for A->B only, and the counters")
+	}
+	nss := strings.Fields(lines[4])
+	list, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range nss {
+		if strings.Contains(string(list), ns) {
+			t.Errorf("namespace %s left behind:\n%s", ns, list)
+		}
 	}
 }

@@ -27,9 +27,33 @@ import (
 //	hello-ack: the hello's timestamp (8) | chunk size agreed (2) | cookie for this address (8)
 //
 // A hello-ack carries provenFlag once its lane's address is proven.
+//
+// Jumbo chunks off loopback (docs/PROTOCOL.md, "Large datagrams") are agreed only where the path
+// proves it carries them, each way, on every lane: a client that proposes them (ProposeJumbo)
+// also sends, before its two hellos, two hellos padded to jumboProbe bytes, the largest datagram
+// of a jumbo session, with the don't-fragment bit. The server answers such a hello with an answer
+// of the same size, agreeing to jumbo chunks for this lane only; the client's hellos that prove
+// the lane's address then propose jumbo chunks only if such an answer came back on the lane (the
+// other way proven). At its proof the server fixes the lane's chunk size (jumbo if the proving
+// hello proposes it and a full-size hello came from the same address) and the session's is jumbo
+// only if every lane's is; every answer after the proof carries the lane's size, and the client
+// takes the session's size from those answers only (ProposeJumbo's Handshake waits for them).
+// Both ends therefore settle the same size from the same facts, and anything else either sees
+// (a lost full-size datagram, an answer that agrees to what was not proposed) leaves 1406-byte
+// chunks.
 const (
 	helloLen   = 18
 	provenFlag = 0x2 // header flag of a hello-ack: the lane's address is proven
+	// jumboProbe is the datagram size (UDP payload) of the full-size hellos and their answers: a
+	// data datagram of wire.JumboChunkSize chunks (wire.DatagramFor), the largest a jumbo session
+	// sends (FEC, whose shards are standard chunks, is off there).
+	jumboProbe = wire.JumboChunkSize + wire.Overhead + wire.DataFrameLen + 2
+	// jumboProbePT is its plaintext: what a hello or answer must hold to count as full size.
+	jumboProbePT = jumboProbe - wire.Overhead
+	// jumboGrace is how long a client that proposes jumbo chunks waits, after the first answer
+	// on a lane, for the full-size answer before it proves the lane anyway: on a path that keeps
+	// order the full-size answer, sent first, comes first or a few microseconds after.
+	jumboGrace = 20 * time.Millisecond
 )
 
 // cookieFor is the cookie the server gives address a on lane i.
@@ -59,8 +83,16 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	}
 	train := false // the probe goes to from once this hello is answered
 	proved := false
+	// full: the hello proposes jumbo chunks and is itself a full-size datagram (or comes over
+	// loopback, whose MTU is 65,536): this way of the lane carries them, from this address.
+	full := proposesJumbo(pt) && p.fullSize(i, len(pt), from)
+	if full {
+		p.jumboFrom[i].Store(&from)
+	}
+	p.chunkMu.Lock()
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {
+			p.chunkMu.Unlock()
 			return // the lane's address is fixed once proven
 		}
 	} else {
@@ -68,18 +100,25 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 			p.SetPeer(i, from)
 			p.proven[i].Store(true)
 			train, proved = true, true
+			p.laneChunk[i] = p.proofChunk(i, pt, from)
+			p.settleChunk()
 		}
 		train = train || p.fromSSHClient(from)
 	}
-	train = train && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true)
-	p.chunkMu.Lock()
-	chunk := acceptChunk(pt, from)
-	if p.chunkFixed {
-		chunk = p.ChunkSize() // the receiver runs with it (FixChunk)
-	} else if p.proven[i].Load() {
-		p.chunk.Store(int32(chunk)) // only the proven client's hellos decide the session's chunks
+	// The answer's size: before the proof, jumbo only in the answer to a full-size hello (this
+	// lane's one-way evidence, which the client's proof then confirms); from the proof on, the
+	// lane's fixed size, or the session's once the receiver runs (FixChunk).
+	chunk := wire.ChunkSize
+	switch {
+	case p.chunkFixed:
+		chunk = p.ChunkSize()
+	case p.proven[i].Load():
+		chunk = p.laneChunk[i]
+	case full:
+		chunk = wire.JumboChunkSize
 	}
 	p.chunkMu.Unlock()
+	train = train && p.trainOnHello.Load() && p.trainSent.CompareAndSwap(false, true)
 	var ack [helloLen]byte
 	copy(ack[:8], pt)
 	binary.BigEndian.PutUint16(ack[8:], uint16(chunk))
@@ -88,8 +127,16 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	if p.proven[i].Load() {
 		flags = provenFlag
 	}
-	buf := make([]byte, 0, wire.HeaderLen+helloLen+wire.TagLen)
-	pkt := p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Lane: uint8(i), Flags: flags, Seq: p.NextSeq(i)}, ack[:])
+	// An answer is the size of the hello it answers, never larger: a full-size hello gets a
+	// full-size answer (the other way's proof), padded with zeros.
+	n := helloLen
+	if full && len(pt) >= jumboProbePT {
+		n = jumboProbePT
+	}
+	body := make([]byte, n)
+	copy(body, ack[:])
+	buf := make([]byte, 0, wire.HeaderLen+n+wire.TagLen)
+	pkt := p.crypto.Seal(buf, wire.Header{Type: wire.TypeHelloAck, Lane: uint8(i), Flags: flags, Seq: p.NextSeq(i)}, body)
 	p.sendTo(i, from, [][]byte{pkt})
 	if first || proved {
 		p.heardEarly(i) // after the answer too: the copies kept for this lane (control.go)
@@ -105,18 +152,40 @@ func (p *Path) onHelloAck(i int, h wire.Header, pt []byte, now time.Time) {
 		return
 	}
 	p.helloRTT.CompareAndSwap(0, now.UnixNano()-int64(beUint64(pt)))
-	if binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize && p.proposeJumbo.Load() {
-		p.chunk.Store(wire.JumboChunkSize)
+	// The server's word on chunk sizes is taken only where it agrees to what this end proposed:
+	// jumbo in a full-size answer (this way of the lane carries them), and the lane's fixed size
+	// in the answers after its proof (jumbo only if proposed, anything else standard).
+	agrees := p.proposeJumbo.Load() && binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize
+	fullNow := agrees && p.fullSize(i, len(pt), p.peerOf(i)) && !p.fullAck[i].Load()
+	if fullNow {
+		p.fullAck[i].Store(true)
 	}
 	if h.Flags&provenFlag != 0 {
+		c := int32(wire.ChunkSize)
+		if agrees {
+			c = wire.JumboChunkSize
+		}
+		p.ackChunk[i].CompareAndSwap(0, c) // the first answer after the proof: the lane's size
 		p.provenAck[i].Store(true)
 	}
 	if len(pt) >= helloLen && !p.haveCookie[i].Load() {
 		p.cookie[i].Store(binary.BigEndian.Uint64(pt[10:18]))
 		p.haveCookie[i].Store(true)
 		if !p.provenAck[i].Load() {
-			p.sendHellos(i) // prove the address now, not at the next resend
+			if p.proposeJumbo.Load() && !p.fullAck[i].Load() {
+				// The full-size answer, sent first, is due any moment: proving the lane now would
+				// propose standard chunks for it.
+				time.AfterFunc(jumboGrace, func() {
+					if !p.provenAck[i].Load() && !p.closed.Load() {
+						p.sendHellos(i)
+					}
+				})
+			} else {
+				p.sendHellos(i) // prove the address now, not at the next resend
+			}
 		}
+	} else if fullNow && !p.provenAck[i].Load() {
+		p.sendHellos(i) // the grace's wait is over: prove the lane with jumbo chunks
 	}
 	p.helloAck[i].Store(true)
 	select { // wake Handshake
@@ -128,9 +197,24 @@ func (p *Path) onHelloAck(i int, h wire.Header, pt []byte, now time.Time) {
 // sendHellos sends lane i's hello twice (at 3 % loss each way one handshake in five lost a hello
 // or its answer on some lane and waited 100 ms for the resend; with two copies, one in 70), with
 // the lane's cookie once the server has given one.
+//
+// A client that proposes jumbo chunks sends two full-size hellos first (before its lane's
+// address is proven), and proposes jumbo chunks in its small ones only once a full-size answer
+// has come on the lane: those prove the lane's address, and with it the size.
 func (p *Path) sendHellos(i int) {
+	jumbo := p.proposeJumbo.Load()
+	if jumbo && !p.provenAck[i].Load() && !p.fullAck[i].Load() {
+		// Without the cookie: a full-size hello never proves the lane's address, so the proof
+		// always comes from a small hello whose proposal says whether an answer came back full size.
+		pt := make([]byte, jumboProbePT)
+		binary.BigEndian.PutUint16(pt[8:], wire.JumboChunkSize)
+		for range 2 {
+			binary.BigEndian.PutUint64(pt[:8], uint64(time.Now().UnixNano()))
+			p.SendOne(i, wire.TypeHello, pt)
+		}
+	}
 	var pt [helloLen]byte
-	if p.proposeJumbo.Load() {
+	if jumbo && (p.fullAck[i].Load() || !p.haveCookie[i].Load()) {
 		binary.BigEndian.PutUint16(pt[8:], wire.JumboChunkSize)
 	} else {
 		binary.BigEndian.PutUint16(pt[8:], wire.ChunkSize)
@@ -142,4 +226,52 @@ func (p *Path) sendHellos(i int) {
 		binary.BigEndian.PutUint64(pt[:8], uint64(time.Now().UnixNano()))
 		p.SendOne(i, wire.TypeHello, pt[:])
 	}
+}
+
+// proposesJumbo reports whether a hello's payload proposes jumbo chunks.
+func proposesJumbo(pt []byte) bool {
+	return len(pt) >= 10 && binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize
+}
+
+// fullSize reports whether a hello or answer of n plaintext bytes on lane i, from or to a, proves
+// that this way of the lane carries jumbo datagrams: it is full size (jumboProbePT) and this
+// end's lane sends and receives with the don't-fragment bit (a datagram the host fragmented and
+// reassembled proves nothing), or a is a loopback address (MTU 65,536).
+func (p *Path) fullSize(i, n int, a netip.AddrPort) bool {
+	if a.Addr().Unmap().IsLoopback() {
+		return true
+	}
+	return n >= jumboProbePT && p.dontFragment(i)
+}
+
+// proofChunk (server, chunkMu held) is lane i's chunk size, fixed at its proof by hello pt from
+// from: jumbo where the proving hello proposes it (the client had a full-size answer on this
+// lane) and a full-size hello came from the same address (this end had one), and the receiver
+// has not fixed the session's size yet.
+func (p *Path) proofChunk(i int, pt []byte, from netip.AddrPort) int {
+	if p.chunkFixed || !proposesJumbo(pt) {
+		return wire.ChunkSize
+	}
+	if f := p.jumboFrom[i].Load(); f != nil && *f == from {
+		return wire.JumboChunkSize
+	}
+	return wire.ChunkSize
+}
+
+// settleChunk (server, chunkMu held) sets the session's chunk size from the lanes': jumbo once
+// every lane is proven with jumbo chunks, standard otherwise.
+func (p *Path) settleChunk() {
+	c := int32(wire.JumboChunkSize)
+	for i := range p.laneChunk {
+		if !p.proven[i].Load() || p.laneChunk[i] != wire.JumboChunkSize {
+			c = wire.ChunkSize
+		}
+	}
+	p.chunk.Store(c)
+}
+
+// peerOf is lane i's peer address (the zero address while unknown).
+func (p *Path) peerOf(i int) netip.AddrPort {
+	a, _ := p.Peer(i)
+	return a
 }

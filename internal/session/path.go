@@ -4,7 +4,6 @@ package session
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +77,14 @@ type Path struct {
 	chunkMu      sync.Mutex // a hello's agreement and FixChunk
 	chunkFixed   bool       // FixChunk was called: hellos no longer change chunk
 	proposeJumbo atomic.Bool
+	// The proof of jumbo datagrams off loopback (hello.go): the server's source of a full-size
+	// hello per lane and each lane's size fixed at its proof (chunkMu); the client's full-size
+	// answers per lane and the size the first answer after each lane's proof carried.
+	jumboFrom [Lanes]atomic.Pointer[netip.AddrPort]
+	laneChunk [Lanes]int
+	fullAck   [Lanes]atomic.Bool
+	ackChunk  [Lanes]atomic.Int32
+	df        [Lanes]atomic.Int32 // lane sends with the don't-fragment bit: 0 not asked, 1 on, 2 not possible
 
 	heard atomic.Int64 // when the last authenticated datagram arrived (UnixNano; 0: none yet)
 
@@ -619,9 +626,64 @@ func (p *Path) debugf(format string, args ...any) {
 	}
 }
 
-// ProposeJumbo (client, before Handshake) asks for wire.JumboChunkSize chunks: the caller
-// knows the path is loopback and the session runs without FEC.
-func (p *Path) ProposeJumbo() { p.proposeJumbo.Store(true) }
+// ProposeJumbo (client, before Handshake) asks for wire.JumboChunkSize chunks, which the session
+// uses only if every lane proves it carries them each way (hello.go); its Handshake then waits
+// for every lane's proof. The caller knows the session runs without FEC, and that the path is
+// loopback or the user asked for large datagrams (a path MTU of 9,000). It reports whether it
+// proposes them: not where a lane cannot send with the don't-fragment bit (a datagram this
+// host fragmented would prove nothing).
+func (p *Path) ProposeJumbo() bool {
+	for i := range p.conns {
+		if a, ok := p.Peer(i); ok && a.Addr().Unmap().IsLoopback() {
+			continue
+		}
+		if !p.dontFragment(i) {
+			p.allowFragments()
+			return false
+		}
+	}
+	p.proposeJumbo.Store(true)
+	return true
+}
+
+// JumboMTU is the smallest path MTU (IP bytes) that carries a jumbo session's datagrams on IPv4
+// and IPv6 alike: a client told its path carries it (farwing copy --mtu) proposes them.
+const JumboMTU = jumboProbe + lane.IPv6UDPHeaders
+
+// DontFragmenter is a lane that can send every datagram with the don't-fragment bit set and
+// never fragmented by this host (lane.Conn on Linux: IP_PMTUDISC_PROBE). A lane that is not one
+// is taken to never fragment (lanetest's in-memory lanes drop what exceeds a link's MTU).
+type DontFragmenter interface {
+	SetDontFragment(on bool) error
+}
+
+// dontFragment turns the don't-fragment bit on for lane i, once, and reports whether its
+// datagrams leave with it.
+func (p *Path) dontFragment(i int) bool {
+	d, ok := p.conns[i].(DontFragmenter)
+	if !ok {
+		return true
+	}
+	if p.df[i].Load() == 0 {
+		v := int32(1)
+		if d.SetDontFragment(true) != nil {
+			v = 2
+		}
+		p.df[i].CompareAndSwap(0, v)
+	}
+	return p.df[i].Load() == 1
+}
+
+// allowFragments gives the lanes that were switched to the don't-fragment bit the kernel's
+// default back, once a session settled on standard chunks: a tunnel's smaller MTU then fragments
+// them as it does any UDP.
+func (p *Path) allowFragments() {
+	for i, c := range p.conns {
+		if d, ok := c.(DontFragmenter); ok && p.df[i].CompareAndSwap(1, 0) {
+			d.SetDontFragment(false)
+		}
+	}
+}
 
 // FixChunk (server) fixes the session's chunk size at what it is now and returns it: a receiver
 // made before the client's lanes are proven (data before the proof) sizes its memory by it, and
@@ -630,7 +692,11 @@ func (p *Path) FixChunk() int {
 	p.chunkMu.Lock()
 	defer p.chunkMu.Unlock()
 	p.chunkFixed = true
-	return p.ChunkSize()
+	c := p.ChunkSize()
+	if c == wire.ChunkSize {
+		p.allowFragments()
+	}
+	return c
 }
 
 // ChunkSize is the session's file bytes per data datagram, as agreed by the handshake: the client
@@ -638,15 +704,6 @@ func (p *Path) FixChunk() int {
 func (p *Path) ChunkSize() int {
 	if c := int(p.chunk.Load()); c != 0 {
 		return c
-	}
-	return wire.ChunkSize
-}
-
-// acceptChunk is the server's answer to a hello's chunk proposal: large chunks only from a client
-// on a loopback address (it sees the same MTU), the standard size otherwise.
-func acceptChunk(pt []byte, from netip.AddrPort) int {
-	if len(pt) >= 10 && binary.BigEndian.Uint16(pt[8:10]) == wire.JumboChunkSize && from.Addr().Unmap().IsLoopback() {
-		return wire.JumboChunkSize
 	}
 	return wire.ChunkSize
 }
@@ -671,9 +728,13 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 		p.SetPeer(i, server[i])
 	}
 	deadline := time.Now().Add(timeout)
+	// A lane is answered at its first answer; one that proposes jumbo chunks waits for the answer
+	// after its proof, which carries the lane's size.
+	jumbo := p.proposeJumbo.Load()
+	answered := func(i int) bool { return p.helloAck[i].Load() && (!jumbo || p.ackChunk[i].Load() != 0) }
 	send := func() {
 		for i := range p.conns {
-			if !p.helloAck[i].Load() {
+			if !answered(i) {
 				p.sendHellos(i)
 			}
 		}
@@ -690,11 +751,14 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 	for {
 		done := true
 		for i := range p.conns {
-			if !p.helloAck[i].Load() {
+			if !answered(i) {
 				done = false
 			}
 		}
 		if done {
+			if jumbo {
+				p.settleClientChunk()
+			}
 			// The server has answered every lane; those whose address it has not confirmed yet
 			// keep sending their cookie in the background (confirm) while data starts.
 			go p.confirm(deadline)
@@ -704,7 +768,7 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			e := &NoUDPError{Server: server[0].Addr(), Local: p.Ports(), Timeout: timeout}
 			for i := range p.conns {
 				e.Ports = append(e.Ports, int(server[i].Port()))
-				if !p.helloAck[i].Load() {
+				if !answered(i) {
 					e.Silent = append(e.Silent, int(server[i].Port()))
 				}
 			}
@@ -718,6 +782,19 @@ func (p *Path) Handshake(ctx context.Context, server []netip.AddrPort, timeout t
 			send()
 		}
 	}
+}
+
+// settleClientChunk (client) takes the session's chunk size from the answers after each lane's
+// proof: jumbo only if every lane's said jumbo (and this end proposed it: onHelloAck).
+func (p *Path) settleClientChunk() {
+	for i := range p.ackChunk {
+		if p.ackChunk[i].Load() != wire.JumboChunkSize {
+			p.chunk.Store(wire.ChunkSize)
+			p.allowFragments()
+			return
+		}
+	}
+	p.chunk.Store(wire.JumboChunkSize)
 }
 
 // confirm (client) resends hellos with their cookies every 100 ms on the lanes whose address the

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
@@ -343,39 +342,6 @@ func TestJumboTransfer(t *testing.T) {
 		if minDg := uint64(total / wire.JumboChunkSize); st.Datagrams < minDg || st.Datagrams-st.Retransmitted > 2*minDg {
 			t.Fatalf("loss %.0f%%: %d datagrams (%d re-sent) for %d bytes: not %d-byte chunks", loss*100, st.Datagrams, st.Retransmitted, total, wire.JumboChunkSize)
 		}
-	}
-}
-
-// TestChunkAgreement: the server takes large chunks only from a client it sees on a loopback
-// address, and only when proposed; the client keeps the standard size unless the answer agrees.
-func TestChunkAgreement(t *testing.T) {
-	prop := func(n int) []byte {
-		b := make([]byte, 10)
-		binary.BigEndian.PutUint16(b[8:], uint16(n))
-		return b
-	}
-	lo := netip.MustParseAddrPort("127.0.0.1:9")
-	lo6 := netip.MustParseAddrPort("[::ffff:127.0.0.1]:9")
-	far := netip.MustParseAddrPort("198.18.0.2:9")
-	for _, c := range []struct {
-		pt   []byte
-		from netip.AddrPort
-		want int
-	}{
-		{prop(wire.JumboChunkSize), lo, wire.JumboChunkSize},
-		{prop(wire.JumboChunkSize), lo6, wire.JumboChunkSize},
-		{prop(wire.JumboChunkSize), far, wire.ChunkSize},
-		{prop(wire.ChunkSize), lo, wire.ChunkSize},
-		{prop(4096), lo, wire.ChunkSize},
-		{make([]byte, 8), lo, wire.ChunkSize}, // no proposal
-	} {
-		if got := acceptChunk(c.pt, c.from); got != c.want {
-			t.Errorf("proposal %x from %s: accepted %d, want %d", c.pt[8:], c.from, got, c.want)
-		}
-	}
-	client, server := pairWith(t, 1<<20, false)
-	if client.ChunkSize() != wire.ChunkSize || server.ChunkSize() != wire.ChunkSize {
-		t.Fatalf("without a proposal: chunks of %d and %d bytes", client.ChunkSize(), server.ChunkSize())
 	}
 }
 

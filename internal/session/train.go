@@ -27,16 +27,18 @@ import (
 // only a round or two of STARTUP's ramp; a window stretched by a stall inside it errs the other
 // way, so the estimate is the median of the trains' windows, five at most paths' rates.
 //
-// The second train is four times as long, so that a fast path can be timed at all: 48 datagrams
+// The second train is eight times as long, so that a fast path can be timed at all: 48 datagrams
 // cross 10 Gbit/s in 57 µs, under minTrainSpan, and the 10 Gbit/s cell of TestVirtualScale then
-// started unseeded and took 2.2 s to ramp from the initial window; 192 take 227 µs. (At
-// 100 Mbit/s they queue 23 ms once.)
+// started unseeded and took 2.2 s to ramp from the initial window. 192 took 227 µs there, but
+// 193 µs at the published path's 11.8 Gbit/s, and a 1 GiB push there took 2.5 s from an unseeded
+// start where it takes 1.3 s seeded (internal/xfer's TestPublishedColumn); 384 take 385 µs, and
+// time paths up to 22 Gbit/s. (At 100 Mbit/s they queue 45 ms once.)
 var trainLens = [...]int{trainLen, trainLong}
 
 const (
 	trainLen  = 48 // the first train's length, and the fewest arrivals a train is timed from is half of it
 	trains    = len(trainLens)
-	trainLong = 4 * trainLen         // the second train's length
+	trainLong = 8 * trainLen         // the second train's length
 	trainMax  = trainLen + trainLong // datagrams in all
 	trainGap  = 3 * time.Millisecond
 	trainFlag = 0x1 // header flag on TypeHello (a train datagram) and TypeHelloAck (its report)

@@ -31,6 +31,10 @@ type Link struct {
 	Queue int
 	// Drop, if set, is asked about every datagram that survived Loss; true drops it.
 	Drop func(from, to netip.AddrPort, b []byte) bool
+	// MTU is the largest IP datagram the link carries, counted as Rate counts it (the UDP payload
+	// and lane.IPv4UDPHeaders); a larger one is dropped, as a router drops a datagram with the
+	// don't-fragment bit that does not fit its next hop (0: no limit but the network's SetMTU).
+	MTU int
 }
 
 // Network joins Conns. Its methods are safe for concurrent use.
@@ -45,7 +49,7 @@ type Network struct {
 	tap     func(from, to netip.AddrPort, b []byte)
 	mtu     int
 	RecvBuf int           // bytes a Conn queues before it drops (the socket buffer; 0: 8 MiB)
-	Dropped atomic.Uint64 // datagrams the links lost (random loss, Drop, a full queue, the MTU, no Conn)
+	Dropped atomic.Uint64 // datagrams the links lost (random loss, Drop, a full queue, an MTU, no Conn)
 }
 
 type linkState struct {
@@ -134,6 +138,9 @@ func (n *Network) route(from, to netip.AddrPort, b []byte) (c *Conn, at time.Tim
 	if l == nil {
 		l = &linkState{Link: n.def}
 		n.links[[2]netip.Addr{from.Addr(), to.Addr()}] = l
+	}
+	if l.MTU > 0 && len(b)+lane.IPv4UDPHeaders > l.MTU {
+		return nil, at, 0, false // too large for the link: dropped before its loss and queue
 	}
 	if l.Loss > 0 && n.rng.Float64() < l.Loss {
 		return nil, at, 0, false

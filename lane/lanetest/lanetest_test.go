@@ -179,3 +179,29 @@ func TestInjectTapMTUClose(t *testing.T) {
 		t.Fatalf("Send after Close: %v", err)
 	}
 }
+
+// TestLinkMTU: a link drops the datagrams whose IP size (UDP payload and 28 bytes of headers)
+// exceeds its MTU, one way only, and counts them.
+func TestLinkMTU(t *testing.T) {
+	n := New(Link{}, 1)
+	n.SetLink(hostA, hostB, Link{MTU: 1500})
+	a, b := pair(t, n)
+	fits, over := numbered(1, 1500-lane.IPv4UDPHeaders), numbered(1, 1500-lane.IPv4UDPHeaders+1)
+	binary.BigEndian.PutUint32(over[0], 1)
+	if err := a.Send(b.LocalAddr(), append(fits, over...)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := drain(t, b, 10*time.Millisecond); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("A to B over an MTU of 1500: got %v, want the 1,472-byte datagram alone", got)
+	}
+	if n.Dropped.Load() != 1 {
+		t.Fatalf("dropped %d, want 1", n.Dropped.Load())
+	}
+	// The other way has no limit.
+	if err := b.Send(a.LocalAddr(), numbered(1, 9000)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := drain(t, a, 10*time.Millisecond); len(got) != 1 {
+		t.Fatalf("B to A, no MTU: got %v", got)
+	}
+}

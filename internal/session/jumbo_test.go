@@ -1,0 +1,123 @@
+package session
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// TestChunkAgreement: jumbo chunks are agreed only where the client proposes them and every lane
+// proves, each way, that it carries a full-size datagram; any lane or way that drops them leaves
+// both ends at the standard size, and the two ends never disagree, loss or not.
+func TestChunkAgreement(t *testing.T) {
+	far := [2]netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")}
+	lo := [2]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
+	// big drops datagrams over 1,500 IP bytes to the server's lane k (or -1: none).
+	big := func(k int) func(from, to netip.AddrPort, b []byte) bool {
+		return func(from, to netip.AddrPort, b []byte) bool {
+			return k >= 0 && int(to.Port()) == 40000+k && len(b)+lane.IPv4UDPHeaders > 1500
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		hosts      [2]netip.Addr
+		propose    bool
+		up, down   lanetest.Link // client to server, server to client
+		loss       float64
+		seeds      int
+		want       int // 0: either, as long as both ends agree
+		wantJumbos int // with seeds: at least this many sessions agree on jumbo chunks
+	}{
+		{name: "not proposed", hosts: far, up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 9000}, want: wire.ChunkSize},
+		{name: "mtu 9000", hosts: far, propose: true, up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 9000}, want: wire.JumboChunkSize},
+		{name: "mtu 1500", hosts: far, propose: true, up: lanetest.Link{MTU: 1500}, down: lanetest.Link{MTU: 1500}, want: wire.ChunkSize},
+		{name: "mtu 1500 to the server", hosts: far, propose: true, up: lanetest.Link{MTU: 1500}, down: lanetest.Link{MTU: 9000}, want: wire.ChunkSize},
+		{name: "mtu 1500 to the client", hosts: far, propose: true, up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 1500}, want: wire.ChunkSize},
+		{name: "one lane 1500", hosts: far, propose: true, up: lanetest.Link{MTU: 9000, Drop: big(2)}, down: lanetest.Link{MTU: 9000}, want: wire.ChunkSize},
+		{name: "loopback", hosts: lo, propose: true, want: wire.JumboChunkSize},
+		{name: "loopback not proposed", hosts: lo, want: wire.ChunkSize},
+		{name: "mtu 9000 at 3% loss", hosts: far, propose: true, up: lanetest.Link{MTU: 9000, Loss: 0.03, Delay: 5 * time.Millisecond},
+			down: lanetest.Link{MTU: 9000, Loss: 0.03, Delay: 5 * time.Millisecond}, seeds: 40, wantJumbos: 34},
+		{name: "mtu 1500 at 3% loss", hosts: far, propose: true, up: lanetest.Link{MTU: 1500, Loss: 0.03, Delay: 5 * time.Millisecond},
+			down: lanetest.Link{MTU: 1500, Loss: 0.03, Delay: 5 * time.Millisecond}, seeds: 10, want: wire.ChunkSize},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			jumbos := 0
+			for seed := range max(c.seeds, 1) {
+				n := lanetest.New(lanetest.Link{}, uint64(seed)+1)
+				n.SetLink(c.hosts[0], c.hosts[1], c.up)
+				n.SetLink(c.hosts[1], c.hosts[0], c.down)
+				client, server := memPairOn(t, n, c.hosts[0], c.hosts[1], c.propose)
+				cs, ss := client.ChunkSize(), server.FixChunk()
+				if cs != ss {
+					t.Fatalf("seed %d: the client settled on %d-byte chunks, the server on %d", seed, cs, ss)
+				}
+				if c.want != 0 && cs != c.want {
+					t.Fatalf("seed %d: %d-byte chunks, want %d", seed, cs, c.want)
+				}
+				if cs == wire.JumboChunkSize {
+					jumbos++
+				}
+				client.Close()
+				server.Close()
+			}
+			if c.seeds > 0 {
+				t.Logf("%d of %d sessions agreed on jumbo chunks", jumbos, c.seeds)
+				if jumbos < c.wantJumbos {
+					t.Fatalf("%d of %d sessions agreed on jumbo chunks, want at least %d", jumbos, c.seeds, c.wantJumbos)
+				}
+			}
+		})
+	}
+}
+
+// TestChunkWordChecked: what the server says about chunk sizes counts only where it agrees to
+// what the client proposed, in a full-size answer before the proof and in the answers after it.
+func TestChunkWordChecked(t *testing.T) {
+	ack := func(chunk, size int) []byte {
+		pt := make([]byte, size)
+		binary.BigEndian.PutUint16(pt[8:], uint16(chunk))
+		return pt
+	}
+	for _, c := range []struct {
+		propose       bool
+		chunk, size   int
+		proven        bool
+		full, settled bool // fullAck; ackChunk says jumbo
+	}{
+		{false, wire.JumboChunkSize, jumboProbePT, true, false, false}, // agrees to what was not proposed
+		{true, wire.JumboChunkSize, helloLen, false, false, false},     // a small answer proves nothing
+		{true, wire.JumboChunkSize, jumboProbePT, false, true, false},
+		{true, wire.JumboChunkSize, helloLen, true, false, true},
+		{true, 4096, jumboProbePT, true, false, false},
+		{true, 65535, jumboProbePT, true, false, false},
+	} {
+		t.Run(fmt.Sprintf("propose=%v,chunk=%d,size=%d,proven=%v", c.propose, c.chunk, c.size, c.proven), func(t *testing.T) {
+			n := lanetest.New(lanetest.Link{}, 1)
+			cc, _ := memCryptos()
+			p := NewPath(memLanes(t, n, netip.MustParseAddr("198.18.0.1")), cc, false)
+			defer p.Close()
+			p.SetPeer(0, netip.MustParseAddrPort("198.18.0.2:40000"))
+			if c.propose {
+				p.ProposeJumbo()
+			}
+			var h wire.Header
+			if c.proven {
+				h.Flags = provenFlag
+			}
+			p.onHelloAck(0, h, ack(c.chunk, c.size), time.Now())
+			if p.fullAck[0].Load() != c.full || (p.ackChunk[0].Load() == wire.JumboChunkSize) != c.settled {
+				t.Fatalf("full-size answer %v (want %v), lane settled on %d", p.fullAck[0].Load(), c.full, p.ackChunk[0].Load())
+			}
+			if p.ChunkSize() != wire.ChunkSize {
+				t.Fatalf("chunk size %d before the handshake settled", p.ChunkSize())
+			}
+		})
+	}
+}

@@ -70,6 +70,8 @@ const (
 	maxDownRnds  = 12
 
 	seedProven      = 1.2 // STARTUP's seeded cap lifts once the delivery rate beats the estimate by this
+	seedConfirm     = 0.9 // a seeded STARTUP that delivered this much of the estimate, then
+	seedConfirmHi   = 1.1 // under this much of it in a round paced at 1.25 ×, ends (D30)
 	seedCwnd        = 1.0 // a seeded STARTUP keeps at most this many round trips of its pacing rate in flight
 	startupQSamples = 8   // consecutive high-queue RTT samples that end STARTUP (≈ 2 feedback frames over 4 lanes)
 

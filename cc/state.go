@@ -14,7 +14,16 @@ func (c *Controller) advance(t int64, Q int64) {
 		} else if c.appLimitedUntil == 0 {
 			c.fullCnt++
 		}
-		if c.fullCnt >= 3 || Q > max(c.qHigh(), c.rtprop/4) {
+		// A seeded STARTUP that has delivered the estimate (fullBw at least seedConfirm of it)
+		// paces the next round at 1.25 × it; if that round's delivery rate stays under
+		// seedConfirmHi × the estimate, the pipe is full at the estimate, and one round without
+		// growth ends STARTUP, not three: each further round at 1.25 × adds a quarter of a BDP
+		// to the queue, which DRAIN then takes out at a third of the rate (departs from the
+		// starting algorithm: docs/CC.md D30). A low estimate delivers its 1.25 × (over
+		// seedConfirmHi) and grows as before; a high one never delivers seedConfirm of it.
+		confirmed := c.seedBw > 0 && c.resumeBps == 0 && c.fullCnt >= 1 &&
+			c.fullBw >= seedConfirm*c.seedBw && c.btlbw < seedConfirmHi*c.seedBw
+		if c.fullCnt >= 3 || confirmed || Q > max(c.qHigh(), c.rtprop/4) {
 			c.enterDrain(t)
 		}
 	case ProbeBW:

@@ -64,7 +64,7 @@ func cmdDoctor(ctx context.Context, tun tuning.Settings, args []string) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage:\n  farwing doctor [flags] [user@]host\n\n"+
 			"Checks the path to host as a copy would use it: ssh, the remote peer, UDP both ways with the\n"+
-			"round trip and a packet-train capacity estimate, the MTU, socket buffers at both ends (with the\n"+
+			"round trip and the capacity packet trains bear out, the MTU, socket buffers at both ends (with the\n"+
 			"sysctl lines that fix them), TCP congestion control, CPU features and the clock offset.\n"+
 			"Each finding says ok, warn or fail and what to do; the exit status is 0 unless one fails.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -245,29 +245,54 @@ func capacityFinding(rep *doctorpeer.Report) finding {
 	if rep.UDPError != "" {
 		return finding{Check: "capacity", Verdict: verdictWarn, Detail: "not measured: no UDP path", Fix: "see udp"}
 	}
-	est := func(ok bool, bps float64) string {
-		if !ok {
-			return "no estimate"
-		}
-		return units.Rate(bps)
+	if rep.Up == nil || rep.Down == nil {
+		return finding{Check: "capacity", Verdict: verdictWarn, Detail: "not measured: the probe was not made", Fix: "run doctor again"}
 	}
-	f := finding{Check: "capacity", Verdict: verdictOK, Detail: fmt.Sprintf("packet trains of %d-byte datagrams: %s to the host, %s from it (a first estimate; a copy's rate controller measures as it goes)",
-		wire.MaxDatagramV6, est(rep.UpOK, rep.UpBps), est(rep.DownOK, rep.DownBps))}
-	switch {
-	case !rep.UpOK || !rep.DownOK:
+	up, down := rep.Up, rep.Down
+	f := finding{Check: "capacity", Verdict: verdictOK, Detail: fmt.Sprintf("%s to the host, %s from it; %d packet trains of %d datagrams each way, %d of %d and %d of %d datagrams lost",
+		capacityText(up), capacityText(down), up.Trains, up.Len, up.Sent-up.Arrived, up.Sent, down.Sent-down.Arrived, down.Sent)}
+	if up.Why != doctorpeer.CapAgreed || down.Why != doctorpeer.CapAgreed {
+		f.Detail += fmt.Sprintf(" (a figure is named only where %d trains agree within ±10 %% and at most a tenth of the datagrams were lost)", doctorpeer.Quorum)
+	}
+	var fix []string
+	for _, c := range []*doctorpeer.Capacity{up, down} {
+		switch c.Why {
+		case doctorpeer.CapLossy, doctorpeer.CapNone:
+			fix = append(fix, "the trains lost more than 10 % of their datagrams: look for loss on the path (a copy still runs through it, its parity repairing it) and run doctor again")
+		case doctorpeer.CapUntimed:
+			fix = append(fix, "no train could be timed (each was read in a burst: a busy CPU at either end, a hop that forwards in bursts, or a path over several Gbit/s): run doctor again, or measure with a copy (its summary names what held the rate)")
+		}
+	}
+	if len(fix) > 0 {
 		f.Verdict = verdictWarn
-		f.Fix = "a train could not be timed (fewer than half its datagrams arrived, or they were read in one batch): a copy then starts from a small window and ramps up; run doctor again, and if it persists look for loss on the path"
-	case max(rep.UpBps, rep.DownBps) > trainSpread*min(rep.UpBps, rep.DownBps):
-		f.Verdict = verdictWarn
-		f.Fix = fmt.Sprintf("the two directions differ more than %d×: the path may be that asymmetric, or a train arrived bunched (a busy CPU or a hop that forwards in bursts makes it look faster); run doctor again before trusting either", trainSpread)
+		f.Fix = strings.Join(slices.Compact(fix), "; ")
 	}
 	return f
 }
 
-// trainSpread is how far apart the two directions' train estimates may be before doctor doubts
-// them: one 48-datagram train is easily bunched on the way (in the lab on a loaded 2-core machine
-// one came out at 2.7 Gbit/s on a 100 Mbit/s path).
-const trainSpread = 4
+// capacityText is what one direction's probe says of the path's capacity: a figure only where
+// its trains agree (doctorpeer.Judge), else what it knows.
+func capacityText(c *doctorpeer.Capacity) string {
+	lost := c.Sent - c.Arrived
+	switch c.Why {
+	case doctorpeer.CapAgreed:
+		return fmt.Sprintf("about %s (%d of %d trains agree)", units.Rate(c.Bps), c.Agreed, c.Trains)
+	case doctorpeer.CapDisagreed:
+		lo, hi := 0.0, 0.0
+		for _, r := range c.Readings {
+			if r > 0 && (lo == 0 || r < lo) {
+				lo = r
+			}
+			hi = max(hi, r)
+		}
+		return fmt.Sprintf("at least %s (the trains disagreed: %s-%s, %d of %d within ±10 %% of their median)", units.Rate(c.AtLeastBps), units.Rate(lo), units.Rate(hi), c.Agreed, c.Trains)
+	case doctorpeer.CapLossy:
+		return fmt.Sprintf("unknown (the trains lost %d of %d datagrams)", lost, c.Sent)
+	case doctorpeer.CapUntimed:
+		return fmt.Sprintf("unknown (no train could be timed; %d of %d datagrams arrived)", c.Arrived, c.Sent)
+	}
+	return fmt.Sprintf("unknown (none of %d datagrams arrived)", c.Sent)
+}
 
 // datagramIP is the IP size of Farwing's largest datagram on IPv4 or IPv6.
 func datagramIP(v6 bool) int {
@@ -300,8 +325,9 @@ func mtuFinding(rep *doctorpeer.Report) finding {
 			return f
 		}
 	}
+	arrived := func(c *doctorpeer.Capacity) bool { return c != nil && c.Arrived > 0 }
 	switch {
-	case rep.UpOK && rep.DownOK:
+	case rep.UpOK && rep.DownOK || arrived(rep.Up) && arrived(rep.Down):
 		f.Detail += fmt.Sprintf("; full-size datagrams (%d bytes of UDP data) crossed the path both ways in the packet trains", wire.MaxDatagramV6)
 	case rep.Local.MTU <= 0 || rep.Remote.MTU <= 0:
 		f.Verdict = verdictWarn
@@ -317,15 +343,15 @@ func mtuFinding(rep *doctorpeer.Report) finding {
 // for a few milliseconds at a Gbit/s.
 const minLaneBuffer = 1 << 20
 
-// pathBDP is the bandwidth-delay product of the path from the packet trains (the larger
-// estimate) and the handshake's round trip, in bytes; known false when either is missing.
+// pathBDP is the bandwidth-delay product of the path from the capacity the probe named (the
+// larger of the two directions') and the handshake's round trip, in bytes; known false when
+// neither direction's trains agreed on a figure or the round trip is missing.
 func pathBDP(rep *doctorpeer.Report) (bdp int64, known bool) {
 	bps := 0.0
-	if rep.UpOK {
-		bps = rep.UpBps
-	}
-	if rep.DownOK {
-		bps = max(bps, rep.DownBps)
+	for _, c := range []*doctorpeer.Capacity{rep.Up, rep.Down} {
+		if c != nil && c.Why == doctorpeer.CapAgreed {
+			bps = max(bps, c.Bps)
+		}
 	}
 	if bps <= 0 || rep.RTTSeconds <= 0 {
 		return 0, false

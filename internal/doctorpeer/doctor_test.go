@@ -75,6 +75,16 @@ func TestDoctorInProcess(t *testing.T) {
 	if rep.UpOK != (rep.UpBps > 0) || rep.DownOK != (rep.DownBps > 0) {
 		t.Errorf("trains %v/%v, %v/%v through a 50 Mbit/s link", rep.UpBps, rep.UpOK, rep.DownBps, rep.DownOK)
 	}
+	for _, c := range []*Capacity{rep.Up, rep.Down} {
+		if c == nil {
+			t.Fatal("no capacity probe on a working path")
+		}
+		t.Logf("probe: %+v", *c)
+		if c.Trains != probeTrains || c.Sent != c.Trains*c.Len || c.Arrived < 0 || c.Arrived > c.Sent || len(c.Readings) != c.Trains ||
+			(c.Bps > 0) != (c.Why == CapAgreed) || (c.AtLeastBps > 0) != (c.Why == CapDisagreed) {
+			t.Errorf("probe through a 50 Mbit/s link: %+v", *c)
+		}
+	}
 	if rep.Remote.Hostname == "" || rep.Remote.Cores <= 0 || rep.Local.Cores <= 0 || rep.Remote.Farwing != xfer.Version {
 		t.Errorf("facts: remote %+v local %+v", rep.Remote, rep.Local)
 	}
@@ -96,7 +106,7 @@ func TestDoctorInProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.UDPError == "" || rep.RemoteHeard != c.heard || rep.UpOK || rep.DownOK || rep.Remote.Hostname == "" {
+			if rep.UDPError == "" || rep.RemoteHeard != c.heard || rep.UpOK || rep.DownOK || rep.Up != nil || rep.Down != nil || rep.Remote.Hostname == "" {
 				t.Fatalf("error %q, heard %d, trains %v %v, remote %q", rep.UDPError, rep.RemoteHeard, rep.UpOK, rep.DownOK, rep.Remote.Hostname)
 			}
 		})

@@ -27,7 +27,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 16
+const Proto = 17
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -105,6 +105,7 @@ type Msg struct {
 	// ("clock": Unix nanoseconds)
 	Doctor *DoctorLanes `json:"doctor,omitempty"`
 	At     int64        `json:"at,omitempty"`
+	Probe  *DoctorProbe `json:"probe,omitempty"` // "probe": the capacity probe's trains, and the server's arrivals
 
 	// error
 	Err  string    `json:"err,omitempty"`

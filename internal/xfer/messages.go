@@ -53,6 +53,7 @@ const (
 
 	KindClock Kind = "clock" // doctor: the client asks, the server answers with its wall clock
 	KindLanes Kind = "lanes" // doctor: the client asks, the server answers with its lanes
+	KindProbe Kind = "probe" // doctor: the client asks for the capacity probe, the server answers with its arrivals
 )
 
 // TCPTest is one TCP measurement the bench asks the remote peer to take part in ("tcp").
@@ -73,6 +74,26 @@ type DoctorLanes struct {
 	// Heard (the remote peer's "lanes" answer) is how many of its lanes received the client's
 	// hellos.
 	Heard int `json:"lanes_heard,omitempty"`
+}
+
+// DoctorProbe is `farwing doctor`'s capacity probe ("probe"): the client's request says what
+// packet trains each end sends (Up the client's, Down the server's), the server's answer carries
+// the arrivals of the client's trains as its lane received them.
+type DoctorProbe struct {
+	Up   DoctorTrains `json:"up"`
+	Down DoctorTrains `json:"down"`
+	// Arrivals (the answer) has one list per train of Up, in order: for each datagram of it that
+	// arrived, the microseconds since the train's previous arrival (the first's 0). Datagrams read
+	// in one receive call share a time, so a 0 can also mean "in the same batch".
+	Arrivals [][]int64 `json:"arrivals,omitempty"`
+}
+
+// DoctorTrains is one direction's trains in a "probe": Trains trains of Len full-size datagrams
+// each, sent back to back, GapMicros apart (from one train's last datagram to the next's first).
+type DoctorTrains struct {
+	Trains    int `json:"trains"`
+	Len       int `json:"len"`
+	GapMicros int `json:"gap_us"`
 }
 
 // IsDigest reports whether s is a BLAKE3 digest in hex, as messages carry them (a file list's
@@ -147,4 +168,5 @@ var messages = map[Kind]message{
 
 	KindClock: {from: byEither, roles: inDoctor},
 	KindLanes: {from: byEither, roles: inDoctor},
+	KindProbe: {from: byEither, roles: inDoctor},
 }

@@ -19,11 +19,13 @@ import (
 // Upload ahead: on what is most likely first contact, the client does not wait a round trip for
 // the remote's "need" before the upload starts. Right after the preface it writes the start of
 // the upload as the remote script would read it after need: the FARWING-UPLOAD line and a first
-// part (aheadPart bytes of the build's gzip form), while the remote shell checks its cache. The
-// script is told how many bytes that is (aheadLen):
-//   - need, with gzip there: the bytes are the upload's beginning, read as usual; the client goes
-//     on from the first part's end (one round trip of TCP's slow start earlier than otherwise);
-//   - need without gzip, or need from a remote whose platform's build is not the one guessed
+// part (aheadPart bytes of the build's compressed form: xz where the build is carried in that
+// form, else gzip; build.aheadFormat), while the remote shell checks its cache. The script is told
+// how many bytes that is (aheadLen) and their format:
+//   - need, with that format's tool there: the bytes are the upload's beginning, read as usual;
+//     the client goes on from the first part's end (one round trip of TCP's slow start earlier
+//     than otherwise);
+//   - need without that tool, or need from a remote whose platform's build is not the one guessed
 //     (guess: the build this user last installed on the account, else this platform's): the
 //     shell reads and drops them before it says need (the client then sends the build for the
 //     remote, as it is or compressed, from the start);
@@ -33,7 +35,8 @@ import (
 //   - nodir, nohash, unsafe: the shell exits without reading them.
 //
 // "Most likely first contact" is no record that this build was installed on the account ssh
-// reaches (installedRecord). The bytes come from this user's cache of the build's gzip form, or,
+// reaches (installedRecord). The bytes come from the build's carried form, or this user's cache of
+// this executable's gzip form, or,
 // where there is none (the build's first install anywhere), from compressing it while ssh
 // connects (about 0.4 s for 10 MB, within the handshake): the upload line is padded with spaces to
 // a fixed width (the shell's read drops them), so the script knows their length before the size
@@ -55,7 +58,7 @@ const aheadMin = 1 << 20
 const aheadMaxPreface = 1 << 20
 
 // aheadHeader is the width of the upload line written ahead, without its newline: the longest
-// "FARWING-UPLOAD gzip N ID" (N of 10 digits, ID of 16).
+// "FARWING-UPLOAD FORMAT N ID" (gzip, the longer format; N of 10 digits, ID of 16).
 const aheadHeader = len("FARWING-UPLOAD gzip 1234567890 0123456789abcdef")
 
 // aheadLen is how many bytes go ahead: the padded upload line, the first part's line and bytes.
@@ -63,23 +66,32 @@ var aheadLen = aheadHeader + 1 + len("FARWING-PART 0 "+strconv.Itoa(aheadPart)+"
 
 // ahead is the start of an upload written before the remote answered.
 type ahead struct {
-	id   string        // the upload's ID
-	done chan struct{} // closed once data, valid and wire are set
-	data []byte        // the build's gzip form
-	// valid: data unpacks to this build and is longer than aheadPart. Where it is not, wire is
+	id     string        // the upload's ID
+	done   chan struct{} // closed once data, valid and wire are set
+	data   []byte        // the build's compressed form
+	format string        // ... gzip or xz
+	// valid: data is longer than aheadPart and, gzip, unpacks to this build (an xz form only the
+	// remote unpacks: it checks the result's SHA-256 before anything runs). Where it is not, wire is
 	// aheadLen bytes that no upload starts with (need: the client starts over without them).
 	valid bool
 	wire  []byte        // exactly aheadLen bytes
 	wrote chan struct{} // closed once wire is known (the writer's wait: at once from the cache)
 }
 
-// newAhead starts the upload's start of build bd: its carried gzip form, or this executable's from
-// the cache where that is there (checked meanwhile), else compressed now where the build is large
-// enough; nil where none applies.
+// newAhead starts the upload's start of build bd: its carried xz form, or its carried gzip form,
+// or this executable's gzip form from the cache where that is there (checked meanwhile), else
+// compressed now where the build is large enough; nil where none applies.
 func newAhead(dir string, bd build) *ahead {
 	var idb [8]byte
 	rand.Read(idb[:])
-	a := &ahead{id: hex.EncodeToString(idb[:]), done: make(chan struct{}), wrote: make(chan struct{})}
+	a := &ahead{id: hex.EncodeToString(idb[:]), done: make(chan struct{}), wrote: make(chan struct{}), format: bd.aheadFormat()}
+	if a.format == "xz" && len(bd.xz) > aheadPart {
+		a.data, a.wire, a.valid = bd.xz, a.start(bd.xz), true
+		close(a.wrote)
+		close(a.done)
+		return a
+	}
+	a.format = "gzip"
 	if len(bd.gz) > aheadPart {
 		a.data, a.wire = bd.gz, a.start(bd.gz)
 		close(a.wrote)
@@ -128,7 +140,7 @@ func aheadFiller() []byte { return bytes.Repeat([]byte{'-'}, aheadLen) }
 
 // start is what goes ahead of b, the upload: its line padded to aheadHeader, the first part.
 func (a *ahead) start(b []byte) []byte {
-	w := fmt.Appendf(nil, "%-*s\nFARWING-PART 0 %d\n", aheadHeader, fmt.Sprintf("FARWING-UPLOAD gzip %d %s", len(b), a.id), aheadPart)
+	w := fmt.Appendf(nil, "%-*s\nFARWING-PART 0 %d\n", aheadHeader, fmt.Sprintf("FARWING-UPLOAD %s %d %s", a.format, len(b), a.id), aheadPart)
 	return append(w, b[:aheadPart]...)
 }
 

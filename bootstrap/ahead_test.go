@@ -30,7 +30,7 @@ func TestStartScriptAhead(t *testing.T) {
 	gz := gzipped(t, raw)
 	pre := []byte(`{"type":"hello"}` + "\n")
 	// What the client writes ahead: the padded upload line and the first part (aheadPart).
-	ahead := (&ahead{id: upID}).start(gz)
+	ahead := (&ahead{id: upID, format: "gzip"}).start(gz)
 	if len(ahead) != aheadLen || len(gz) <= aheadPart {
 		t.Fatalf("%d bytes ahead, want %d; gzip form %d bytes", len(ahead), aheadLen, len(gz))
 	}

@@ -1,8 +1,8 @@
 // Package bootstrap reaches a remote host with the system's OpenSSH: one ssh session checks for the
 // Farwing peer this build installs on the remote's platform (a build it carries, or itself) in the
-// remote's cache, receives it on its standard input (gzip-compressed where the remote has gzip)
-// when it is missing or wrong, checks its SHA-256 and starts `farwing serve`, whose stdin/stdout
-// become the control channel.
+// remote's cache, receives it on its standard input (xz-compressed where it is carried so and the
+// remote has xz, else gzip-compressed where the remote has gzip) when it is missing or wrong,
+// checks its SHA-256 and starts `farwing serve`, whose stdin/stdout become the control channel.
 package bootstrap
 
 import (

@@ -43,7 +43,7 @@ func TestSSHArgs(t *testing.T) {
 }
 
 // baseTools are the commands the remote script uses besides a hash tool and gzip.
-var baseTools = []string{"sh", "uname", "mkdir", "head", "dd", "rm", "chmod", "mv", "find", "cat", "env", "touch", "wc", "ls"}
+var baseTools = []string{"sh", "uname", "mkdir", "head", "dd", "rm", "chmod", "mv", "find", "cat", "env", "touch", "wc", "ls", "mkfifo"}
 
 // toolbox is a PATH directory holding only the named commands (links to the system's), so that the
 // remote script runs as on a host without the others.

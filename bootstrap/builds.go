@@ -18,14 +18,35 @@ import (
 )
 
 // build is one executable a remote may run as the peer: a build this executable carries for a
-// platform (gz set: internal/peers), or this executable itself (exe set), which serves remotes of
-// its own platform where it carries no build for that one (a plain `go build` or `go install`).
+// platform (gz set, and xz where it carries that form too: internal/peers), or this executable
+// itself (exe set), which serves remotes of its own platform where it carries no build for that
+// one (a plain `go build` or `go install`).
 type build struct {
 	platform string // Go's OS/ARCH
 	hash     string // SHA-256 of the executable, hex: its name in the remote's cache
 	exe      string // this executable's path (its hash may come from this user's cache: selfHash)
 	gz       []byte // the carried gzip form
+	xz       []byte // the carried xz form (nil: none), which only the remote unpacks and checks
 }
+
+// format is how b travels to a remote that can unpack formats (its need line's, e.g.
+// "xz,gzip,raw"): xz where b is carried in that form, the remote has xz and xz is not ruled out
+// (noXz: the remote's xz failed to unpack it before), else gzip where it has gzip, else raw. The
+// remote script drops an upload's start written ahead on the same rule (start.sh): a build's
+// upload ahead is in the form it would be sent in to a remote that has xz and gzip.
+func (b build) format(formats string, noXz bool) string {
+	fs := strings.Split(formats, ",")
+	switch {
+	case b.xz != nil && !noXz && slices.Contains(fs, "xz"):
+		return "xz"
+	case slices.Contains(fs, "gzip"):
+		return "gzip"
+	}
+	return "raw"
+}
+
+// aheadFormat is the form b's upload takes where it starts ahead of the remote's answer.
+func (b build) aheadFormat() string { return b.format("xz,gzip,raw", false) }
 
 // h16 is the build's name in the remote's cache without "farwing-".
 func (b build) h16() string { return b.hash[:16] }
@@ -57,7 +78,7 @@ func newCatalog(id Identity) catalog {
 	}
 	own := false
 	for _, p := range ps {
-		c.builds = append(c.builds, build{platform: p.Platform(), hash: p.Hash, gz: p.Gzip})
+		c.builds = append(c.builds, build{platform: p.Platform(), hash: p.Hash, gz: p.Gzip, xz: p.Xz})
 		own = own || p.Platform() == ownPlatform
 	}
 	if !own {
@@ -191,10 +212,18 @@ func PeerHash(platform, selfHash string) string {
 }
 
 // payload is the peer as it travels in format: the executable as it is (raw), or compressed with
-// gzip. A carried build is carried compressed, and checked against its hash here. This executable's
+// gzip or (a carried build's, as carried) xz. A carried build is carried compressed; its gzip form
+// is checked against its hash here, its xz form by the remote alone (which checks the SHA-256 of
+// what it unpacked before anything runs: no Go xz decoder is compiled in). This executable's
 // compressed form is kept in this user's cache, so only the first install of a build compresses
 // it (about 0.4 s for 10 MB); a cached one is used only when it unpacks to this build.
 func payload(dir string, b build, format string) ([]byte, error) {
+	if format == "xz" {
+		if b.xz == nil {
+			return nil, fmt.Errorf("no xz form of the build for %s", b.platform)
+		}
+		return b.xz, nil
+	}
 	if b.gz != nil {
 		if format != "gzip" {
 			return gunzipOf(b.gz, b.hash)

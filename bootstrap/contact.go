@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 //	after muxSilent      a new one (ssh makes a new master), no limit  none                  the one before's
 //	after wrongSelfHash  as the first's                                none                  its own
 //	after damagedGzip    as the first's                                none                  its own
+//	after xzFailed       as the first's                                none                  its own, without xz
 //
 // The plan is what the attempt guesses and prepares before its session starts: the build the
 // account is likely to run, its upload's start or its compression meanwhile, and the time Took
@@ -47,6 +47,11 @@ const (
 	// does not unpack to the build; its start is the remote's input already. The next attempt
 	// goes without it, nothing ahead (payload makes the gzip form anew).
 	damagedGzip
+	// xzFailed: the build went in its xz form and what the remote's xz made of it did not have
+	// the build's SHA-256 (badhash: nothing was run). An xz that cannot unpack what another made
+	// (a decoder without the x86 filter, a stand-in of that name) is the likely cause, so the next
+	// attempt, and every one after it, sends the gzip form, with nothing ahead.
+	xzFailed
 )
 
 // attempt is one ssh session of first contact.
@@ -55,6 +60,7 @@ type attempt struct {
 	why   string // ... as it was said
 	ahead bool   // an upload's start may go ahead of the remote's answer (ahead.go)
 	muxed bool   // it rides on the shared connection that answered checkMux: its first line must come within muxAnswer
+	noXz  bool   // never the xz form (xzFailed)
 }
 
 // plan is what an attempt decided before its ssh session started.
@@ -183,7 +189,7 @@ func (s *session) try(ctx context.Context, host string, c catalog, pl *plan, ser
 	// nothing ahead, and rides on the shared connection where the first did.
 	retry := func(r reason, why string) (*Peer, *attempt, error) {
 		s.logf("%s", why)
-		return nil, &attempt{after: r, why: why, muxed: s.muxLive}, nil
+		return nil, &attempt{after: r, why: why, muxed: s.muxLive, noXz: a.noXz || r == xzFailed}, nil
 	}
 	if err := refusal(c, i, host, st); err != nil {
 		return fail(err)
@@ -206,13 +212,10 @@ func (s *session) try(ctx context.Context, host string, c catalog, pl *plan, ser
 			return retry(wrongSelfHash, fmt.Sprintf("this program's recorded SHA-256 was not its own (record removed); connecting again to install %s", real[:16]))
 		}
 	}
-	format := "raw"
-	if slices.Contains(strings.Split(st.Formats, ","), "gzip") {
-		format = "gzip"
-	}
+	format := b.format(st.Formats, a.noXz)
 	var data []byte
 	switch {
-	case format == "gzip" && up != nil:
+	case up != nil && format == up.format: // the shell kept what was written ahead (start.sh's rule)
 		if <-up.done; !up.valid {
 			p.Close(3 * time.Second)
 			return retry(damagedGzip, "the gzip form of this build is damaged; connecting again to upload a new one")
@@ -222,7 +225,7 @@ func (s *session) try(ctx context.Context, host string, c catalog, pl *plan, ser
 		r := <-pl.packed
 		data, err = r.data, r.err
 	default:
-		up = nil // without gzip the shell dropped what was written ahead
+		up = nil // without its format's tool the shell dropped what was written ahead
 		data, err = payload(s.peerDir, b, format)
 	}
 	if err != nil {
@@ -235,7 +238,10 @@ func (s *session) try(ctx context.Context, host string, c catalog, pl *plan, ser
 	if err != nil {
 		return nil, nil, err
 	}
-	if st = rep.st; st.State != "ok" { // install has closed the session
+	if st = rep.st; st.State == "badhash" && format == "xz" { // install has closed the session
+		return retry(xzFailed, fmt.Sprintf("the xz on %s did not unpack the build to its SHA-256 (nothing was run); connecting again to upload it with gzip", escape.Text(host)))
+	}
+	if st.State != "ok" {
 		return nil, nil, fmt.Errorf("%w on %s: the uploaded build did not check out (%s); nothing was run, try again", ErrInstall, host, escape.Text(st.State))
 	}
 	noteInstalled(pl.recs.of(b.hash))

@@ -30,8 +30,8 @@ type Peer struct {
 	// Took is the first contact's time: from Start to the remote's word that the peer runs
 	// (including the ssh handshake and, when Uploaded, the upload and its check).
 	Took time.Duration
-	// SentBytes is the size of the peer as it crossed (0 unless Uploaded), in Format: "gzip" or
-	// "raw"; parts sent twice (over a slow main session and another connection) are not counted
+	// SentBytes is the size of the peer as it crossed (0 unless Uploaded), in Format: "xz",
+	// "gzip" or "raw"; parts sent twice (over a slow main session and another connection) are not counted
 	// here but in ResentBytes. UploadSessions is how many ssh sessions carried parts of it: 1,
 	// more where the main session was slow.
 	SentBytes      int64
@@ -61,7 +61,7 @@ func (p *Peer) Args() []string { return slices.Concat(p.cmd.Args, p.serve) }
 
 // peerStatus is a line of the remote shell: "FARWING-PEER STATE OS ARCH PATH" for the states ok
 // (PATH: the running peer), nodir and nohash (PATH: the cache directory); "FARWING-PEER need OS
-// ARCH FORMATS PATH" (FORMATS: what it can unpack, comma-separated, e.g. "gzip,raw");
+// ARCH FORMATS PATH" (FORMATS: what it can unpack, comma-separated, e.g. "xz,gzip,raw");
 // "FARWING-PEER unsafe OS ARCH WHY PATH" (the cache directory is not private, WHY: link, owner or
 // mode; privFunc); or a bare "FARWING-PEER STATE" (badhash, norename, badupload).
 type peerStatus struct{ State, OS, Arch, Formats, Why, Path string }

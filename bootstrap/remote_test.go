@@ -58,7 +58,7 @@ exec cat
 	_, id := fakePeer(t, t.TempDir(), 1)
 	c := catalog{builds: []build{selfBuild(id)}}
 	for _, p := range []string{"linux/arm64", "darwin/amd64", "darwin/arm64"} {
-		c.builds = append(c.builds, build{platform: p, hash: strings.Repeat("ab", 32), gz: []byte{1}})
+		c.builds = append(c.builds, build{platform: p, hash: strings.Repeat("ab", 32), gz: []byte{1}, xz: []byte{2}})
 	}
 	start := peerScript(c, 0, "'--pub' 'k'", 1<<20, aheadLen) // the longest: every build, a preface and an upload ahead
 	for _, name := range loginShells {
@@ -305,19 +305,20 @@ func TestStartRemotePlatform(t *testing.T) {
 }
 
 // TestScriptsLint: the remote scripts, as rendered for the longest case (every build, a preface,
-// an upload ahead) and with their comments, parse in sh, dash and bash (-n), and shellcheck finds
+// an upload ahead, in gzip or xz form) and with their comments, parse in sh, dash and bash (-n), and shellcheck finds
 // nothing in them (its Debian package is installed by scripts/setup.sh; the few findings that are
 // meant are disabled in the scripts, each with why).
 func TestScriptsLint(t *testing.T) {
 	_, id := fakePeer(t, t.TempDir(), 1)
 	c := catalog{builds: []build{selfBuild(id)}}
 	for _, p := range []string{"linux/arm64", "darwin/amd64", "darwin/arm64"} {
-		c.builds = append(c.builds, build{platform: p, hash: strings.Repeat("ab", 32), gz: []byte{1}})
+		c.builds = append(c.builds, build{platform: p, hash: strings.Repeat("ab", 32), gz: []byte{1}, xz: []byte{2}})
 	}
 	scripts := map[string]string{
-		"start.sh":       render(startTemplate, peerScriptFor(c, 0, "'--pub' 'k'", 1<<20, aheadLen)),
-		"start-plain.sh": render(startTemplate, peerScriptFor(catalog{builds: []build{selfBuild(id)}}, 0, "", 0, 0)),
-		"part.sh":        render(partTemplate, partScriptData{Priv: privFunc, Read: readFunc, Dir: shellQuote("/home/u/.cache/farwing"), Q: ".farwing-0123456789abcdef." + upID, Part: "0-5000", N: 5000}),
+		"start.sh":       render(startTemplate(), peerScriptFor(c, 0, "'--pub' 'k'", 1<<20, aheadLen)),
+		"start-plain.sh": render(startTemplate(), peerScriptFor(catalog{builds: []build{selfBuild(id)}}, 0, "", 0, 0)),
+		"start-xz.sh":    render(startTemplate(), peerScriptFor(c, 1, "'--pub' 'k'", 1<<20, aheadLen)), // its upload's start ahead in xz form
+		"part.sh":        render(partTemplate(), partScriptData{Priv: privFunc, Read: readFunc, Dir: shellQuote("/home/u/.cache/farwing"), Q: ".farwing-0123456789abcdef." + upID, Part: "0-5000", N: 5000}),
 	}
 	dir := t.TempDir()
 	for name, s := range scripts {

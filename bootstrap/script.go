@@ -3,6 +3,7 @@ package bootstrap
 import (
 	_ "embed"
 	"strings"
+	"sync"
 	"text/template"
 )
 
@@ -22,10 +23,27 @@ var (
 	startText string
 	//go:embed script/part.sh
 	partText string
-
-	startTemplate = template.Must(template.New("start.sh").Parse(startText))
-	partTemplate  = template.Must(template.New("part.sh").Parse(partText))
 )
+
+// The templates are parsed on first use, and only ever named by the functions that write the
+// scripts, not at the package's start: the peer build (cmd/farwing's tag farwing_peer), which
+// imports this package for a few names but never writes a script, then carries no template
+// parser (the linker drops what nothing it keeps can call).
+var (
+	parseOnce               sync.Once
+	startParsed, partParsed *template.Template
+)
+
+func parseTemplates() {
+	startParsed = template.Must(template.New("start.sh").Parse(startText))
+	partParsed = template.Must(template.New("part.sh").Parse(partText))
+}
+
+// startTemplate is start.sh's template.
+func startTemplate() *template.Template { parseOnce.Do(parseTemplates); return startParsed }
+
+// partTemplate is part.sh's template.
+func partTemplate() *template.Template { parseOnce.Do(parseTemplates); return partParsed }
 
 // peerScriptData is what start.sh is given.
 type peerScriptData struct {
@@ -36,6 +54,7 @@ type peerScriptData struct {
 	PrefaceLen       int           // bytes of preface before the answer, which the shell drops (0: none)
 	AheadLen         int           // bytes of an upload's start after them (0: none), of the build Guess (HASH16)
 	Guess            string
+	AheadFormat      string // ... in this form (gzip or xz)
 	Empty            string // the SHA-256 of nothing
 	PruneDays        int
 }
@@ -99,9 +118,11 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // leads by then), with ChdirFlag naming the directory the session started in. With
 // --skip it is told to drop the aheadLen bytes of an upload's start that follow the preface,
 // where the client wrote them (ahead.go): the start of guess's upload. Otherwise it reads and drops
-// the preface (prefaceLen bytes the client sent before the answer), and, without gzip or where the
-// remote's build is not guess, those aheadLen bytes (else they are the upload's start, read as
-// below), reports what is needed with the formats it can unpack, and reads the peer from its
+// the preface (prefaceLen bytes the client sent before the answer), and, without the tool that
+// unpacks the form they are in (xz or gzip: build.aheadFormat) or where the remote's build is not
+// guess, those aheadLen bytes (else they are the upload's start, read as below), reports what is
+// needed with the formats it can unpack (xz, gzip, raw: those it has tools for; the client picks
+// with build.format), and reads the peer from its
 // standard input in parts: a line "FARWING-UPLOAD FORMAT N ID" (N: the upload's size, ID: 16 hex
 // digits the client chose at random), then any number of "FARWING-PART OFFSET LEN" lines, each
 // followed by exactly LEN bytes, which it stores as DIR/.farwing-HASH16.ID.OFFSET-LEN.tmp (mode
@@ -122,17 +143,17 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // abandoned for a day (parts included), are removed (a build still in use elsewhere is uploaded
 // again by its next copy; a running peer is not affected).
 //
-// Only POSIX shell and tools: uname, head -c (readFunc), env, ls, gzip where present, and a
+// Only POSIX shell and tools: uname, head -c (readFunc), env, ls, xz and gzip where present, and a
 // SHA-256 tool (openssl, sha256sum, shasum or sha256; none: the state nohash).
 func peerScript(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) string {
-	return stripComments(render(startTemplate, peerScriptFor(c, guess, serveArgs, prefaceLen, aheadLen)))
+	return stripComments(render(startTemplate(), peerScriptFor(c, guess, serveArgs, prefaceLen, aheadLen)))
 }
 
 // peerScriptFor is what start.sh is given for peerScript.
 func peerScriptFor(c catalog, guess int, serveArgs string, prefaceLen, aheadLen int) peerScriptData {
 	d := peerScriptData{Hash: hashFunc, Priv: privFunc, Read: readFunc, Empty: emptySHA256, PruneDays: pruneDays,
 		Announce: AnnounceFlag, Chdir: ChdirFlag, Serve: serveArgs, PrefaceLen: prefaceLen, AheadLen: aheadLen,
-		Guess: c.builds[guess].h16()}
+		Guess: c.builds[guess].h16(), AheadFormat: c.builds[guess].aheadFormat()}
 	for _, b := range c.builds {
 		if pat := unamePatterns(b.platform); pat != "" {
 			d.Builds = append(d.Builds, scriptBuild{Patterns: pat, H16: b.h16(), Hash: b.hash})

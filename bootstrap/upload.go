@@ -140,7 +140,7 @@ func parseUploadLine(line string) (uploadLine, error) {
 // it is found private (v enters it), by names relative to it: no one else can have left a file or
 // a link at the temporary name ($$) or the part's, nor swap the directory they are in.
 func partScript(dir, h16, id string, c part) string {
-	return stripComments(render(partTemplate, partScriptData{Priv: privFunc, Read: readFunc, Dir: shellQuote(dir),
+	return stripComments(render(partTemplate(), partScriptData{Priv: privFunc, Read: readFunc, Dir: shellQuote(dir),
 		Q: ".farwing-" + h16 + "." + id, Part: c.String(), N: c.n}))
 }
 

@@ -12,36 +12,12 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/tuning"
 	"github.com/farwing/farwing/internal/xfer"
 )
 
 var stdout, stderr io.Writer = os.Stdout, os.Stderr
-
-const usage = `farwing — fast file copy over long, lossy networks
-
-Usage:
-  farwing copy [flags] SRC... [user@]host:DST     push local files to a host
-  farwing copy [flags] [user@]host:SRC... DST     pull files from a host
-  farwing bench [flags] [user@]host               compare with TCP and scp on the path to host
-  farwing bench --lab [flags]                     the same through the built-in emulated WAN (root)
-  farwing doctor [flags] [user@]host              check the path to host: ssh, UDP, buffers, MTU, CPU, clock
-  farwing lab [flags] -- COMMAND                  run COMMAND through an emulated WAN (root)
-  farwing version
-  farwing serve                                   the remote peer (started over ssh)
-
-Run 'farwing copy --help', 'farwing bench --help' and 'farwing doctor --help' for their flags.
-
-Exit status:
-  0 success; 1 other failure; 2 bad command line; 3 source missing or unreadable;
-  4 destination not writable; 5 ssh failed (host, connection, authentication);
-  6 no UDP path (no reply within 5 s) or it died; 7 verification failed;
-  8 remote platform unsupported; 9 the peer could not be installed on the remote host;
-  10 the other end broke the protocol (an unsafe or unrequested file name, a malformed
-  message); 130 interrupted.
-`
 
 func run(args []string) int {
 	xfer.Version = version
@@ -55,32 +31,17 @@ func run(args []string) int {
 	tun := tuning.FromEnv(os.Getenv)
 	tun.Apply()
 	switch args[0] {
-	case "copy", "cp":
-		defer tuning.StartProfile(tun.Profile, "client")()
-		return cmdCopy(ctx, tun, os.Stdin, args[1:])
 	case "serve":
 		return cmdServe(ctx, tun, args[1:])
-	case "bench":
-		return cmdBench(ctx, tun, args[1:])
-	case "doctor":
-		return cmdDoctor(ctx, tun, args[1:])
-	case "lab":
-		return cmdLab(ctx, os.Stdin, args[1:])
-	case bootstrap.ProxyCommand: // ssh's ProxyCommand, started by bootstrap (not listed)
-		if len(args) != 3 {
-			fmt.Fprintf(stderr, "farwing %s: needs HOST PORT (it is ssh's ProxyCommand)\n", args[0])
-			return exitUsage
-		}
-		if err := bootstrap.Proxy(args[1], args[2], os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(stderr, oneLine(err))
-			return 255
-		}
-		return 0
 	case "version", "--version":
 		return cmdVersion()
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	}
+	// The client's commands: absent from the peer build (commands.go, commands_peer.go).
+	if code, ok := clientCommand(ctx, tun, args); ok {
+		return code
 	}
 	fmt.Fprintf(stderr, "farwing: unknown command %q; run 'farwing help'\n", args[0])
 	return exitUsage

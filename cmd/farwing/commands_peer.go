@@ -1,0 +1,39 @@
+//go:build farwing_peer
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/farwing/farwing/bootstrap"
+	"github.com/farwing/farwing/internal/tuning"
+)
+
+// The peer build (-tags farwing_peer: scripts/peers.sh) is what a release build carries and
+// first contact installs on a remote host: `farwing serve` and nothing a client needs (copy,
+// bench, doctor, lab, ssh's ProxyCommand), so that it is as small as it can be on the wire.
+
+const usage = `farwing — the remote peer that farwing installs on a host over ssh
+
+Usage:
+  farwing serve     the remote peer (started over ssh by farwing copy, bench and doctor)
+  farwing version
+
+This build runs the remote end of a copy only. Copy from this host with a client build of
+farwing (a release archive, or go install github.com/farwing/farwing/cmd/farwing@latest).
+`
+
+// clientCommands are the commands only a client has.
+var clientCommands = []string{"copy", "cp", "bench", "doctor", "lab", bootstrap.ProxyCommand}
+
+// clientCommand refuses a client's command in one line that says what this build is.
+func clientCommand(_ context.Context, _ tuning.Settings, args []string) (code int, ok bool) {
+	if !slices.Contains(clientCommands, args[0]) {
+		return 0, false
+	}
+	fmt.Fprintf(stderr, "farwing %s: this is farwing's peer build (installed on hosts by first contact), which runs `farwing serve` only; use a client build of farwing to %s\n",
+		args[0], map[string]string{"copy": "copy", "cp": "copy", "bench": "bench a path", "doctor": "check a path", "lab": "run the lab"}[args[0]]+" (a release archive or go install)")
+	return exitUsage, true
+}

@@ -36,6 +36,8 @@ func TestChunkAgreement(t *testing.T) {
 	}{
 		{name: "not proposed", hosts: far, up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 9000}, want: wire.ChunkSize},
 		{name: "mtu 9000", hosts: far, propose: true, up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 9000}, want: wire.JumboChunkSize},
+		{name: "mtu 8500 (AWS inter-region peering)", hosts: far, propose: true, up: lanetest.Link{MTU: 8500}, down: lanetest.Link{MTU: 8500}, want: wire.JumboChunkSize},
+		{name: "mtu 8265", hosts: far, propose: true, up: lanetest.Link{MTU: jumboProbe + lane.IPv4UDPHeaders - 1}, down: lanetest.Link{MTU: 9000}, want: wire.ChunkSize},
 		{name: "mtu 1500", hosts: far, propose: true, up: lanetest.Link{MTU: 1500}, down: lanetest.Link{MTU: 1500}, want: wire.ChunkSize},
 		{name: "mtu 1500 to the server", hosts: far, propose: true, up: lanetest.Link{MTU: 1500}, down: lanetest.Link{MTU: 9000}, want: wire.ChunkSize},
 		{name: "mtu 1500 to the client", hosts: far, propose: true, up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 1500}, want: wire.ChunkSize},

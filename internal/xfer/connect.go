@@ -20,6 +20,7 @@ import (
 
 	"github.com/farwing/farwing/bootstrap"
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
@@ -210,6 +211,7 @@ func start(ctx context.Context, o *Options, host string, hello Msg, res *Result)
 	}
 	hello.T, hello.Version, hello.Proto = KindHello, Version, Proto
 	hello.Debug = o.Tuning.Debug
+	hello.MTU = o.MTU
 	hello.Profile = o.Tuning.Profile
 	preface, err := json.Marshal(hello)
 	if err != nil {
@@ -427,9 +429,12 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	path := session.NewPath(conns, crypto, false)
 	path.SetDebugLog(o.debugLog())
 	c.path, c.addr = path, addr
-	c.jumbo = o.Tuning.Jumbo(addr, o.FEC)
+	c.jumbo = o.Tuning.Jumbo(addr, o.FEC) || o.MTU >= session.JumboMTU && o.FEC.Kind != fec.ModeFixed && !o.Tuning.NoJumbo
 	if c.jumbo {
-		path.ProposeJumbo()
+		for i, p := range ready.Ports { // ProposeJumbo asks the lanes that go off this host for the don't-fragment bit
+			path.SetPeer(i, netip.AddrPortFrom(addr, uint16(p)))
+		}
+		c.jumbo = path.ProposeJumbo()
 	}
 	var dst []netip.AddrPort
 	for _, p := range ready.Ports {
@@ -448,6 +453,9 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 		rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
 		if err == nil {
 			o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
+			if c.jumbo {
+				o.logf("UDP chunks of %d bytes: large datagrams %s", path.ChunkSize(), map[bool]string{true: "proven on every lane each way", false: "not carried by every lane each way (the path's MTU), standard chunks"}[path.ChunkSize() == wire.JumboChunkSize])
+			}
 		}
 		return rtt, err
 	}

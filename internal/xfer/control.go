@@ -55,6 +55,7 @@ type Msg struct {
 	FEC       string   `json:"fec,omitempty"`       // off, auto or K+M (pull: the server sends)
 	Compare   string   `json:"compare,omitempty"`   // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
 	NoResume  bool     `json:"no_resume,omitempty"` // --no-resume: no partial file is kept or resumed
+	MTU       int      `json:"mtu,omitempty"`       // --mtu: from session.JumboMTU the client may propose large datagrams, which only the lanes' proof settles
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`

@@ -207,10 +207,12 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		// fixed (Path.FixChunk), where ssh's client is another host. A client on this host may
 		// propose jumbo chunks, which only the proof settles: there the receiver starts at the
 		// proof (the data that came before it waits in the lanes, and on loopback the proof is
-		// microseconds away). The lanes must be proven within 15 s either way.
+		// microseconds away); so may one that says its path carries large datagrams (--mtu), which
+		// then starts without a remembered rate, after the handshake. The lanes must be proven
+		// within 15 s either way.
 		rctx, rcancel := context.WithCancelCause(ctx)
 		defer rcancel(nil)
-		if !sshClient.IsValid() || sshClient.IsLoopback() {
+		if !sshClient.IsValid() || sshClient.IsLoopback() || hello.MTU >= session.JumboMTU {
 			if err := path.WaitPeers(ctx, 15*time.Second); err != nil {
 				return fail(err)
 			}

@@ -79,8 +79,8 @@ func Serve(ctx context.Context, s *xfer.Served) error {
 	}
 }
 
-// serveProbe answers a "probe": it waits for the client's trains (sent beside the request), sends
-// its own, and answers with the arrivals of the client's.
+// serveProbe answers a "probe": it waits for the client's trains (sent before the request) still
+// on the way, sends its own, and answers with the arrivals of the client's.
 func serveProbe(ctx context.Context, ctl *xfer.Control, path *session.Path, rx *probeRx, req xfer.DoctorProbe) error {
 	if err := checkTrains(req.Up); err != nil {
 		return err
@@ -265,14 +265,16 @@ func probe(ctx context.Context, c *xfer.Session, rep *Report) error {
 	if a, err := netip.ParseAddr(rep.Addr); err == nil && a.Is6() && !a.Is4In6() {
 		ipSize = probeDatagram + lane.IPv6UDPHeaders
 	}
-	t := trainsFor(sizingRate(rep), ipSize)
+	t := trainsFor(sizingRate(rep), pacingRate(rep), ipSize)
 	req := xfer.DoctorProbe{Up: t, Down: t}
 	rx := newProbeRx()
 	c.Path().SetHandler(rx)
+	// The request goes after the trains: the peer then waits only for those still on the way, not
+	// for a sender that a busy machine paused between two trains.
+	sendTrains(ctx, c.Path(), req.Up) // one not sent is found lost
 	if err := c.Control().Send(xfer.Msg{T: xfer.KindProbe, Probe: &req}); err != nil {
 		return err
 	}
-	sendTrains(ctx, c.Path(), req.Up) // one not sent is found lost
 	m, err := c.Control().Expect(c.Context(), xfer.KindProbe, xfer.PeerIdle)
 	if err != nil {
 		return err
@@ -303,6 +305,15 @@ func sizingRate(rep *Report) float64 {
 		bps = max(bps, rep.DownBps)
 	}
 	return bps
+}
+
+// pacingRate is the slower of the handshake's trains where both read (0: otherwise): trainsFor
+// spaces long trains for it.
+func pacingRate(rep *Report) float64 {
+	if rep.UpOK && rep.DownOK {
+		return min(rep.UpBps, rep.DownBps)
+	}
+	return 0
 }
 
 // quietLanes opens UDP lanes as a copy does (session.ListenUDP with t's lane options), without

@@ -155,9 +155,15 @@ func TestProbeBounds(t *testing.T) {
 			t.Errorf("trains sized for %.0f Mbit/s from %.0f and %.0f", got/1e6, c.up/1e6, c.down/1e6)
 		}
 	}
-	ok := trainsFor(400e6, ipSize)
-	if err := checkTrains(ok); err != nil || ok.Trains != probeTrains || ok.Len < 100 || ok.Len > 200 {
+	ok := trainsFor(400e6, 390e6, ipSize)
+	if err := checkTrains(ok); err != nil || ok.Trains != probeTrains || ok.Len < 100 || ok.Len > 200 || ok.GapMicros < 3500 || ok.GapMicros > 4500 {
 		t.Fatalf("trains for 400 Mbit/s: %+v, %v", ok, err)
+	}
+	if long := trainsFor(10.8e9, 400e6, ipSize); long.Len != maxProbeLen || long.GapMicros < 30000 || checkTrains(long) != nil {
+		t.Errorf("trains for 10.8 Gbit/s, the other way 400 Mbit/s: %+v, not spaced for 400 Mbit/s", long)
+	}
+	if slow := trainsFor(400e6, 10e6, ipSize); slow.GapMicros > 4500 {
+		t.Errorf("short trains for 400 Mbit/s spaced for the other way's 10 Mbit/s: %+v", slow)
 	}
 	for _, c := range []xfer.DoctorTrains{{Trains: 9, Len: 100}, {Trains: 0, Len: 100}, {Trains: 6, Len: 1025}, {Trains: 6, Len: 3}, {Trains: 6, Len: 100, GapMicros: -1}, {Trains: 6, Len: 100, GapMicros: 1e6}} {
 		if err := checkTrains(c); xfer.CodeOf(err) != xfer.CodeProtocol {

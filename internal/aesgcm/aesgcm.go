@@ -14,6 +14,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -43,6 +44,57 @@ func New(key []byte) (cipher.AEAD, error) {
 		return nil, err
 	}
 	return cipher.NewGCM(block)
+}
+
+// Datagram is AES-256-GCM for sealing and opening one datagram after another: New's AEAD behind
+// methods that take the nonce by pointer. A nonce passed to cipher.AEAD (an interface) escapes, so
+// its caller pays an allocation or a pool per call; with VAES these call this package's
+// implementation directly and the nonce stays on the caller's stack. The same bytes either way.
+// Safe for concurrent use.
+type Datagram struct {
+	v    *vaesGCM    // the VAES implementation, or nil
+	aead cipher.AEAD // New's AEAD (v itself where v is set)
+}
+
+// NewDatagram returns a Datagram under key, with New's choice of implementation.
+func NewDatagram(key []byte) (*Datagram, error) {
+	aead, err := New(key)
+	if err != nil {
+		return nil, err
+	}
+	d := &Datagram{aead: aead}
+	d.v, _ = aead.(*vaesGCM)
+	return d, nil
+}
+
+// AEAD is the cipher.AEAD behind d.
+func (d *Datagram) AEAD() cipher.AEAD { return d.aead }
+
+// nonces holds nonce buffers for crypto/cipher's GCM, which takes the nonce through an interface.
+var nonces = sync.Pool{New: func() any { return new([nonceSize]byte) }}
+
+// Seal is cipher.AEAD's Seal with the nonce by pointer (it does not escape).
+func (d *Datagram) Seal(dst []byte, nonce *[nonceSize]byte, plaintext, aad []byte) []byte {
+	if d.v != nil {
+		return d.v.seal(dst, nonce, plaintext, aad)
+	}
+	n := nonces.Get().(*[nonceSize]byte)
+	*n = *nonce
+	out := d.aead.Seal(dst, n[:], plaintext, aad)
+	nonces.Put(n)
+	return out
+}
+
+// Open is cipher.AEAD's Open with the nonce by pointer (it does not escape).
+func (d *Datagram) Open(dst []byte, nonce *[nonceSize]byte, ciphertext, aad []byte) ([]byte, error) {
+	if d.v != nil {
+		return d.v.open(dst, nonce, ciphertext, aad)
+	}
+	n := nonces.Get().(*[nonceSize]byte)
+	*n = *nonce
+	out, err := d.aead.Open(dst, n[:], ciphertext, aad)
+	nonces.Put(n)
+	return out, err
 }
 
 // noVAES: SetVAES(false) was called.
@@ -134,6 +186,10 @@ func (g *vaesGCM) Seal(dst, nonce, plaintext, aad []byte) []byte {
 	if len(nonce) != nonceSize {
 		panic("aesgcm: incorrect nonce length given to GCM")
 	}
+	return g.seal(dst, (*[nonceSize]byte)(nonce), plaintext, aad)
+}
+
+func (g *vaesGCM) seal(dst []byte, nonce *[nonceSize]byte, plaintext, aad []byte) []byte {
 	if uint64(len(plaintext)) > maxPlaintext {
 		panic("aesgcm: message too large for GCM")
 	}
@@ -142,7 +198,7 @@ func (g *vaesGCM) Seal(dst, nonce, plaintext, aad []byte) []byte {
 		panic("aesgcm: invalid buffer overlap")
 	}
 	var j0, tag [16]byte
-	copy(j0[:], nonce)
+	copy(j0[:], nonce[:])
 	j0[15] = 1
 	gcmCrypt(&g.k, unsafe.SliceData(out), unsafe.SliceData(plaintext), len(plaintext),
 		unsafe.SliceData(aad), len(aad), &j0, &tag, true)
@@ -154,6 +210,10 @@ func (g *vaesGCM) Open(dst, nonce, ciphertext, aad []byte) ([]byte, error) {
 	if len(nonce) != nonceSize {
 		panic("aesgcm: incorrect nonce length given to GCM")
 	}
+	return g.open(dst, (*[nonceSize]byte)(nonce), ciphertext, aad)
+}
+
+func (g *vaesGCM) open(dst []byte, nonce *[nonceSize]byte, ciphertext, aad []byte) ([]byte, error) {
 	if len(ciphertext) < tagSize || uint64(len(ciphertext)) > maxPlaintext+tagSize {
 		return nil, errOpen
 	}
@@ -163,7 +223,7 @@ func (g *vaesGCM) Open(dst, nonce, ciphertext, aad []byte) ([]byte, error) {
 		panic("aesgcm: invalid buffer overlap")
 	}
 	var j0, tag [16]byte
-	copy(j0[:], nonce)
+	copy(j0[:], nonce[:])
 	j0[15] = 1
 	gcmCrypt(&g.k, unsafe.SliceData(out), unsafe.SliceData(ciphertext), n,
 		unsafe.SliceData(aad), len(aad), &j0, &tag, false)

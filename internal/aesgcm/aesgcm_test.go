@@ -236,3 +236,66 @@ func TestNewFallback(t *testing.T) {
 		t.Fatal("a 16-byte key was accepted")
 	}
 }
+
+// TestDatagram: Datagram seals and opens as crypto/cipher's GCM does, with VAES and without
+// (SetVAES), in place too, and refuses an altered datagram; with VAES a nonce on the caller's
+// stack costs no allocation.
+func TestDatagram(t *testing.T) {
+	defer SetVAES(true)
+	rng := mrand.New(mrand.NewPCG(3, 4))
+	for _, on := range []bool{true, false} {
+		SetVAES(on)
+		for i := range 200 {
+			key := make([]byte, KeyLen)
+			rand.Read(key)
+			d, err := NewDatagram(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, isVAES := d.AEAD().(*vaesGCM); isVAES != Accelerated() {
+				t.Fatalf("VAES %v: Datagram's AEAD is VAES %v", on, isVAES)
+			}
+			ref := stdGCM(t, key)
+			var nonce [nonceSize]byte
+			rand.Read(nonce[:])
+			pt := make([]byte, rng.IntN(1500)+i%3)
+			rand.Read(pt)
+			aad := make([]byte, rng.IntN(40))
+			rand.Read(aad)
+			want := ref.Seal(nil, nonce[:], pt, aad)
+			got := d.Seal(append([]byte(nil), aad...), &nonce, pt, aad)
+			if !bytes.Equal(got[len(aad):], want) || !bytes.Equal(got[:len(aad)], aad) {
+				t.Fatalf("VAES %v, %d bytes: seal differs", on, len(pt))
+			}
+			buf := append([]byte(nil), want...) // in place
+			opened, err := d.Open(buf[:0], &nonce, buf, aad)
+			if err != nil || !bytes.Equal(opened, pt) {
+				t.Fatalf("VAES %v, %d bytes: open %v", on, len(pt), err)
+			}
+			bad := append([]byte(nil), want...)
+			bad[rng.IntN(len(bad))] ^= 1
+			if _, err := d.Open(nil, &nonce, bad, aad); err == nil {
+				t.Fatalf("VAES %v: an altered datagram opened", on)
+			}
+		}
+	}
+	if _, err := NewDatagram(make([]byte, 16)); err == nil {
+		t.Fatal("a 16-byte key was accepted")
+	}
+	SetVAES(true)
+	if !Accelerated() {
+		return
+	}
+	d, _ := NewDatagram(make([]byte, KeyLen))
+	pt, out := make([]byte, 1406), make([]byte, 0, 1406+tagSize)
+	if n := testing.AllocsPerRun(100, func() {
+		var nonce [nonceSize]byte
+		nonce[11] = 7
+		sealed := d.Seal(out, &nonce, pt, nil)
+		if _, err := d.Open(pt[:0], &nonce, sealed, nil); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per seal and open, want 0", n)
+	}
+}

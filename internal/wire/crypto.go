@@ -1,11 +1,9 @@
 package wire
 
 import (
-	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/farwing/farwing/internal/aesgcm"
 )
@@ -28,7 +26,7 @@ var ErrAuth = errors.New("wire: datagram failed authentication")
 // direction ‖ lane ‖ 0 ‖ 0 ‖ seq, so it is unique as long as each lane's sequence number never
 // repeats in a direction. Safe for concurrent use (the AEAD keeps no state between calls).
 type Crypto struct {
-	aead       cipher.AEAD
+	aead       *aesgcm.Datagram
 	send, recv Direction
 	connID     uint32
 }
@@ -38,7 +36,7 @@ func NewCrypto(key []byte, connID uint32, send Direction) (*Crypto, error) {
 	if len(key) != KeyLen {
 		return nil, fmt.Errorf("wire: session key is %d bytes, want %d", len(key), KeyLen)
 	}
-	aead, err := aesgcm.New(key)
+	aead, err := aesgcm.NewDatagram(key)
 	if err != nil {
 		return nil, err
 	}
@@ -47,10 +45,6 @@ func NewCrypto(key []byte, connID uint32, send Direction) (*Crypto, error) {
 
 // ConnID is the session's connection id.
 func (c *Crypto) ConnID() uint32 { return c.connID }
-
-// nonces holds 12-byte nonce buffers: a nonce passed to cipher.AEAD (an interface) escapes, so a
-// stack array would cost one allocation per datagram.
-var nonces = sync.Pool{New: func() any { return new([12]byte) }}
 
 func nonce(n *[12]byte, dir Direction, lane uint8, seq uint64) {
 	n[0] = byte(dir)
@@ -92,11 +86,11 @@ func (c *Crypto) SealData(dst []byte, h Header, payload []byte) []byte {
 func (c *Crypto) seal(aad []byte, h Header, payload []byte) []byte {
 	h.ConnID = c.connID
 	h.Put(aad)
-	n := nonces.Get().(*[12]byte)
-	nonce(n, c.send, h.Lane, h.Seq)
-	out := c.aead.Seal(aad, n[:], payload, aad)
-	nonces.Put(n)
-	return out
+	// On the stack: aesgcm.Datagram takes the nonce by pointer and does not keep it (with VAES no
+	// pool either; a nonce given to cipher.AEAD escapes through the interface).
+	var n [12]byte
+	nonce(&n, c.send, h.Lane, h.Seq)
+	return c.aead.Seal(aad, &n, payload, aad)
 }
 
 // Check parses pkt's clear header and checks that it belongs to this session; it does not
@@ -153,10 +147,9 @@ func DataPayloadLen(pkt []byte) int { return len(pkt) - DataAADLen - TagLen }
 
 func (c *Crypto) open(h Header, dst, pkt []byte) ([]byte, error) {
 	a := aadLen(h.Type)
-	n := nonces.Get().(*[12]byte)
-	nonce(n, c.recv, h.Lane, h.Seq)
-	pt, err := c.aead.Open(dst, n[:], pkt[a:], pkt[:a])
-	nonces.Put(n)
+	var n [12]byte
+	nonce(&n, c.recv, h.Lane, h.Seq)
+	pt, err := c.aead.Open(dst, &n, pkt[a:], pkt[:a])
 	if err != nil {
 		return nil, ErrAuth
 	}

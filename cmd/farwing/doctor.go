@@ -260,7 +260,7 @@ func capacityFinding(rep *doctorpeer.Report) finding {
 		case doctorpeer.CapLossy, doctorpeer.CapNone:
 			fix = append(fix, "the trains lost more than 10 % of their datagrams: look for loss on the path (a copy still runs through it, its parity repairing it) and run doctor again")
 		case doctorpeer.CapUntimed:
-			fix = append(fix, "no train could be timed (each was read in a burst: a busy CPU at either end, a hop that forwards in bursts, or a path over several Gbit/s): run doctor again, or measure with a copy (its summary names what held the rate)")
+			fix = append(fix, "too few trains could be timed (each was read in a burst: a busy CPU at either end, a hop that forwards in bursts, or a path over several Gbit/s): run doctor again, or measure with a copy (its summary names what held the rate)")
 		}
 	}
 	if len(fix) > 0 {
@@ -289,6 +289,15 @@ func capacityText(c *doctorpeer.Capacity) string {
 	case doctorpeer.CapLossy:
 		return fmt.Sprintf("unknown (the trains lost %d of %d datagrams)", lost, c.Sent)
 	case doctorpeer.CapUntimed:
+		read := 0
+		for _, r := range c.Readings {
+			if r > 0 {
+				read++
+			}
+		}
+		if read > 0 {
+			return fmt.Sprintf("unknown (only %d of %d trains could be timed; %d of %d datagrams arrived)", read, c.Trains, c.Arrived, c.Sent)
+		}
 		return fmt.Sprintf("unknown (no train could be timed; %d of %d datagrams arrived)", c.Arrived, c.Sent)
 	}
 	return fmt.Sprintf("unknown (none of %d datagrams arrived)", c.Sent)

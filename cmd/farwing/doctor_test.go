@@ -297,6 +297,8 @@ func TestCapacityLine(t *testing.T) {
 			[]string{"unknown (the trains lost 24 of 204 datagrams) from it", "24 of 204 datagrams lost"}, []string{"from it; about"}},
 		{"untimed", probed(204, 0, 0, 0, 0, 0, 0), probed(204, 100, 100, 100, 100, 100, 100), verdictWarn,
 			[]string{"unknown (no train could be timed; 204 of 204 datagrams arrived) to the host"}, nil},
+		{"one train read, compressed", probed(204, 0, 0, 0, 1163.5, 0, 0), probed(204, 100, 100, 100, 100, 100, 100), verdictWarn,
+			[]string{"unknown (only 1 of 6 trains could be timed; 204 of 204 datagrams arrived) to the host"}, []string{"1.16 Gbit/s"}},
 		{"none came", probed(204, 100, 100, 100, 100, 100, 100), probed(0, 0, 0, 0, 0, 0, 0), verdictWarn,
 			[]string{"unknown (none of 204 datagrams arrived) from it"}, nil},
 		{"390 and 166.7 from lossy trains", probed(190, 390, 392, 385, 0, 388, 391), probed(170, 166.7, 390, 0, 170, 0, 388), verdictWarn,

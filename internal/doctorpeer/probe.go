@@ -33,13 +33,14 @@ import (
 const (
 	probeTrains  = 6                     // trains each way
 	Quorum       = 4                     // readings that must agree for a capacity to be named
+	minAtLeast   = 3                     // readings an "at least" needs (the lowest of them)
 	agreeWithin  = 0.10                  // of the median
 	maxProbeLoss = 0.10                  // of the datagrams sent: more, and no figure is named
 	trainLossMax = 0.20                  // of a train's datagrams: more, and it is not read
 	probeSpan    = 4 * time.Millisecond  // what a train should take at the bottleneck's rate
 	minReadSpan  = time.Millisecond      // a train spread over less is not timed (the receive loop's jitter is tens of µs)
 	backlogGap   = 50 * time.Microsecond // full batches closer than this were read out of a backlog (reading)
-	minProbeLen  = 24                    // datagrams in a train, at least (a slow path)
+	minProbeLen  = 48                    // datagrams in a train, at least (1.4 ms at 400 Mbit/s)
 	maxProbeLen  = 1024                  // at most (1.5 MB: 4 ms at 3 Gbit/s)
 	defaultRate  = 100e6                 // sizes the trains where the handshake's trains gave no estimate
 	maxBurst     = 2 << 20               // bytes of trains each way beyond which they are spaced for the slower estimate
@@ -87,7 +88,9 @@ const (
 // Judge names a capacity from readings (0: a train not read) where the evidence bears it out:
 // at most maxProbeLoss of the sent datagrams lost, and Quorum readings within ±agreeWithin of
 // the median of those read; the figure is the median of the agreeing ones. Otherwise, with loss
-// in bounds, the lowest reading is what the path carried at least.
+// in bounds and at least minAtLeast trains read, the lowest reading is what the path carried at
+// least; with fewer, it cannot tell (one train the lab's emulator released bunched read 1.16
+// Gbit/s on 400 Mbit/s: a lower bound only where some reading is not compressed).
 func Judge(c Capacity) Capacity {
 	c.Bps, c.AtLeastBps, c.Agreed = 0, 0, 0
 	var read []float64
@@ -118,6 +121,10 @@ func Judge(c Capacity) Capacity {
 	c.Agreed = len(agree)
 	if len(agree) >= Quorum {
 		c.Why, c.Bps = CapAgreed, median(agree)
+		return c
+	}
+	if len(read) < minAtLeast {
+		c.Why = CapUntimed // too few read to say even what the path carried at least
 		return c
 	}
 	c.Why, c.AtLeastBps = CapDisagreed, read[0]

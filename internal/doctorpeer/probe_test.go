@@ -131,6 +131,8 @@ func TestProbeJudge(t *testing.T) {
 		{"four agree, one compressed, one stretched", m(2157, 396, 47.6, 401, 399, 405), sent - 8, CapAgreed, 399e6, 0},
 		{"the lab's contradicting trains", m(47.6, 76.2, 191.2, 275.5, 390, 1010), sent - 8, CapDisagreed, 0, 47.6e6},
 		{"three agree", m(390, 395, 401, 166.7, 0, 620), sent - 10, CapDisagreed, 0, 166.7e6},
+		{"one compressed train read", m(0, 0, 0, 1163.5, 0, 0), sent - 8, CapUntimed, 0, 0},
+		{"two read", m(0, 637.3, 0, 1163.5, 0, 0), sent - 8, CapUntimed, 0, 0},
 		{"agreeing but lossy", m(390, 395, 401, 398, 399, 402), sent - sent/8, CapLossy, 0, 0},
 		{"390 and 166.7 from lossy trains", m(166.7, 390, 0, 0, 170, 388), sent - sent/5, CapLossy, 0, 0},
 		{"untimed", m(0, 0, 0, 0, 0, 0), sent, CapUntimed, 0, 0},
@@ -150,7 +152,7 @@ func TestProbeJudge(t *testing.T) {
 // end will send (or expect) is refused; an answer with more trains or arrivals than were sent, a
 // negative gap or arrivals spread over more than 10 s is refused; the gaps round-trip.
 func TestProbeBounds(t *testing.T) {
-	for _, c := range []struct{ up, down, want float64 }{{400e6, 390e6, 400e6}, {10.1e6, 11.8e9, 11.8e9}, {0, 390e6, 390e6}, {0, 0, 0}} {
+	for _, c := range []struct{ up, down, want float64 }{{400e6, 390e6, 400e6}, {10.1e6, 11.8e9, 40.4e6}, {400e6, 10.8e9, 1.6e9}, {0, 390e6, 390e6}, {0, 0, 0}} {
 		if got := sizingRate(&Report{UpBps: c.up, UpOK: c.up > 0, DownBps: c.down, DownOK: c.down > 0}); got != c.want {
 			t.Errorf("trains sized for %.0f Mbit/s from %.0f and %.0f", got/1e6, c.up/1e6, c.down/1e6)
 		}

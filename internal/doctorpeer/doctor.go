@@ -152,6 +152,8 @@ func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) 
 	if o.Lanes == nil {
 		o.Lanes = quietLanes(o.Tuning) // the lanes' buffers are a finding here, not a warning
 	}
+	book := &stampBook{at: map[uint64]time.Time{}}
+	o.Lanes = stamped(o.Lanes, book)
 	t0 := time.Now()
 	c, err := xfer.StartSession(ctx, o, host, xfer.RoleDoctor)
 	rep.SSHSeconds = time.Since(t0).Seconds()
@@ -227,7 +229,7 @@ func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) 
 		// A 0 report means the train could not be timed.
 		rep.UpOK = rep.UpOK && rep.UpBps > 0
 		rep.DownOK = rep.DownOK && rep.DownBps > 0
-		if err := probe(ctx, c, rep); err != nil {
+		if err := probe(ctx, c, rep, book); err != nil {
 			return rep, err
 		}
 	}
@@ -258,7 +260,7 @@ func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) 
 
 // probe makes the capacity probe (probe.go): it asks the peer for it, sends this end's trains,
 // reads the peer's and judges both directions into rep.Up and rep.Down.
-func probe(ctx context.Context, c *xfer.Session, rep *Report) error {
+func probe(ctx context.Context, c *xfer.Session, rep *Report, book *stampBook) error {
 	t0 := time.Now()
 	defer func() { rep.ProbeSeconds = time.Since(t0).Seconds() }()
 	ipSize := probeDatagram + lane.IPv4UDPHeaders
@@ -268,6 +270,7 @@ func probe(ctx context.Context, c *xfer.Session, rep *Report) error {
 	t := trainsFor(sizingRate(rep), pacingRate(rep), ipSize)
 	req := xfer.DoctorProbe{Up: t, Down: t}
 	rx := newProbeRx()
+	rx.stamps = book
 	c.Path().SetHandler(rx)
 	// The request goes after the trains: the peer then waits only for those still on the way, not
 	// for a sender that a busy machine paused between two trains.

@@ -241,6 +241,7 @@ func sendTrains(ctx context.Context, p *session.Path, t xfer.DoctorTrains) error
 // ends of a doctor session (no engine is attached there). At most maxProbeTrains × maxProbeLen
 // arrivals are kept, by the index each datagram names: the peer's count is not trusted.
 type probeRx struct {
+	stamps  *stampBook // the kernel's receive times, where the lanes note them (nil: none)
 	mu      sync.Mutex
 	at      [maxProbeTrains][]time.Time
 	seen    [maxProbeTrains][maxProbeLen]bool
@@ -259,6 +260,11 @@ func (r *probeRx) Datagram(_ int, h wire.Header, pt []byte, now time.Time) {
 	k, i := int(pt[4]), int(binary.BigEndian.Uint16(pt[5:]))
 	if k >= maxProbeTrains || i >= maxProbeLen {
 		return
+	}
+	if r.stamps != nil {
+		if t, ok := r.stamps.take(h.Seq); ok {
+			now = t
+		}
 	}
 	r.mu.Lock()
 	if !r.seen[k][i] {

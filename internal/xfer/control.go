@@ -180,9 +180,10 @@ type RateStats struct {
 	RandomLoss       float64 `json:"random_loss"` // measured random-loss rate (fraction): loss of congestion-free rounds
 	LossBase         float64 `json:"loss_base"`   // the same from low-rate rounds only (the controller's baseline)
 	CongestionEvents uint64  `json:"congestion_events"`
-	SharedEvents     uint64  `json:"shared_events"`   // times the fair-share cap went on (a loss-based flow filled the queue)
-	SpuriousLosses   uint64  `json:"spurious_losses"` // datagrams declared lost that were acknowledged afterwards
-	ProbeRTTs        uint64  `json:"probe_rtts"`      // times the controller drained to half a BDP to re-take the minimum RTT
+	QueueEvents      uint64  `json:"queue_events,omitempty"` // of them, events on a growing queue (rising delay), not on loss
+	SharedEvents     uint64  `json:"shared_events"`          // times the fair-share cap went on (a loss-based flow filled the queue)
+	SpuriousLosses   uint64  `json:"spurious_losses"`        // datagrams declared lost that were acknowledged afterwards
+	ProbeRTTs        uint64  `json:"probe_rtts"`             // times the controller drained to half a BDP to re-take the minimum RTT
 	Mode             string  `json:"mode"`
 	// Verdicts is the evidence of the latest congestion events (at most four, oldest first).
 	Verdicts []Verdict `json:"verdicts,omitempty"`

@@ -391,7 +391,7 @@ func cpuSeconds() float64 {
 func rateStats(s session.SenderStats) *RateStats {
 	c := s.CC
 	return &RateStats{RateBps: c.PacingRate, BtlBwBps: c.BtlBw, SRTTms: float64(c.SRTT) / 1e6, MinRTTms: float64(c.MinRTT) / 1e6,
-		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, ProbeRTTs: c.ProbeRTTs, Mode: c.Mode.String(),
+		RandomLoss: c.RandomLoss, LossBase: c.LossBase, CongestionEvents: c.CongestionEvents, QueueEvents: c.QueueEvents, SharedEvents: c.SharedEvents, SpuriousLosses: c.SpuriousLosses, ProbeRTTs: c.ProbeRTTs, Mode: c.Mode.String(),
 		Verdicts: verdicts(c)}
 }
 

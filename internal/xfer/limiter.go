@@ -10,7 +10,7 @@ import (
 // Limiter says what held a transfer's rate where it was, from the counters both ends keep, with
 // the evidence: the figures the verdict rests on, so that a reader can disagree.
 type Limiter struct {
-	Cause  string `json:"cause"`  // capacity, ceiling, loss_backoff, sender_cpu, receiver_cpu, source, window, socket_buffers, undetermined
+	Cause  string `json:"cause"`  // capacity, ceiling, loss_backoff, queue_backoff, sender_cpu, receiver_cpu, source, window, socket_buffers, undetermined
 	Detail string `json:"detail"` // one human sentence
 
 	GoodputBps       float64 `json:"goodput_bps"`
@@ -19,11 +19,12 @@ type Limiter struct {
 	DeliveredBps     float64 `json:"delivered_bps,omitempty"` // the most the path delivered during the copy (the controller's bottleneck estimate)
 	CeilingBps       float64 `json:"ceiling_bps,omitempty"`   // --rate
 	CongestionEvents uint64  `json:"congestion_events"`
-	SenderCPU        float64 `json:"sender_cpu"`   // CPU seconds per data second, of its cores
-	ReceiverCPU      float64 `json:"receiver_cpu"` // the same at the receiver
-	WindowFull       float64 `json:"window_full"`  // share of the data phase the sender waited on the window
-	SourceWait       float64 `json:"source_wait"`  // share it waited for the source to be read
-	RxDropped        uint64  `json:"rx_dropped"`   // receive-buffer overflows at either end
+	QueueEvents      uint64  `json:"queue_events,omitempty"` // of them, on a growing queue with no loss behind them
+	SenderCPU        float64 `json:"sender_cpu"`             // CPU seconds per data second, of its cores
+	ReceiverCPU      float64 `json:"receiver_cpu"`           // the same at the receiver
+	WindowFull       float64 `json:"window_full"`            // share of the data phase the sender waited on the window
+	SourceWait       float64 `json:"source_wait"`            // share it waited for the source to be read
+	RxDropped        uint64  `json:"rx_dropped"`             // receive-buffer overflows at either end
 	Datagrams        uint64  `json:"datagrams"`
 }
 
@@ -79,10 +80,21 @@ func limiter(l Limiter) *Limiter {
 	case l.CapacityBps == 0 && l.DeliveredBps > 0 && g >= nearLimit*l.DeliveredBps:
 		// No capacity to name, but the copy ran at the most the path delivered.
 		l.Cause, l.Detail = "capacity", fmt.Sprintf("the path: at least %s, no sign of a limit below it", units.Rate(g))
-	case l.CongestionEvents > 0 && l.CapacityBps > 0:
-		l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events held the rate below the path's %s", l.CongestionEvents, units.Rate(l.CapacityBps))
 	case l.CongestionEvents > 0:
-		l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events held the rate below the %s the path delivered at its best", l.CongestionEvents, units.Rate(l.DeliveredBps))
+		// Below what the path carried: the controller backed off. Say on what: a queue that kept
+		// growing with no loss behind it (a receiver short of CPU, or a deep buffer) is not loss.
+		below := fmt.Sprintf("the %s the path delivered at its best", units.Rate(l.DeliveredBps))
+		if l.CapacityBps > 0 {
+			below = fmt.Sprintf("the path's %s", units.Rate(l.CapacityBps))
+		}
+		switch q := min(l.QueueEvents, l.CongestionEvents); {
+		case q == l.CongestionEvents:
+			l.Cause, l.Detail = "queue_backoff", fmt.Sprintf("backoff on a growing queue: %d congestion events on rising delay, none on loss, held the rate below %s (a busy receiver or a deep buffer)", l.CongestionEvents, below)
+		case q > 0:
+			l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events (%d of them on a growing queue) held the rate below %s", l.CongestionEvents, q, below)
+		default:
+			l.Cause, l.Detail = "loss_backoff", fmt.Sprintf("loss-driven backoff: %d congestion events held the rate below %s", l.CongestionEvents, below)
+		}
 	default:
 		l.Cause, l.Detail = "undetermined", "nothing in the counters stands out"
 	}
@@ -108,6 +120,7 @@ func (r *Result) setLimiter(pushed bool, window, source float64, peerCores int) 
 		Datagrams: r.DatagramsSent + r.DatagramsRecv, WindowFull: share(window), SourceWait: share(source)}
 	if r.CC != nil {
 		l.CongestionEvents = r.CC.CongestionEvents
+		l.QueueEvents = min(r.CC.QueueEvents, r.CC.CongestionEvents) // on a pull, the peer's word
 		l.DeliveredBps = r.CC.BtlBwBps
 	}
 	// Whole-process CPU over the whole command (the CPU counters cover the process, not the data

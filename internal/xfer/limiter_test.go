@@ -18,6 +18,24 @@ func TestLimiter(t *testing.T) {
 		{"capacity", func(l *Limiter) {}, "capacity"},
 		{"ceiling", func(l *Limiter) { l.CeilingBps = 360e6; l.TrainBps = 1e9 }, "ceiling"},
 		{"backoff", func(l *Limiter) { l.GoodputBps = 200e6; l.DeliveredBps = 380e6; l.CongestionEvents = 12 }, "loss_backoff"},
+		{"backoff on a queue", func(l *Limiter) {
+			l.GoodputBps = 200e6
+			l.DeliveredBps = 380e6
+			l.CongestionEvents = 12
+			l.QueueEvents = 12
+		}, "queue_backoff"},
+		{"backoff, some on a queue", func(l *Limiter) {
+			l.GoodputBps = 200e6
+			l.DeliveredBps = 380e6
+			l.CongestionEvents = 12
+			l.QueueEvents = 3
+		}, "loss_backoff"},
+		{"backoff, a hostile queue count", func(l *Limiter) {
+			l.GoodputBps = 200e6
+			l.DeliveredBps = 380e6
+			l.CongestionEvents = 2
+			l.QueueEvents = 1 << 40
+		}, "queue_backoff"},
 		{"overflows", func(l *Limiter) { l.RxDropped = 5000 }, "socket_buffers"},
 		{"sender cpu", func(l *Limiter) { l.SenderCPU = 0.95; l.WindowFull = 0.5 }, "sender_cpu"},
 		{"receiver cpu", func(l *Limiter) { l.ReceiverCPU = 0.9 }, "receiver_cpu"},

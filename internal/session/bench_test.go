@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,11 +33,18 @@ func pairWith(tb testing.TB, buf int, jumbo bool) (client, server *Path) {
 	rand.Read(key)
 	cc, _ := wire.NewCrypto(key, 9, wire.ClientToServer)
 	sc, _ := wire.NewCrypto(key, 9, wire.ServerToClient)
-	server, err := Open("127.0.0.1:0", sc, true, buf)
+	// Each path's lane goroutines carry a label naming its end, so that a profile of the
+	// benchmark splits by end: go tool pprof -tagfocus end=receiver (or sender).
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("end", "receiver"), func(context.Context) {
+		server, err = Open("127.0.0.1:0", sc, true, buf)
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	client, err = Open("127.0.0.1:0", cc, false, buf)
+	pprof.Do(context.Background(), pprof.Labels("end", "sender"), func(context.Context) {
+		client, err = Open("127.0.0.1:0", cc, false, buf)
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -84,8 +92,13 @@ func (p *patternFile) ReadAt(b []byte, off int64) (int, error) {
 
 // BenchmarkTransfer sends a 1 GiB file (generated on the fly) from a Sender to a sink Receiver
 // over the four loopback lanes in this process, with everything the real engines do per byte:
-// block and whole-file BLAKE3 at both ends, sealing, opening, reassembly and feedback. One op is
-// one transfer; MB/s is file data. FARWING_BENCH_CPUPROFILE=path writes a CPU profile of all ops.
+// block and whole-file BLAKE3 at both ends, sealing, opening, reassembly and feedback, in the
+// 1,406-byte chunks of every path but loopback (a veth pair's, a network's). One op is one
+// transfer; MB/s is file data. Wall time means little on a shared machine: cpu-s/GiB is the
+// process's CPU time (user and system, getrusage, both ends and the kernel's work on their system
+// calls) per GiB, and cpu-ns/dgram the same per data datagram sent. FARWING_BENCH_CPUPROFILE=path
+// writes a CPU profile of all ops, its samples labelled end=sender or end=receiver (the reader,
+// the sender's loop and sealers; the receiver's lanes, verify workers and writer).
 func BenchmarkTransfer(b *testing.B) { benchTransfer(b, fec.Mode{Kind: fec.ModeAuto}) }
 
 // BenchmarkTransferJumbo is BenchmarkTransfer with the 8 KiB chunks a loopback copy agrees on.
@@ -134,13 +147,19 @@ func benchTransferWith(b *testing.B, mode fec.Mode, dir string, jumbo bool) {
 	pool := fcopy.NewPool(window + 4) // as the engines size it; reused so that ops do not pay page faults
 	b.SetBytes(size)
 	b.ReportAllocs()
+	var cpu time.Duration
+	var datagrams uint64
 	for b.Loop() {
 		b.StopTimer()
 		client, server := pairWith(b, 16<<20, jumbo)
 		b.StartTimer()
+		cpu0 := processCPU()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		var sums sync.Map
 		blocks := make(chan *fcopy.Block, 4)
+		senderEnd := pprof.WithLabels(ctx, pprof.Labels("end", "sender"))
+		receiverEnd := pprof.WithLabels(ctx, pprof.Labels("end", "receiver"))
+		pprof.SetGoroutineLabels(senderEnd)
 		go func() {
 			fcopy.Read(ctx, plan, open, pool, blocks, func(i int, s [32]byte) { sums.Store(i, s) })
 			close(blocks)
@@ -154,7 +173,9 @@ func benchTransferWith(b *testing.B, mode fec.Mode, dir string, jumbo bool) {
 		w := fcopy.NewWriter(plan, target, fcopy.WriterOptions{Sink: dir == "", Digest: digestFrom(&sums)})
 		recv := NewReceiver(server, plan, w, window)
 		errc := make(chan error, 1)
+		pprof.SetGoroutineLabels(receiverEnd)
 		go func() { errc <- recv.Run(ctx) }()
+		pprof.SetGoroutineLabels(senderEnd)
 		snd := NewSender(client, plan, pool, SenderConfig{Window: window, InitialRTT: time.Millisecond, FEC: mode})
 		if err := snd.Run(ctx, blocks); err != nil {
 			b.Fatalf("sender: %v", err)
@@ -163,6 +184,8 @@ func benchTransferWith(b *testing.B, mode fec.Mode, dir string, jumbo bool) {
 			b.Fatalf("receiver: %v", err)
 		}
 		cancel()
+		cpu += processCPU() - cpu0
+		pprof.SetGoroutineLabels(context.Background())
 		if got := w.Results(); len(got) != 1 || got[0].Sum != want {
 			b.Fatalf("results %+v, want blake3 %s", got, want)
 		}
@@ -174,9 +197,21 @@ func benchTransferWith(b *testing.B, mode fec.Mode, dir string, jumbo bool) {
 			}
 			b.Logf("sender %+v\nreceiver %+v kernel drops %d", st, recv.Stats(), drops)
 		}
+		datagrams += st.Datagrams
 		b.ReportMetric(float64(st.Retransmitted)/float64(st.Datagrams)*100, "%retx")
 		b.ReportMetric(float64(st.Datagrams), "datagrams/op")
 	}
+	b.ReportMetric(cpu.Seconds()/float64(b.N)/(size/(1<<30)), "cpu-s/GiB")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(datagrams), "cpu-ns/dgram")
+}
+
+// processCPU is the user and system time this process has used (getrusage).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func blake3sum(b []byte) string { // kept for tests that hash a whole buffer

@@ -11,7 +11,6 @@ package aesgcm
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"sync"
@@ -227,11 +226,20 @@ func (g *vaesGCM) open(dst []byte, nonce *[nonceSize]byte, ciphertext, aad []byt
 	j0[15] = 1
 	gcmCrypt(&g.k, unsafe.SliceData(out), unsafe.SliceData(ciphertext), n,
 		unsafe.SliceData(aad), len(aad), &j0, &tag, false)
-	if subtle.ConstantTimeCompare(tag[:], ciphertext[n:]) != 1 {
+	if !tagEqual(&tag, ciphertext[n:]) {
 		clear(out)
 		return nil, errOpen
 	}
 	return ret, nil
+}
+
+// tagEqual compares a computed tag with a received one (tagSize bytes) in constant time, as two
+// 64-bit words: subtle.ConstantTimeCompare's byte loop was 1-2 % of a receiver's CPU per datagram.
+func tagEqual(tag *[tagSize]byte, got []byte) bool {
+	_ = got[tagSize-1]
+	lo := binary.LittleEndian.Uint64(tag[:8]) ^ binary.LittleEndian.Uint64(got[:8])
+	hi := binary.LittleEndian.Uint64(tag[8:]) ^ binary.LittleEndian.Uint64(got[8:16])
+	return lo|hi == 0
 }
 
 // sliceForAppend extends in by n bytes, reallocating if needed: head is the whole result, tail

@@ -12,7 +12,6 @@ import (
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
-	"github.com/farwing/farwing/internal/prefetch"
 	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane"
 )
@@ -132,10 +131,14 @@ type txBatch struct {
 	n    int
 	bufs [maxBatch][]byte
 	seqs [maxBatch]uint64
-	pay  [maxBatch][]byte   // payloads
-	refs [maxBatch]*txBlock // blocks whose memory payloads lie in: one reference each until sealed
-	nref int
-	pkts [][]byte // sealed datagrams, for Send
+	pay  [maxBatch][]byte // payloads
+	// frames are the data frame headers, which the sealer copies into bufs[k]: the loop never
+	// writes the buffers a sealer on another CPU writes next (but for hash and parity payloads),
+	// so the datagram's first cache line does not cross between them twice per datagram.
+	frames [maxBatch][wire.DataFrameLen]byte
+	refs   [maxBatch]*txBlock // blocks whose memory payloads lie in: one reference each until sealed
+	nref   int
+	pkts   [][]byte // sealed datagrams, for Send
 }
 
 // batchesPerLane bounds the sealed-but-unsent data per lane (4 × batchBytes, 4 × 181 KiB).
@@ -742,9 +745,6 @@ const (
 	batchBytes = maxBatch * wire.MaxDatagramV6
 )
 
-// prefetchAhead is how many datagrams ahead frame prefetches a batch buffer.
-const prefetchAhead = 4
-
 // laneRunBytes is how much goes to one lane in a row before the next: about one GSO super-packet
 // (64 KiB; 44 standard datagrams), so that a burst leaves as a few large sends rather than as a
 // small one on every lane, and the receiving lanes wake once per super-packet.
@@ -850,6 +850,7 @@ func (s *Sender) sealLoop(i int) {
 	for bt := range l.work {
 		bt.pkts = bt.pkts[:0]
 		for k := range bt.n {
+			copy(bt.bufs[k][wire.HeaderLen:wire.DataAADLen], bt.frames[k][:])
 			bt.pkts = append(bt.pkts, s.path.SealData(bt.bufs[k], i, bt.seqs[k], bt.pay[k]))
 			bt.pay[k] = nil
 		}
@@ -910,12 +911,6 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 	bt := l.cur
 	k := bt.n
 	buf := bt.bufs[k]
-	if k+prefetchAhead < s.batchMax {
-		// The batch's buffers were last written a round of batches ago, out of cache by now:
-		// ask for a later one's header line, so that its frame header is not a store miss
-		// that the sequence number's atomic add below then waits for.
-		prefetch.ForWrite(bt.bufs[k+prefetchAhead][:wire.DataAADLen])
-	}
 	var payload []byte
 	f := wire.DataFrame{Kind: wire.KindChunk, Block: b.id, Chunk: uint16(c)}
 	var gr *txGroup
@@ -943,7 +938,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 		}
 	}
 	n := wire.DataFrameLen + len(payload)
-	f.Put(buf[wire.HeaderLen:wire.DataAADLen])
+	f.Put(bt.frames[k][:])
 	seq := s.path.NextSeq(i)
 	bt.seqs[k], bt.pay[k] = seq, payload
 	bt.n++
@@ -952,7 +947,7 @@ func (s *Sender) frame(i int, l *laneTx, b *txBlock, c, par int, now time.Time) 
 		l.lowest = seq
 	}
 	size := wire.Overhead + n + lane.IPv4UDPHeaders
-	*l.at(seq) = sentPkt{at: int64(now.Sub(s.start)), block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight, par: uint8(par + 1)}
+	*l.at(seq) = sentPkt{at: s.tnow, block: b.id, chunk: uint16(c), size: uint16(size), state: stInflight, par: uint8(par + 1)}
 	if gr != nil {
 		gr.inflight++
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Vets every package (tests included) and builds the client for each platform the client runs
-# on, without cgo, as a release would: a file that uses one system's calls or types without a
+# on, and vets the peer build (-tags farwing_peer), without cgo, as a release would: a file that uses one system's calls or types without a
 # build constraint fails here, on this machine, rather than on a user's.
 #
 #   scripts/cross.sh [OS/ARCH...]     (default: linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64)
@@ -26,5 +26,10 @@ for p in "${platforms[@]}"; do
 		echo "cross: $p: FAILED: go build ./cmd/farwing (its output is above)" >&2
 		exit 1
 	fi
-	echo "cross: $p: vet and build ok"
+	# The peer build a release carries (scripts/peers.sh): the client's commands left out.
+	if ! CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" vet -trimpath -tags farwing_peer ./cmd/farwing; then
+		echo "cross: $p: FAILED: go vet -tags farwing_peer ./cmd/farwing (its output is above)" >&2
+		exit 1
+	fi
+	echo "cross: $p: vet and build ok (client and peer build)"
 done

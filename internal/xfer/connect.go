@@ -64,7 +64,7 @@ type PeerInfo struct {
 	Argv     []string // the command that started it, when there is one
 	// Took is how long starting it took (the ssh session to the peer's start, with the install
 	// when Uploaded); SentBytes how many bytes of peer were sent to install it, in Format
-	// ("gzip" or "raw"), parts sent twice not counted (ResentBytes); UploadSessions the ssh
+	// ("xz", "gzip" or "raw"), parts sent twice not counted (ResentBytes); UploadSessions the ssh
 	// sessions the upload used (more than one where the first was slow).
 	Took           time.Duration
 	SentBytes      int64

@@ -65,7 +65,7 @@ type Result struct {
 	PeerPath      string             `json:"peer_path"`
 	BootSeconds   float64            `json:"bootstrap_seconds"`                // starting the peer: the ssh session to its start, the install included when peer_uploaded
 	BootBytes     int64              `json:"bootstrap_bytes"`                  // bytes of peer sent to install it (0: none)
-	BootFormat    string             `json:"bootstrap_format,omitempty"`       // how they travelled: gzip or raw
+	BootFormat    string             `json:"bootstrap_format,omitempty"`       // how they travelled: xz, gzip or raw
 	BootSessions  int                `json:"bootstrap_sessions,omitempty"`     // ssh sessions the upload used (more than 1 where the first was slow)
 	BootResent    int64              `json:"bootstrap_resent_bytes,omitempty"` // bytes of peer sent twice (a slow session's range sent again)
 	BLAKE3        string             `json:"blake3,omitempty"`                 // the digest when one file was copied

@@ -161,8 +161,11 @@ func (p *Path) onHelloAck(i int, h wire.Header, pt []byte, now time.Time) {
 		p.fullAck[i].Store(true)
 	}
 	if h.Flags&provenFlag != 0 {
+		// Jumbo only on a lane whose full-size answer came (or a loopback one): this end proposed
+		// jumbo chunks in the lane's proof only then, and a server's jumbo on a lane that never
+		// carried a full-size datagram this way is a word on what was not proposed.
 		c := int32(wire.ChunkSize)
-		if agrees {
+		if agrees && (p.fullAck[i].Load() || p.peerOf(i).Addr().Unmap().IsLoopback()) {
 			c = wire.JumboChunkSize
 		}
 		p.ackChunk[i].CompareAndSwap(0, c) // the first answer after the proof: the lane's size
@@ -213,13 +216,16 @@ func (p *Path) sendHellos(i int) {
 			p.SendOne(i, wire.TypeHello, pt)
 		}
 	}
+	// haveCookie is read once: a hello that carries the cookie (and so proves the lane) proposes
+	// jumbo chunks only where a full-size answer came, even if the cookie arrives meanwhile.
 	var pt [helloLen]byte
-	if jumbo && (p.fullAck[i].Load() || !p.haveCookie[i].Load()) {
+	haveCookie := p.haveCookie[i].Load()
+	if jumbo && (p.fullAck[i].Load() || !haveCookie) {
 		binary.BigEndian.PutUint16(pt[8:], wire.JumboChunkSize)
 	} else {
 		binary.BigEndian.PutUint16(pt[8:], wire.ChunkSize)
 	}
-	if p.haveCookie[i].Load() {
+	if haveCookie {
 		binary.BigEndian.PutUint64(pt[10:], p.cookie[i].Load())
 	}
 	for range 2 {

@@ -91,23 +91,36 @@ func TestChunkWordChecked(t *testing.T) {
 		propose       bool
 		chunk, size   int
 		proven        bool
+		before, lo    bool // a full-size answer saying jumbo came first; the server is on loopback
 		full, settled bool // fullAck; ackChunk says jumbo
 	}{
-		{false, wire.JumboChunkSize, jumboProbePT, true, false, false}, // agrees to what was not proposed
-		{true, wire.JumboChunkSize, helloLen, false, false, false},     // a small answer proves nothing
-		{true, wire.JumboChunkSize, jumboProbePT, false, true, false},
-		{true, wire.JumboChunkSize, helloLen, true, false, true},
-		{true, 4096, jumboProbePT, true, false, false},
-		{true, 65535, jumboProbePT, true, false, false},
+		{false, wire.JumboChunkSize, jumboProbePT, true, false, false, false, false}, // agrees to what was not proposed
+		{true, wire.JumboChunkSize, helloLen, false, false, false, false, false},     // a small answer proves nothing
+		{true, wire.JumboChunkSize, jumboProbePT, false, false, false, true, false},
+		// The lane's full-size answer never came: the client's proof proposed 1406 there, and a
+		// server that says jumbo after it is not taken at its word.
+		{true, wire.JumboChunkSize, helloLen, true, false, false, false, false},
+		{true, wire.JumboChunkSize, helloLen, true, true, false, true, true},
+		{true, wire.JumboChunkSize, helloLen, true, false, true, true, true}, // loopback: no full-size answer needed
+		{true, wire.ChunkSize, helloLen, true, true, false, true, false},
+		{true, 4096, jumboProbePT, true, false, false, false, false},
+		{true, 65535, jumboProbePT, true, false, false, false, false},
 	} {
-		t.Run(fmt.Sprintf("propose=%v,chunk=%d,size=%d,proven=%v", c.propose, c.chunk, c.size, c.proven), func(t *testing.T) {
+		t.Run(fmt.Sprintf("propose=%v,chunk=%d,size=%d,proven=%v,before=%v,lo=%v", c.propose, c.chunk, c.size, c.proven, c.before, c.lo), func(t *testing.T) {
 			n := lanetest.New(lanetest.Link{}, 1)
 			cc, _ := memCryptos()
-			p := NewPath(memLanes(t, n, netip.MustParseAddr("198.18.0.1")), cc, false)
+			host, peer := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddrPort("198.18.0.2:40000")
+			if c.lo {
+				host, peer = netip.MustParseAddr("127.0.0.1"), netip.MustParseAddrPort("127.0.0.2:40000")
+			}
+			p := NewPath(memLanes(t, n, host), cc, false)
 			defer p.Close()
-			p.SetPeer(0, netip.MustParseAddrPort("198.18.0.2:40000"))
+			p.SetPeer(0, peer)
 			if c.propose {
 				p.ProposeJumbo()
+			}
+			if c.before {
+				p.onHelloAck(0, wire.Header{}, ack(wire.JumboChunkSize, jumboProbePT), time.Now())
 			}
 			var h wire.Header
 			if c.proven {
@@ -119,6 +132,45 @@ func TestChunkWordChecked(t *testing.T) {
 			}
 			if p.ChunkSize() != wire.ChunkSize {
 				t.Fatalf("chunk size %d before the handshake settled", p.ChunkSize())
+			}
+		})
+	}
+}
+
+// TestJumboClaimUnproven: a server that says jumbo after the proof on every lane, where one lane's
+// full-size answer never reached the client, leaves the client at 1406-byte chunks (the lane's
+// proof proposed 1406 there, as an honest server's answer would say).
+func TestJumboClaimUnproven(t *testing.T) {
+	ack := func(size int) []byte {
+		pt := make([]byte, size)
+		binary.BigEndian.PutUint16(pt[8:], wire.JumboChunkSize)
+		return pt
+	}
+	for _, missing := range []int{-1, 2} {
+		t.Run(fmt.Sprintf("missing=%d", missing), func(t *testing.T) {
+			n := lanetest.New(lanetest.Link{}, 1)
+			cc, _ := memCryptos()
+			p := NewPath(memLanes(t, n, netip.MustParseAddr("198.18.0.1")), cc, false)
+			defer p.Close()
+			for i := range Lanes {
+				p.SetPeer(i, netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), uint16(40000+i)))
+			}
+			if !p.ProposeJumbo() {
+				t.Fatal("jumbo chunks not proposed")
+			}
+			for i := range Lanes {
+				if i != missing {
+					p.onHelloAck(i, wire.Header{}, ack(jumboProbePT), time.Now())
+				}
+				p.onHelloAck(i, wire.Header{Flags: provenFlag}, ack(helloLen), time.Now())
+			}
+			p.settleClientChunk()
+			want := wire.JumboChunkSize
+			if missing >= 0 {
+				want = wire.ChunkSize
+			}
+			if p.ChunkSize() != want {
+				t.Fatalf("the client settled on %d-byte chunks, want %d", p.ChunkSize(), want)
 			}
 		})
 	}

@@ -89,13 +89,14 @@ func serveProbe(ctx context.Context, ctl *xfer.Control, path *session.Path, rx *
 		return err
 	}
 	start := time.Now()
+	rx.expect(req.Up) // what came beyond the request is dropped
 	rx.wait(ctx, req.Up, start, start.Add(probeWait(req.Up)))
 	// The client's trains are in: this end's go now, so that the two do not share the CPUs. A
 	// lane that is not proven sends nothing, and the client finds no trains came.
 	if path.WaitPeers(ctx, time.Second) == nil {
 		sendTrains(ctx, path, req.Down)
 	}
-	return ctl.Send(xfer.Msg{T: xfer.KindProbe, Probe: &xfer.DoctorProbe{Arrivals: toGaps(rx.arrivals(req.Up.Trains))}})
+	return ctl.Send(xfer.Msg{T: xfer.KindProbe, Probe: &xfer.DoctorProbe{Arrivals: toGaps(rx.arrivals(req.Up))}})
 }
 
 // probeWait bounds the wait for a direction's trains t: a second, and twice their gaps.
@@ -152,8 +153,7 @@ func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) 
 	if o.Lanes == nil {
 		o.Lanes = quietLanes(o.Tuning) // the lanes' buffers are a finding here, not a warning
 	}
-	book := &stampBook{at: map[uint64]time.Time{}}
-	o.Lanes = stamped(o.Lanes, book)
+	o.Lanes = stamped(o.Lanes)
 	t0 := time.Now()
 	c, err := xfer.StartSession(ctx, o, host, xfer.RoleDoctor)
 	rep.SSHSeconds = time.Since(t0).Seconds()
@@ -229,7 +229,7 @@ func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) 
 		// A 0 report means the train could not be timed.
 		rep.UpOK = rep.UpOK && rep.UpBps > 0
 		rep.DownOK = rep.DownOK && rep.DownBps > 0
-		if err := probe(ctx, c, rep, book); err != nil {
+		if err := probe(ctx, c, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -260,7 +260,7 @@ func Measure(ctx context.Context, o xfer.Options, host string) (*Report, error) 
 
 // probe makes the capacity probe (probe.go): it asks the peer for it, sends this end's trains,
 // reads the peer's and judges both directions into rep.Up and rep.Down.
-func probe(ctx context.Context, c *xfer.Session, rep *Report, book *stampBook) error {
+func probe(ctx context.Context, c *xfer.Session, rep *Report) error {
 	t0 := time.Now()
 	defer func() { rep.ProbeSeconds = time.Since(t0).Seconds() }()
 	ipSize := probeDatagram + lane.IPv4UDPHeaders
@@ -270,7 +270,8 @@ func probe(ctx context.Context, c *xfer.Session, rep *Report, book *stampBook) e
 	t := trainsFor(sizingRate(rep), pacingRate(rep), ipSize)
 	req := xfer.DoctorProbe{Up: t, Down: t}
 	rx := newProbeRx()
-	rx.stamps = book
+	rx.stamped = true
+	rx.expect(req.Down)
 	c.Path().SetHandler(rx)
 	// The request goes after the trains: the peer then waits only for those still on the way, not
 	// for a sender that a busy machine paused between two trains.
@@ -291,7 +292,7 @@ func probe(ctx context.Context, c *xfer.Session, rep *Report, book *stampBook) e
 		return err
 	}
 	rx.wait(ctx, req.Down, answered, answered.Add(probeWait(req.Down)))
-	rep.Up, rep.Down = capacity(req.Up, up, ipSize), capacity(req.Down, rx.arrivals(req.Down.Trains), ipSize)
+	rep.Up, rep.Down = capacity(req.Up, up, ipSize), capacity(req.Down, rx.arrivals(req.Down), ipSize)
 	return nil
 }
 

@@ -93,6 +93,7 @@ const (
 // Gbit/s on 400 Mbit/s: a lower bound only where some reading is not compressed).
 func Judge(c Capacity) Capacity {
 	c.Bps, c.AtLeastBps, c.Agreed = 0, 0, 0
+	c.Arrived = min(max(c.Arrived, 0), c.Sent) // no more arrived than were sent: a loss is never negative
 	var read []float64
 	for _, r := range c.Readings {
 		if r > 0 {
@@ -238,39 +239,84 @@ func sendTrains(ctx context.Context, p *session.Path, t xfer.DoctorTrains) error
 }
 
 // probeRx records the arrivals of the peer's probe trains: it is the path's Handler on both
-// ends of a doctor session (no engine is attached there). At most maxProbeTrains × maxProbeLen
-// arrivals are kept, by the index each datagram names: the peer's count is not trusted.
+// ends of a doctor session (no engine is attached there). It keeps each (train, index) the first
+// time it comes, within the trains it expects (expect; until then within maxProbeTrains ×
+// maxProbeLen, for a peer's trains may come before its request): the peer's count is not trusted,
+// and what lies beyond the request counts neither as an arrival nor towards wait's end.
 type probeRx struct {
-	stamps  *stampBook // the kernel's receive times, where the lanes note them (nil: none)
+	stamped bool // time arrivals by the lanes' kernel receive times where they give them
 	mu      sync.Mutex
-	at      [maxProbeTrains][]time.Time
+	want    xfer.DoctorTrains // the trains expected (zero: not yet known)
+	at      [maxProbeTrains][]probeArrival
 	seen    [maxProbeTrains][maxProbeLen]bool
-	n       int
-	last    time.Time
+	n       int           // arrivals within want
+	last    time.Time     // the latest of them
 	arrived chan struct{} // a datagram came (buffered, one)
+}
+
+// probeArrival is one datagram of a train: its index and when it came.
+type probeArrival struct {
+	i  int
+	at time.Time
 }
 
 func newProbeRx() *probeRx { return &probeRx{arrived: make(chan struct{}, 1)} }
 
+// within reports whether train k's datagram i is one of t's (t zero: one of the most a peer may
+// send).
+func within(t xfer.DoctorTrains, k, i int) bool {
+	if t.Trains == 0 {
+		return k < maxProbeTrains && i < maxProbeLen
+	}
+	return k < min(t.Trains, maxProbeTrains) && i < min(t.Len, maxProbeLen)
+}
+
+// expect bounds the arrivals to t's trains: those kept beyond them are dropped.
+func (r *probeRx) expect(t xfer.DoctorTrains) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.want, r.n, r.last = t, 0, time.Time{}
+	for k := range r.at {
+		kept := r.at[k][:0]
+		for _, a := range r.at[k] {
+			if within(t, k, a.i) {
+				kept = append(kept, a)
+				r.n++
+				if a.at.After(r.last) {
+					r.last = a.at
+				}
+			} else {
+				r.seen[k][a.i] = false
+			}
+		}
+		r.at[k] = kept
+	}
+}
+
 // Datagram records an authentic probe datagram at now (its receive batch's time).
-func (r *probeRx) Datagram(_ int, h wire.Header, pt []byte, now time.Time) {
+func (r *probeRx) Datagram(laneIdx int, h wire.Header, pt []byte, now time.Time) {
+	r.StampedDatagram(laneIdx, h, pt, now, time.Time{})
+}
+
+// StampedDatagram records an authentic probe datagram at its kernel receive time rx where there
+// is one and r is stamped, at now (its receive batch's time) otherwise (session.StampedHandler).
+func (r *probeRx) StampedDatagram(_ int, h wire.Header, pt []byte, now, rx time.Time) {
 	if h.Type != wire.TypeFeedback || len(pt) < probeHeader || [4]byte(pt[:4]) != probeMagic {
 		return
 	}
 	k, i := int(pt[4]), int(binary.BigEndian.Uint16(pt[5:]))
-	if k >= maxProbeTrains || i >= maxProbeLen {
-		return
-	}
-	if r.stamps != nil {
-		if t, ok := r.stamps.take(h.Seq); ok {
-			now = t
-		}
+	if r.stamped && !rx.IsZero() {
+		now = rx
 	}
 	r.mu.Lock()
-	if !r.seen[k][i] {
-		r.seen[k][i] = true
-		r.at[k] = append(r.at[k], now)
-		r.n++
+	if !within(r.want, k, i) || r.seen[k][i] {
+		r.mu.Unlock()
+		return
+	}
+	r.seen[k][i] = true
+	r.at[k] = append(r.at[k], probeArrival{i, now})
+	r.n++
+	if now.After(r.last) {
 		r.last = now
 	}
 	r.mu.Unlock()
@@ -281,7 +327,7 @@ func (r *probeRx) Datagram(_ int, h wire.Header, pt []byte, now time.Time) {
 }
 
 // wait returns once t's trains have all arrived, or quiet after from or the last arrival,
-// whichever is later, or at deadline.
+// whichever is later, or at deadline. r expects t (expect).
 func (r *probeRx) wait(ctx context.Context, t xfer.DoctorTrains, from time.Time, deadline time.Time) {
 	quiet := 30*time.Millisecond + 2*time.Duration(t.GapMicros)*time.Microsecond
 	for {
@@ -310,15 +356,22 @@ func (r *probeRx) wait(ctx context.Context, t xfer.DoctorTrains, from time.Time,
 	}
 }
 
-// arrivals returns the first trains' arrival offsets, each from its train's first arrival.
-func (r *probeRx) arrivals(trains int) [][]time.Duration {
+// arrivals returns the arrival offsets of t's trains, each from its train's first arrival: at
+// most t.Len a train, of the datagrams t sent alone.
+func (r *probeRx) arrivals(t xfer.DoctorTrains) [][]time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([][]time.Duration, trains)
+	out := make([][]time.Duration, max(0, min(t.Trains, maxProbeTrains)))
 	for k := range out {
-		out[k] = make([]time.Duration, 0, len(r.at[k]))
+		var first time.Time
 		for _, a := range r.at[k] {
-			out[k] = append(out[k], a.Sub(r.at[k][0]))
+			if !within(t, k, a.i) || len(out[k]) >= t.Len {
+				continue
+			}
+			if first.IsZero() {
+				first = a.at
+			}
+			out[k] = append(out[k], a.at.Sub(first))
 		}
 	}
 	return out
@@ -367,10 +420,12 @@ func capacity(t xfer.DoctorTrains, at [][]time.Duration, ipSize int) *Capacity {
 	c := Capacity{Trains: t.Trains, Len: t.Len, Sent: t.Trains * t.Len, Readings: make([]float64, t.Trains)}
 	for k := range t.Trains {
 		if k < len(at) {
-			c.Arrived += len(at[k])
-			c.Readings[k] = reading(at[k], t.Len, ipSize)
+			a := at[k][:min(len(at[k]), t.Len)] // no more arrivals than datagrams sent
+			c.Arrived += len(a)
+			c.Readings[k] = reading(a, t.Len, ipSize)
 		}
 	}
+	c.Arrived = min(c.Arrived, c.Sent)
 	c = Judge(c)
 	return &c
 }

@@ -2,11 +2,14 @@ package doctorpeer
 
 import (
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/farwing/farwing/internal/hostinfo"
+	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/internal/xfer"
 	"github.com/farwing/farwing/lane"
 	"github.com/farwing/farwing/lane/lanetest"
@@ -190,10 +193,87 @@ func TestProbeBounds(t *testing.T) {
 	}
 }
 
+// TestProbeBeyondRequest: the receiver keeps what the request asked for alone, each (train,
+// index) once: datagrams of trains or indexes beyond it, and repeats, neither count as arrivals
+// nor end the wait; what came before the request (the peer's end) and lies beyond it is dropped
+// when it comes; a direction's arrivals are never more than were sent.
+func TestProbeBeyondRequest(t *testing.T) {
+	tr := xfer.DoctorTrains{Trains: 6, Len: minProbeLen}
+	pkt := func(k, i int) []byte {
+		pt := make([]byte, probeHeader)
+		copy(pt, probeMagic[:])
+		pt[4] = byte(k)
+		binary.BigEndian.PutUint16(pt[5:], uint16(i))
+		return pt
+	}
+	h := wire.Header{Type: wire.TypeFeedback}
+	now := time.Now()
+	early := newProbeRx() // the peer's end: the trains come before the request
+	early.Datagram(0, h, pkt(7, 3), now)
+	early.Datagram(0, h, pkt(1, 500), now)
+	early.Datagram(0, h, pkt(1, 2), now)
+	early.expect(tr)
+	if early.n != 1 || len(early.at[7]) != 0 || len(early.at[1]) != 1 {
+		t.Fatalf("before the request: %d arrivals kept, want 1", early.n)
+	}
+	rx := newProbeRx()
+	rx.expect(tr)
+	for k := range maxProbeTrains {
+		for i := range maxProbeLen {
+			if k < tr.Trains && i < tr.Len {
+				continue
+			}
+			rx.Datagram(0, h, pkt(k, i), now.Add(time.Duration(i)*time.Microsecond))
+		}
+	}
+	if rx.n != 0 || !rx.last.IsZero() {
+		t.Fatalf("%d arrivals counted of datagrams beyond the request", rx.n)
+	}
+	for k := range tr.Trains {
+		for i := range tr.Len {
+			for range 3 {
+				rx.Datagram(0, h, pkt(k, i), now.Add(time.Duration(k*tr.Len+i)*time.Microsecond))
+			}
+		}
+	}
+	at := rx.arrivals(tr)
+	if rx.n != tr.Trains*tr.Len || len(at) != tr.Trains {
+		t.Fatalf("%d arrivals of %d, %d trains", rx.n, tr.Trains*tr.Len, len(at))
+	}
+	for k := range at {
+		if len(at[k]) != tr.Len {
+			t.Fatalf("train %d: %d arrivals of %d", k, len(at[k]), tr.Len)
+		}
+	}
+	// A direction's count is clamped to what was sent, however many arrivals it is handed.
+	over := make([][]time.Duration, tr.Trains)
+	for k := range over {
+		over[k] = train(maxProbeLen, 400e6)
+	}
+	if c := capacity(tr, over, ipSize); c.Arrived != c.Sent || c.Sent != tr.Trains*tr.Len {
+		t.Fatalf("%d of %d arrived", c.Arrived, c.Sent)
+	}
+	if c := Judge(Capacity{Trains: 6, Len: 48, Sent: 288, Arrived: 6144}); c.Arrived != 288 {
+		t.Fatalf("judged %d of %d arrived", c.Arrived, c.Sent)
+	}
+}
+
 // TestDoctorHostileProbe: a peer whose probe answer is out of bounds fails the doctor with the
 // protocol code; one whose arrivals are bounded but worthless (all in one batch) gives no figure.
+// A peer that sends more trains, longer ones and each datagram twice is counted for the trains
+// that were asked for alone: no more arrive than were sent.
 func TestDoctorHostileProbe(t *testing.T) {
-	role := func(ans *xfer.DoctorProbe) xfer.Role {
+	// flood answers a probe with trains beyond the request: all eight, each four times as long,
+	// each sent twice.
+	flood := func(ctx context.Context, p *session.Path, req xfer.DoctorTrains) {
+		if p.WaitPeers(ctx, time.Second) != nil {
+			return
+		}
+		big := xfer.DoctorTrains{Trains: maxProbeTrains, Len: min(4*req.Len, maxProbeLen), GapMicros: req.GapMicros}
+		sendTrains(ctx, p, big)
+		sendTrains(ctx, p, big)
+	}
+	hostile := func(ans *xfer.DoctorProbe, trains bool) xfer.Role {
 		return func(ctx context.Context, s *xfer.Served) error {
 			s.Path.SendTrainOnHello()
 			f := hostinfo.Facts{Hostname: "h", Cores: 1}
@@ -205,6 +285,9 @@ func TestDoctorHostileProbe(t *testing.T) {
 				}
 				switch m.T {
 				case xfer.KindProbe:
+					if trains && m.Probe != nil {
+						flood(ctx, s.Path, m.Probe.Down)
+					}
 					s.Control.Send(xfer.Msg{T: xfer.KindProbe, Probe: ans})
 				case xfer.KindClock:
 					s.Control.Send(xfer.Msg{T: xfer.KindClock, At: time.Now().UnixNano()})
@@ -217,18 +300,20 @@ func TestDoctorHostileProbe(t *testing.T) {
 		oneBatch[k] = make([]int64, minProbeLen)
 	}
 	for _, c := range []struct {
-		name string
-		ans  *xfer.DoctorProbe
-		code xfer.ErrorCode
+		name   string
+		ans    *xfer.DoctorProbe
+		trains bool
+		code   xfer.ErrorCode
 	}{
-		{"no arrivals member", nil, xfer.CodeProtocol},
-		{"nine trains", &xfer.DoctorProbe{Arrivals: make([][]int64, 9)}, xfer.CodeProtocol},
-		{"a negative gap", &xfer.DoctorProbe{Arrivals: [][]int64{{0, -1}}}, xfer.CodeProtocol},
-		{"one batch", &xfer.DoctorProbe{Arrivals: oneBatch}, 0},
+		{"no arrivals member", nil, false, xfer.CodeProtocol},
+		{"nine trains", &xfer.DoctorProbe{Arrivals: make([][]int64, 9)}, false, xfer.CodeProtocol},
+		{"a negative gap", &xfer.DoctorProbe{Arrivals: [][]int64{{0, -1}}}, false, xfer.CodeProtocol},
+		{"one batch", &xfer.DoctorProbe{Arrivals: oneBatch}, false, 0},
+		{"trains beyond the request", &xfer.DoctorProbe{Arrivals: oneBatch}, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := doctorEnv(t, lanetest.Link{Delay: 5 * time.Millisecond, Rate: 50e6})
-			e.Roles = map[string]xfer.Role{xfer.RoleDoctor: role(c.ans)}
+			e.Roles = map[string]xfer.Role{xfer.RoleDoctor: hostile(c.ans, c.trains)}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			rep, err := Measure(ctx, e.Options(), "host")
@@ -237,6 +322,13 @@ func TestDoctorHostileProbe(t *testing.T) {
 			}
 			if c.code == 0 && (rep.Up == nil || rep.Up.Why != CapUntimed || rep.Up.Bps != 0 || rep.Up.AtLeastBps != 0) {
 				t.Fatalf("arrivals in one batch: %+v", rep.Up)
+			}
+			if c.trains {
+				d := rep.Down
+				if d == nil || d.Trains != probeTrains || d.Sent != d.Trains*d.Len || d.Arrived > d.Sent || d.Arrived == 0 || len(d.Readings) != d.Trains {
+					t.Fatalf("trains beyond the request: %+v", d)
+				}
+				t.Logf("down: %d of %d arrived, %s, %.0f Mbit/s", d.Arrived, d.Sent, d.Why, d.Bps/1e6)
 			}
 		})
 	}

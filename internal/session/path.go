@@ -26,6 +26,14 @@ type Handler interface {
 	Datagram(laneIdx int, h wire.Header, pt []byte, now time.Time)
 }
 
+// StampedHandler is a Handler that takes its datagrams with the kernel's receive time: rx is the
+// lane's timestamp of that very datagram (zero where the lane takes none: timestamps off, or a
+// platform without them), now its receive batch's time. Only authenticated datagrams reach it,
+// as they reach Datagram (which the path then does not call).
+type StampedHandler interface {
+	StampedDatagram(laneIdx int, h wire.Header, pt []byte, now, rx time.Time)
+}
+
 // SealedDataHandler is a Handler that may take a data datagram still sealed, to decrypt its
 // payload straight to where it belongs (the receiver: a new chunk into its block). taken says it
 // did; then authentic says whether pkt passed authentication, and the path marks its sequence
@@ -126,6 +134,7 @@ type handlerBox struct {
 	h      Handler
 	sealed SealedDataHandler // h, when it takes sealed data datagrams
 	admit  Admitter          // h, when it may refuse data datagrams
+	stamps StampedHandler    // h, when it takes the kernel's receive times
 }
 
 // laneRx is a lane's receive state: the replay/ack window, guarded by mu because the feedback
@@ -337,7 +346,8 @@ func (p *Path) Peer(i int) (netip.AddrPort, bool) {
 func (p *Path) SetHandler(h Handler) {
 	sd, _ := h.(SealedDataHandler)
 	ad, _ := h.(Admitter)
-	p.handler.Store(&handlerBox{h: h, sealed: sd, admit: ad})
+	st, _ := h.(StampedHandler)
+	p.handler.Store(&handlerBox{h: h, sealed: sd, admit: ad, stamps: st})
 }
 
 // NextSeq reserves the next sequence number of lane i.
@@ -456,7 +466,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		// millisecond.
 		var now time.Time
 		authentic := false
-		handle := func(b []byte, from netip.AddrPort) {
+		// rxAt is b's kernel receive time, read when the lane handed b over (c.RxTime is the
+		// datagram being handed over now, and b is handled one datagram later).
+		handle := func(b []byte, from netip.AddrPort, rxAt time.Time) {
 			h, err := p.crypto.Check(b)
 			if err != nil || int(h.Lane) != i {
 				p.Foreign.Add(1)
@@ -514,7 +526,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			if h.Flags&trainFlag != 0 {
 				switch h.Type {
 				case wire.TypeHello:
-					at := c.RxTime()
+					at := rxAt
 					if at.IsZero() {
 						at = now
 					}
@@ -541,7 +553,9 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				}
 				return
 			}
-			if hb != nil {
+			if hb != nil && hb.stamps != nil {
+				hb.stamps.StampedDatagram(i, h, pt, now, rxAt)
+			} else if hb != nil {
 				hb.h.Datagram(i, h, pt, now)
 			}
 		}
@@ -551,6 +565,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		// Receiver.SealedData's time. The held datagram is valid until the next Recv.
 		var held []byte
 		var heldFrom netip.AddrPort
+		var heldAt time.Time
 		// A lane holding early datagrams comes back soon, to hand them over once the engine is
 		// attached even if nothing more arrives on it (Holding).
 		wait := 200 * time.Millisecond
@@ -562,12 +577,12 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				hb.sealed.Prefetch(b)
 			}
 			if held != nil {
-				handle(held, heldFrom)
+				handle(held, heldFrom, heldAt)
 			}
-			held, heldFrom = b, from
+			held, heldFrom, heldAt = b, from, c.RxTime()
 		})
 		if held != nil {
-			handle(held, heldFrom)
+			handle(held, heldFrom, heldAt)
 		}
 		if authentic {
 			p.heard.Store(now.UnixNano())

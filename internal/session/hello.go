@@ -83,13 +83,15 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	}
 	train := false // the probe goes to from once this hello is answered
 	proved := false
+	p.chunkMu.Lock()
 	// full: the hello proposes jumbo chunks and is itself a full-size datagram (or comes over
-	// loopback, whose MTU is 65,536): this way of the lane carries them, from this address.
-	full := proposesJumbo(pt) && p.fullSize(i, len(pt), from)
+	// loopback, whose MTU is 65,536): this way of the lane carries them, from this address. Not
+	// once the session's size is standard for good: fullSize would turn the lane's
+	// don't-fragment bit back on (under chunkMu, as settleChunk's and FixChunk's turning it off).
+	full := proposesJumbo(pt) && !p.standardFixed() && p.fullSize(i, len(pt), from)
 	if full {
 		p.jumboFrom[i].Store(&from)
 	}
-	p.chunkMu.Lock()
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {
 			p.chunkMu.Unlock()
@@ -265,7 +267,11 @@ func (p *Path) proofChunk(i int, pt []byte, from netip.AddrPort) int {
 }
 
 // settleChunk (server, chunkMu held) sets the session's chunk size from the lanes': jumbo once
-// every lane is proven with jumbo chunks, standard otherwise.
+// every lane is proven with jumbo chunks, standard otherwise. Once it is standard for good (a
+// lane proven with standard chunks), the lanes a full-size hello switched to the don't-fragment
+// bit get the kernel's default back, whatever the role: only a push's receiver calls FixChunk,
+// and a server that sends (a pull, doctor) would otherwise send its standard datagrams, up to
+// about 1,500 bytes, unfragmentable, into a path whose MTU is smaller on the way back.
 func (p *Path) settleChunk() {
 	c := int32(wire.JumboChunkSize)
 	for i := range p.laneChunk {
@@ -274,6 +280,24 @@ func (p *Path) settleChunk() {
 		}
 	}
 	p.chunk.Store(c)
+	if p.standardFixed() {
+		p.allowFragments()
+	}
+}
+
+// standardFixed (server, chunkMu held) reports whether the session's chunk size can no longer be
+// jumbo: the receiver fixed it at the standard size (FixChunk), or a lane was proven with
+// standard chunks (a lane's size is fixed at its proof).
+func (p *Path) standardFixed() bool {
+	if p.chunkFixed {
+		return p.ChunkSize() != wire.JumboChunkSize
+	}
+	for i := range p.laneChunk {
+		if p.proven[i].Load() && p.laneChunk[i] != wire.JumboChunkSize {
+			return true
+		}
+	}
+	return false
 }
 
 // peerOf is lane i's peer address (the zero address while unknown).

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,6 +173,77 @@ func TestJumboClaimUnproven(t *testing.T) {
 			}
 			if p.ChunkSize() != want {
 				t.Fatalf("the client settled on %d-byte chunks, want %d", p.ChunkSize(), want)
+			}
+		})
+	}
+}
+
+// dfLane is a lanetest lane that records its don't-fragment bit (lanetest drops what exceeds a
+// link's MTU, so the bit changes nothing else).
+type dfLane struct {
+	lane.PacketConn
+	on atomic.Bool
+}
+
+func (l *dfLane) SetDontFragment(on bool) error { l.on.Store(on); return nil }
+
+// TestServerAllowsFragments: a server whose lanes took full-size hellos (and so were switched to
+// the don't-fragment bit) gives them the kernel's default back once the session settles on
+// standard chunks, without FixChunk (a pull's or doctor's server sends, and has no receiver); in a
+// jumbo session they keep the bit.
+func TestServerAllowsFragments(t *testing.T) {
+	far := [2]netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")}
+	for _, c := range []struct {
+		name     string
+		up, down lanetest.Link
+		want     int
+	}{
+		{name: "mtu 1500 to the client", up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 1500}, want: wire.ChunkSize},
+		{name: "mtu 9000", up: lanetest.Link{MTU: 9000}, down: lanetest.Link{MTU: 9000}, want: wire.JumboChunkSize},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := lanetest.New(lanetest.Link{}, 1)
+			n.SetLink(far[0], far[1], c.up)
+			n.SetLink(far[1], far[0], c.down)
+			cc, sc := memCryptos()
+			var sl [Lanes]lane.PacketConn
+			var dfs [Lanes]*dfLane
+			for i, l := range memLanes(t, n, far[1]) {
+				dfs[i] = &dfLane{PacketConn: l}
+				sl[i] = dfs[i]
+			}
+			server := NewPath(sl, sc, true)
+			client := NewPath(memLanes(t, n, far[0]), cc, false)
+			defer client.Close()
+			defer server.Close()
+			if !client.ProposeJumbo() {
+				t.Fatal("jumbo chunks not proposed")
+			}
+			var dst []netip.AddrPort
+			for _, p := range server.Ports() {
+				dst = append(dst, netip.AddrPortFrom(far[1], uint16(p)))
+			}
+			if _, err := client.Handshake(context.Background(), dst, 5*time.Second, false); err != nil {
+				t.Fatal(err)
+			}
+			if err := server.WaitPeers(context.Background(), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if cs, ss := client.ChunkSize(), server.ChunkSize(); cs != c.want || ss != c.want {
+				t.Fatalf("the client settled on %d-byte chunks, the server on %d, want %d", cs, ss, c.want)
+			}
+			// Hellos after the proof (a late full-size one among them) leave the bit as it is.
+			for i := range Lanes {
+				client.sendHellos(i)
+				pt := make([]byte, jumboProbePT)
+				binary.BigEndian.PutUint16(pt[8:], wire.JumboChunkSize)
+				client.SendOne(i, wire.TypeHello, pt)
+			}
+			time.Sleep(50 * time.Millisecond)
+			for i, l := range dfs {
+				if on := l.on.Load(); on != (c.want == wire.JumboChunkSize) {
+					t.Errorf("server lane %d: don't-fragment %v with %d-byte chunks", i, on, c.want)
+				}
 			}
 		})
 	}

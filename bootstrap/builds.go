@@ -46,7 +46,10 @@ func (b build) format(formats string, noXz bool) string {
 }
 
 // aheadFormat is the form b's upload takes where it starts ahead of the remote's answer.
-func (b build) aheadFormat() string { return b.format("xz,gzip,raw", false) }
+func (b build) aheadFormat() string {
+	// The xz form goes ahead only where it is longer than the part sent ahead (newAhead).
+	return b.format("xz,gzip,raw", len(b.xz) <= aheadPart)
+}
 
 // h16 is the build's name in the remote's cache without "farwing-".
 func (b build) h16() string { return b.hash[:16] }

@@ -154,7 +154,7 @@ func (s *session) try(ctx context.Context, host string, c catalog, pl *plan, ser
 		why := fmt.Sprintf("the shared ssh connection to %s did not answer within %s; closing it and connecting again", escape.Text(host), muxAnswer)
 		s.notice(why)
 		s.dropMux(ctx, host)
-		return nil, &attempt{after: muxSilent, why: why}, nil
+		return nil, &attempt{after: muxSilent, why: why, noXz: a.noXz}, nil
 	}
 	if err != nil {
 		return nil, nil, err

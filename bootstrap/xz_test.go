@@ -34,7 +34,7 @@ func xzed(t *testing.T, b []byte) []byte {
 
 // TestBuildFormat: the form a build travels in is xz where it is carried so and the remote has
 // xz (and its xz did not fail before), else gzip where the remote has gzip, else raw; the form
-// written ahead is the one a remote with both would get.
+// written ahead is the one a remote with both would get, and what newAhead sends.
 func TestBuildFormat(t *testing.T) {
 	gz, both := build{gz: []byte{1}}, build{gz: []byte{1}, xz: []byte{2}}
 	for _, c := range []struct {
@@ -56,8 +56,10 @@ func TestBuildFormat(t *testing.T) {
 			t.Errorf("format(%q, noXz %v) with xz form %v: %s, want %s", c.formats, c.noXz, c.b.xz != nil, got, c.want)
 		}
 	}
-	if both.aheadFormat() != "xz" || gz.aheadFormat() != "gzip" {
-		t.Fatalf("ahead: %s, %s", both.aheadFormat(), gz.aheadFormat())
+	// Ahead goes the xz form only where it is longer than the part sent ahead (newAhead).
+	big := build{gz: []byte{1}, xz: make([]byte, aheadPart+1)}
+	if big.aheadFormat() != "xz" || both.aheadFormat() != "gzip" || gz.aheadFormat() != "gzip" {
+		t.Fatalf("ahead: %s, %s, %s", big.aheadFormat(), both.aheadFormat(), gz.aheadFormat())
 	}
 }
 

@@ -36,7 +36,8 @@ command -v xz >/dev/null 2>&1 && z=xz,$z
 {{if .AheadLen}}case ",$z," in *,{{.AheadFormat}},*) [ "$B" = farwing-{{.Guess}} ];; *) false;; esac || r {{.AheadLen}} >/dev/null
 {{end}}echo "FARWING-PEER need $s $m $z $d"
 q=
-b() { [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
+# b gives up: the unpacker (if one runs) is stopped first, so that no file of its appears after the rm.
+b() { if [ -n "${g-}" ]; then exec 3>&-; wait "$g"; fi; [ -z "$q" ] || rm -f "$q".*.tmp; echo "FARWING-PEER badupload"; exit 0; }
 k() { case "$1" in ''|0?*|*[!0-9]*|???????????*) return 1;; esac; }
 read -r w f n i || exit 0
 case "$w:$f" in FARWING-UPLOAD:xz|FARWING-UPLOAD:gzip|FARWING-UPLOAD:raw) ;; *) b;; esac

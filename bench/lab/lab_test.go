@@ -41,21 +41,24 @@ func udpPair(t *testing.T, l *lab.Lab) (a, b *net.UDPConn) {
 	return a, b
 }
 
+// udpEcho answers every datagram b receives with itself, until b is closed.
+func udpEcho(b *net.UDPConn) {
+	buf := make([]byte, 2048)
+	for {
+		k, from, err := b.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		b.WriteToUDP(buf[:k], from)
+	}
+}
+
 // echoRTTs sends n sequential UDP pings through the lab and returns the
 // round-trip times sorted.
 func echoRTTs(t *testing.T, l *lab.Lab, n int) []time.Duration {
 	t.Helper()
 	a, b := udpPair(t, l)
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			k, from, err := b.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			b.WriteToUDP(buf[:k], from)
-		}
-	}()
+	go udpEcho(b)
 	var rtts []time.Duration
 	buf := make([]byte, 2048)
 	for i := range n {

@@ -122,16 +122,7 @@ func TestVeth(t *testing.T) {
 
 	// UDP both ways: an echo in B, 20 datagrams from A, each answered.
 	a, b := udpPair(t, l)
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			k, from, err := b.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			b.WriteToUDP(buf[:k], from)
-		}
-	}()
+	go udpEcho(b)
 	buf := make([]byte, 2048)
 	for i := range 20 {
 		msg := []byte("udp " + strconv.Itoa(i))

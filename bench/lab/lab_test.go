@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"io"
 	"net"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -276,15 +275,7 @@ func TestCloseRemovesNamespaces(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range []string{l.NSA, l.NSB} {
-		if strings.Contains(string(out), ns) {
-			t.Errorf("namespace %s still listed after Close:\n%s", ns, out)
-		}
-	}
+	assertGone(t, l)
 }
 
 func TestCheckMessage(t *testing.T) {

@@ -16,28 +16,22 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/bench/lab"
+	"github.com/farwing/farwing/bench/lab/labtest"
 )
 
-// startVeth starts a veth lab, skipping where it cannot run, and closes it when the test ends.
+// startVeth starts a veth lab, skipping where it cannot run, closes it when the test ends and
+// checks that its namespaces went.
 func startVeth(t *testing.T, cfg lab.Config) *lab.Lab {
 	t.Helper()
-	if err := lab.CheckVeth(); err != nil {
-		t.Skipf("skipping veth lab test: %v", err)
-	}
 	cfg.Veth = true
-	l, err := lab.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var l *lab.Lab
+	// Registered before labtest's Close, so it runs after it (cleanups run last first).
 	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab close: %v", err)
+		if l != nil {
+			assertGone(t, l)
 		}
-		if err := l.Err(); err != nil {
-			t.Errorf("lab: %v", err)
-		}
-		assertGone(t, l)
 	})
+	l = labtest.Start(t, cfg)
 	return l
 }
 

@@ -19,11 +19,17 @@ func Skip(t testing.TB) {
 	}
 }
 
-// Start skips when no lab can run, otherwise starts one and closes it when
-// the test ends.
+// Start skips when no lab of cfg's kind can run (a veth lab needs no TUN:
+// lab.CheckVeth), otherwise starts one and closes it when the test ends.
 func Start(t testing.TB, cfg lab.Config) *lab.Lab {
 	t.Helper()
-	Skip(t)
+	if cfg.Veth {
+		if err := lab.CheckVeth(); err != nil {
+			t.Skipf("skipping veth lab test: %v", err)
+		}
+	} else {
+		Skip(t)
+	}
 	l, err := lab.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

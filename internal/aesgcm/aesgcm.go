@@ -66,9 +66,6 @@ func NewDatagram(key []byte) (*Datagram, error) {
 	return d, nil
 }
 
-// AEAD is the cipher.AEAD behind d.
-func (d *Datagram) AEAD() cipher.AEAD { return d.aead }
-
 // nonces holds nonce buffers for crypto/cipher's GCM, which takes the nonce through an interface.
 var nonces = sync.Pool{New: func() any { return new([nonceSize]byte) }}
 

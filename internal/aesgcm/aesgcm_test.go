@@ -252,7 +252,7 @@ func TestDatagram(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, isVAES := d.AEAD().(*vaesGCM); isVAES != Accelerated() {
+			if isVAES := d.v != nil; isVAES != Accelerated() {
 				t.Fatalf("VAES %v: Datagram's AEAD is VAES %v", on, isVAES)
 			}
 			ref := stdGCM(t, key)

@@ -90,7 +90,7 @@ func (p *Path) onHello(i int, pt []byte, from netip.AddrPort) {
 	// don't-fragment bit back on (under chunkMu, as settleChunk's and FixChunk's turning it off).
 	full := proposesJumbo(pt) && !p.standardFixed() && p.fullSize(i, len(pt), from)
 	if full {
-		p.jumboFrom[i].Store(&from)
+		p.jumboFrom[i] = from
 	}
 	if p.proven[i].Load() {
 		if cur, _ := p.Peer(i); cur != from {
@@ -260,7 +260,7 @@ func (p *Path) proofChunk(i int, pt []byte, from netip.AddrPort) int {
 	if p.chunkFixed || !proposesJumbo(pt) {
 		return wire.ChunkSize
 	}
-	if f := p.jumboFrom[i].Load(); f != nil && *f == from {
+	if p.jumboFrom[i] == from { // the zero address is no sender's
 		return wire.JumboChunkSize
 	}
 	return wire.ChunkSize

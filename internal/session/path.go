@@ -88,7 +88,7 @@ type Path struct {
 	// The proof of jumbo datagrams off loopback (hello.go): the server's source of a full-size
 	// hello per lane and each lane's size fixed at its proof (chunkMu); the client's full-size
 	// answers per lane and the size the first answer after each lane's proof carried.
-	jumboFrom [Lanes]atomic.Pointer[netip.AddrPort]
+	jumboFrom [Lanes]netip.AddrPort
 	laneChunk [Lanes]int
 	fullAck   [Lanes]atomic.Bool
 	ackChunk  [Lanes]atomic.Int32

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/farwing/farwing/bootstrap"
 	"github.com/farwing/farwing/internal/tuning"
@@ -25,15 +24,17 @@ This build runs the remote end of a copy only. Copy from this host with a client
 farwing (a release archive, or go install github.com/farwing/farwing/cmd/farwing@latest).
 `
 
-// clientCommands are the commands only a client has.
-var clientCommands = []string{"copy", "cp", "bench", "doctor", "lab", bootstrap.ProxyCommand}
+// clientCommands are the commands only a client has, with what a client build does with each.
+var clientCommands = map[string]string{"copy": "copy", "cp": "copy", "bench": "bench a path", "doctor": "check a path",
+	"lab": "run the lab", bootstrap.ProxyCommand: "carry ssh's connection (its ProxyCommand)"}
 
 // clientCommand refuses a client's command in one line that says what this build is.
 func clientCommand(_ context.Context, _ tuning.Settings, args []string) (code int, ok bool) {
-	if !slices.Contains(clientCommands, args[0]) {
+	purpose, ok := clientCommands[args[0]]
+	if !ok {
 		return 0, false
 	}
-	fmt.Fprintf(stderr, "farwing %s: this is farwing's peer build (installed on hosts by first contact), which runs `farwing serve` only; use a client build of farwing to %s\n",
-		args[0], map[string]string{"copy": "copy", "cp": "copy", "bench": "bench a path", "doctor": "check a path", "lab": "run the lab"}[args[0]]+" (a release archive or go install)")
+	fmt.Fprintf(stderr, "farwing %s: this is farwing's peer build (installed on hosts by first contact), which runs `farwing serve` only; use a client build of farwing to %s (a release archive or go install)\n",
+		args[0], purpose)
 	return exitUsage, true
 }

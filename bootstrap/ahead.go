@@ -85,7 +85,7 @@ func newAhead(dir string, bd build) *ahead {
 	var idb [8]byte
 	rand.Read(idb[:])
 	a := &ahead{id: hex.EncodeToString(idb[:]), done: make(chan struct{}), wrote: make(chan struct{}), format: bd.aheadFormat()}
-	if a.format == "xz" && len(bd.xz) > aheadPart {
+	if a.format == "xz" { // the xz form is longer than aheadPart (aheadFormat)
 		a.data, a.wire, a.valid = bd.xz, a.start(bd.xz), true
 		close(a.wrote)
 		close(a.done)

@@ -278,14 +278,12 @@ func capacityText(c *doctorpeer.Capacity) string {
 	case doctorpeer.CapAgreed:
 		return fmt.Sprintf("about %s (%d of %d trains agree)", units.Rate(c.Bps), c.Agreed, c.Trains)
 	case doctorpeer.CapDisagreed:
-		lo, hi := 0.0, 0.0
+		hi := 0.0
 		for _, r := range c.Readings {
-			if r > 0 && (lo == 0 || r < lo) {
-				lo = r
-			}
 			hi = max(hi, r)
 		}
-		return fmt.Sprintf("at least %s (the trains disagreed: %s-%s, %d of %d within ±10 %% of their median)", units.Rate(c.AtLeastBps), units.Rate(lo), units.Rate(hi), c.Agreed, c.Trains)
+		// AtLeastBps is the lowest reading (doctorpeer.Judge).
+		return fmt.Sprintf("at least %s (the trains disagreed: %s-%s, %d of %d within ±10 %% of their median)", units.Rate(c.AtLeastBps), units.Rate(c.AtLeastBps), units.Rate(hi), c.Agreed, c.Trains)
 	case doctorpeer.CapLossy:
 		return fmt.Sprintf("unknown (the trains lost %d of %d datagrams)", lost, c.Sent)
 	case doctorpeer.CapUntimed:

@@ -454,7 +454,11 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 		if err == nil {
 			o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 			if c.jumbo {
-				o.logf("UDP chunks of %d bytes: large datagrams %s", path.ChunkSize(), map[bool]string{true: "proven on every lane each way", false: "not carried by every lane each way (the path's MTU), standard chunks"}[path.ChunkSize() == wire.JumboChunkSize])
+				how := "not carried by every lane each way (the path's MTU), standard chunks"
+				if path.ChunkSize() == wire.JumboChunkSize {
+					how = "proven on every lane each way"
+				}
+				o.logf("UDP chunks of %d bytes: large datagrams %s", path.ChunkSize(), how)
 			}
 		}
 		return rtt, err

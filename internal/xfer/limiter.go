@@ -61,6 +61,7 @@ func pathCapacity(l Limiter) float64 {
 // rate the path carried, and whether anything held it below that.
 func limiter(l Limiter) *Limiter {
 	g := l.GoodputBps
+	l.QueueEvents = min(l.QueueEvents, l.CongestionEvents) // on a pull, the peer's word
 	l.CapacityBps = pathCapacity(l)
 	switch {
 	case l.Datagrams > 0 && float64(l.RxDropped) > overflows*float64(l.Datagrams):
@@ -87,7 +88,7 @@ func limiter(l Limiter) *Limiter {
 		if l.CapacityBps > 0 {
 			below = fmt.Sprintf("the path's %s", units.Rate(l.CapacityBps))
 		}
-		switch q := min(l.QueueEvents, l.CongestionEvents); {
+		switch q := l.QueueEvents; {
 		case q == l.CongestionEvents:
 			l.Cause, l.Detail = "queue_backoff", fmt.Sprintf("backoff on a growing queue: %d congestion events on rising delay, none on loss, held the rate below %s (a busy receiver or a deep buffer)", l.CongestionEvents, below)
 		case q > 0:
@@ -120,7 +121,7 @@ func (r *Result) setLimiter(pushed bool, window, source float64, peerCores int) 
 		Datagrams: r.DatagramsSent + r.DatagramsRecv, WindowFull: share(window), SourceWait: share(source)}
 	if r.CC != nil {
 		l.CongestionEvents = r.CC.CongestionEvents
-		l.QueueEvents = min(r.CC.QueueEvents, r.CC.CongestionEvents) // on a pull, the peer's word
+		l.QueueEvents = r.CC.QueueEvents
 		l.DeliveredBps = r.CC.BtlBwBps
 	}
 	// Whole-process CPU over the whole command (the CPU counters cover the process, not the data

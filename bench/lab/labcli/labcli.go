@@ -119,7 +119,7 @@ func Main(args []string, o Options) int {
 		changes = append(changes, c)
 	}
 	if err == nil && *veth {
-		rate, queue, err = vethFlags(fs, rate, *queueS, changes)
+		rate, queue, err = vethFlags(fs, rate, *rtt, loss, *queueS, changes)
 		*rtt, loss = 0, 0
 	}
 	if err != nil {
@@ -464,16 +464,13 @@ func FormatStats(s lab.PathStats, elapsed time.Duration) string {
 // in bytes: no --rate is unlimited (not the emulator's default), --rtt, --loss, a queue in BDPs
 // (no round trip to multiply), a queue without a rate and --cpuprofile (no emulator) are
 // refused, as are --at changes of rtt or loss.
-func vethFlags(fs *pflag.FlagSet, rate float64, queueS string, changes []Change) (float64, int, error) {
+func vethFlags(fs *pflag.FlagSet, rate float64, rtt time.Duration, loss float64, queueS string, changes []Change) (float64, int, error) {
 	refuse := func(what string) error {
 		return fmt.Errorf("--veth has no %s: this kernel has no netem and the veth lab no emulator (--rate, --queue BYTES and --at rate=,queue= only)", what)
 	}
 	if !fs.Changed("rate") {
 		rate = 0
 	}
-	rtt, _ := fs.GetDuration("rtt")
-	lossS, _ := fs.GetString("loss")
-	loss, _ := units.ParseLoss(lossS)
 	switch {
 	case fs.Changed("rtt") && rtt != 0:
 		return 0, 0, refuse("--rtt (no delay)")

@@ -151,6 +151,9 @@ func (b *benchOptions) parseLab() error {
 		if err != nil {
 			return fmt.Errorf("--lab-loss: %v", err)
 		}
+		if b.veth && loss != 0 { // parseVeth's rule, checked as the levels are parsed
+			return fmt.Errorf("--veth has no --lab-loss %s: this kernel has no netem and the veth lab no emulator (--lab-rate only)", strings.TrimSpace(f))
+		}
 		b.labLosses = append(b.labLosses, loss)
 		b.labLossNames = append(b.labLossNames, lossName(loss))
 	}
@@ -158,7 +161,7 @@ func (b *benchOptions) parseLab() error {
 }
 
 // parseVeth applies --veth to --lab's flags: the kernel's path has a rate (HTB) and nothing
-// else, so a --lab-rtt or --lab-loss other than 0 is refused, not left out, as are the lab rows
+// else, so a --lab-rtt or (in parseLab's loop) a --lab-loss other than 0 is refused, not left out, as are the lab rows
 // (they read the emulator's per-protocol counters); without --lab-rate the path is unlimited,
 // and without --lab-loss there is one level, no loss.
 func (b *benchOptions) parseVeth() error {
@@ -174,11 +177,6 @@ func (b *benchOptions) parseVeth() error {
 	}
 	if !changed("lab-loss") {
 		b.labLoss = "0"
-	}
-	for _, f := range strings.Split(b.labLoss, ",") {
-		if loss, err := units.ParseLoss(strings.TrimSpace(f)); err == nil && loss != 0 {
-			return fmt.Errorf("--veth has no --lab-loss %s: this kernel has no netem and the veth lab no emulator (--lab-rate only)", strings.TrimSpace(f))
-		}
 	}
 	b.labRTT = 0
 	return nil

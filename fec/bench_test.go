@@ -49,11 +49,11 @@ func BenchmarkDecode(b *testing.B) {
 	for _, s := range benchShapes {
 		b.Run(fmt.Sprintf("k=%d,m=%d", s.k, s.m), func(b *testing.B) {
 			tg := newTestGroup(b, rng, fullLens(s.k), s.m)
-			g, _ := NewGroup(s.k, s.m)
+			g, _ := NewGroup(s.k, s.m, ShardSize)
 			b.SetBytes(int64(s.k * MaxData))
 			b.ReportAllocs()
 			for b.Loop() {
-				g.Reset(s.k, s.m)
+				g.Reset(s.k, s.m, ShardSize)
 				for idx := s.m; idx < s.k+s.m; idx++ {
 					if _, err := g.Add(ShardID{K: s.k, M: s.m, Index: idx}, tg.shard(s.k, idx)); err != nil {
 						b.Fatal(err)
@@ -72,11 +72,11 @@ func BenchmarkDecodeNoLoss(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	const k, m = 10, 2
 	tg := newTestGroup(b, rng, fullLens(k), m)
-	g, _ := NewGroup(k, m)
+	g, _ := NewGroup(k, m, ShardSize)
 	b.SetBytes(int64(k * MaxData))
 	b.ReportAllocs()
 	for b.Loop() {
-		g.Reset(k, m)
+		g.Reset(k, m, ShardSize)
 		for idx := range k {
 			g.Add(ShardID{K: k, M: m, Index: idx}, tg.data[idx])
 		}

@@ -156,7 +156,11 @@ func wideCodec(k int) (reedsolomon.Encoder, error) {
 // Warm builds reedsolomon's GF(2^8) Leopard tables (under 1 ms of CPU and 100 KiB, once per
 // process) and the coder of whole-block groups; later calls cost a map lookup. A session calls
 // it in the background as it starts, so that nothing is built on a lane's hot path.
-func Warm() { wideCodec(wideWarmK) }
+func Warm() {
+	wideCodec(wideWarmK)
+	wideCodec(jumboWarmK)
+}
 
-// wideWarmK is the group size Warm prepares: a quarter of a 1 MiB block of 1406-byte chunks.
-var wideWarmK = GroupSize(746)
+// wideWarmK and jumboWarmK are the group sizes Warm prepares: a quarter of a 1 MiB block of
+// 1406-byte chunks, and a whole block of 8190-byte ones (large datagrams).
+var wideWarmK, jumboWarmK = GroupSize(746), GroupSize(129)

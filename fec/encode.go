@@ -4,7 +4,8 @@ import "fmt"
 
 // ParityLen returns the length of every parity shard of the group whose data shards are data:
 // 2 + the longest data shard, rounded up to 64 bytes in a wide group. Size parity buffers with
-// it (it is at most ShardSize when every data shard is at most MaxData, or WideMaxData).
+// it (it is at most ShardSize when every data shard is at most MaxData, or WideMaxData; at most
+// JumboShardSize when every one is at most JumboShardSize-2).
 func ParityLen(data [][]byte) int {
 	n := 0
 	for _, d := range data {
@@ -35,7 +36,7 @@ type Encoder struct {
 
 // Encode writes parity indices first, first+1, ..., first+len(parity)-1 of the group formed by
 // data (k = len(data) data shards, 1..MaxK, each at most MaxData bytes, WideMaxData when k >
-// MaxNarrowK) into parity. Each
+// MaxNarrowK, or in a session of large datagrams JumboShardSize-2) into parity. Each
 // parity[j] must have capacity ParityLen(data); Encode reslices it to that length. data is
 // read, never written, and must not overlap parity.
 //
@@ -55,8 +56,8 @@ func (e *Encoder) Encode(data [][]byte, first int, parity [][]byte) error {
 		return fmt.Errorf("%w: parity %d..%d, want indices 0..%d", ErrArgs, first, first+count-1, MaxParity-1)
 	}
 	rowLen := ParityLen(data)
-	if rowLen > ShardSize {
-		return fmt.Errorf("%w: data shard of %d bytes, max %d", ErrArgs, rowLen-lenPrefix, ShardSize/64*64-lenPrefix)
+	if rowLen > JumboShardSize {
+		return fmt.Errorf("%w: data shard of %d bytes, max %d", ErrArgs, rowLen-lenPrefix, JumboShardSize-lenPrefix)
 	}
 	for j, p := range parity {
 		if cap(p) < rowLen {
@@ -113,7 +114,7 @@ func (e *Encoder) encodeWide(data [][]byte, first int, parity [][]byte, rowLen i
 	}
 	n := k + MaxParity
 	if cap(e.rows) < n*rowLen {
-		e.rows = make([]byte, n*ShardSize)
+		e.rows = make([]byte, n*max(rowLen, ShardSize))
 	}
 	if cap(e.sh) < n {
 		e.sh = make([][]byte, n)

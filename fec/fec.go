@@ -9,6 +9,12 @@ const (
 	// budget (lane.MaxDatagram 1452 minus the session header and AEAD tag).
 	ShardSize = 1424
 
+	// JumboShardSize is the largest shard of a session whose lanes agreed on large datagrams
+	// (wire.JumboChunkSize, 8190 bytes, is JumboShardSize less the length prefix): a multiple of
+	// 64, so a wide group's parity rows of whole chunks fit it exactly. A Group is given its shard
+	// size when it is Reset.
+	JumboShardSize = 8192
+
 	// lenPrefix is the length field in front of every parity row.
 	lenPrefix = 2
 

@@ -29,7 +29,7 @@ func newTestGroup(t testing.TB, rng *rand.Rand, lens []int, nParity int) testGro
 	}
 	g.parity = make([][]byte, nParity)
 	for j := range g.parity {
-		g.parity[j] = make([]byte, 0, ShardSize)
+		g.parity[j] = make([]byte, 0, JumboShardSize) // ParityLen: at most this
 	}
 	var e Encoder
 	if nParity > 0 {
@@ -102,7 +102,7 @@ func TestRoundTripEveryLossPattern(t *testing.T) {
 				t.Run(fmt.Sprintf("k=%d,m=%d,%s", k, m, name), func(t *testing.T) {
 					tg := newTestGroup(t, rng, lens, m+2) // two indices beyond m for repairs
 					n := k + m
-					g, err := NewGroup(k, m)
+					g, err := NewGroup(k, m, ShardSize)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -119,7 +119,7 @@ func TestRoundTripEveryLossPattern(t *testing.T) {
 
 func deliver(t *testing.T, rng *rand.Rand, g *Group, tg testGroup, k, m int, missing []int) {
 	t.Helper()
-	if err := g.Reset(k, m); err != nil {
+	if err := g.Reset(k, m, ShardSize); err != nil {
 		t.Fatal(err)
 	}
 	n := k + m
@@ -186,7 +186,7 @@ func TestLargeGroups(t *testing.T) {
 			}
 			lens[k-1] = rng.IntN(MaxData + 1)
 			tg := newTestGroup(t, rng, lens, MaxParity)
-			g, _ := NewGroup(k, 16)
+			g, _ := NewGroup(k, 16, ShardSize)
 			// Lose a random set of data shards, then fill up with random parity indices.
 			perm := rng.Perm(k + MaxParity)
 			for _, idx := range perm {
@@ -277,7 +277,7 @@ func TestAddRejects(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	k, m := 4, 2
 	tg := newTestGroup(t, rng, []int{100, 100, 100, 60}, m)
-	g, _ := NewGroup(k, m)
+	g, _ := NewGroup(k, m, ShardSize)
 	id := func(i int) ShardID { return ShardID{K: k, M: m, Index: i} }
 	if _, err := g.Add(id(0), tg.data[0]); err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestAddRejects(t *testing.T) {
 		}
 	}
 	// Parity shorter than data already held.
-	g2, _ := NewGroup(k, m)
+	g2, _ := NewGroup(k, m, ShardSize)
 	g2.Add(id(0), tg.data[0])
 	if _, err := g2.Add(id(k), tg.parity[0][:50]); !errors.Is(err, ErrLength) {
 		t.Errorf("short parity after long data: %v", err)
@@ -322,10 +322,10 @@ func TestAddRejects(t *testing.T) {
 	if got := g.MissingData(nil); fmt.Sprint(got) != "[1 2 3]" {
 		t.Fatalf("MissingData = %v", got)
 	}
-	if _, err := NewGroup(0, 1); !errors.Is(err, ErrArgs) {
+	if _, err := NewGroup(0, 1, ShardSize); !errors.Is(err, ErrArgs) {
 		t.Errorf("NewGroup(0,1): %v", err)
 	}
-	if _, err := NewGroup(MaxK+1, 1); !errors.Is(err, ErrArgs) {
+	if _, err := NewGroup(MaxK+1, 1, ShardSize); !errors.Is(err, ErrArgs) {
 		t.Errorf("NewGroup(MaxK+1,1): %v", err)
 	}
 }
@@ -336,7 +336,7 @@ func TestCorruptParity(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	k, m := 3, 2
 	tg := newTestGroup(t, rng, []int{80, 80, 80}, m)
-	g, _ := NewGroup(k, m)
+	g, _ := NewGroup(k, m, ShardSize)
 	bad := append(append([]byte{}, tg.parity[0]...), 0x55)
 	bad2 := append(append([]byte{}, tg.parity[1]...), 0x17)
 	g.Add(ShardID{K: k, M: m, Index: k}, bad)
@@ -423,7 +423,7 @@ func TestInversionReset(t *testing.T) {
 	// The fresh coder is the same code.
 	rng := rand.New(rand.NewPCG(13, 14))
 	tg := newTestGroup(t, rng, []int{9, 9, 9, 9, 4}, count)
-	g, _ := NewGroup(k, count)
+	g, _ := NewGroup(k, count, ShardSize)
 	for idx := k; idx < 2*k; idx++ {
 		g.Add(ShardID{K: k, M: count, Index: idx}, tg.shard(k, idx))
 	}
@@ -438,7 +438,7 @@ func TestInversionReset(t *testing.T) {
 func TestAfterDone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	tg := newTestGroup(t, rng, []int{50, 50}, 2)
-	g, _ := NewGroup(2, 2)
+	g, _ := NewGroup(2, 2, ShardSize)
 	g.Add(ShardID{K: 2, M: 2, Index: 0}, tg.data[0])
 	if done, _ := g.Add(ShardID{K: 2, M: 2, Index: 3}, tg.parity[1]); !done {
 		t.Fatal("not done with 2 of 2")
@@ -490,7 +490,7 @@ func TestWideGroups(t *testing.T) {
 			}
 		}
 
-		g, err := NewGroup(c.k, c.m)
+		g, err := NewGroup(c.k, c.m, ShardSize)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +501,7 @@ func TestWideGroups(t *testing.T) {
 			for _, i := range perm[:max(lost, 0)] {
 				missing[i] = true
 			}
-			g.Reset(c.k, c.m)
+			g.Reset(c.k, c.m, ShardSize)
 			for _, idx := range perm {
 				if missing[idx] {
 					continue
@@ -530,7 +530,7 @@ func TestWideGroups(t *testing.T) {
 		}
 		// Rows that are not a multiple of 64 bytes cannot be a wide group's parity; data longer
 		// than WideMaxData cannot be its data.
-		g.Reset(c.k, c.m)
+		g.Reset(c.k, c.m, ShardSize)
 		if _, err := g.Add(ShardID{K: c.k, M: c.m, Index: c.k}, tg.parity[0][:len(tg.parity[0])-1]); !errors.Is(err, ErrLength) {
 			t.Fatalf("k=%d: short parity row: %v", c.k, err)
 		}
@@ -538,5 +538,78 @@ func TestWideGroups(t *testing.T) {
 			t.Fatalf("k=%d: long data shard: %v", c.k, err)
 		}
 		g.Release()
+	}
+}
+
+// TestJumboShards: groups of large-datagram shards (JumboShardSize, data up to 8190 bytes),
+// narrow and wide, full, with a short last shard and ragged, rebuild exactly from any k shards;
+// a group of standard shards refuses them, and only the two shard sizes are groups at all.
+func TestJumboShards(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const maxData = JumboShardSize - lenPrefix
+	for _, k := range []int{1, 10, 32, 33, 129} {
+		full, tail, ragged := make([]int, k), make([]int, k), make([]int, k)
+		for i := range k {
+			full[i], tail[i], ragged[i] = maxData, maxData, rng.IntN(maxData+1)
+		}
+		tail[k-1] = 1 + rng.IntN(maxData-1)
+		for name, lens := range map[string][]int{"full": full, "tail": tail, "ragged": ragged} {
+			const m = 12
+			tg := newTestGroup(t, rng, lens, m)
+			if n := len(tg.parity[0]); n > JumboShardSize || Wide(k) && n%64 != 0 {
+				t.Fatalf("k=%d %s: %d-byte parity rows", k, name, n)
+			}
+			for trial := range 5 {
+				g, err := NewGroup(k, m, JumboShardSize)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lost := rng.Perm(k)[:min(k, m)]
+				missing := map[int]bool{}
+				for _, i := range lost[:rng.IntN(len(lost)+1)] {
+					missing[i] = true
+				}
+				done := false
+				for _, idx := range rng.Perm(k + m) {
+					if missing[idx] || done {
+						continue
+					}
+					if done, err = g.Add(ShardID{K: k, M: m, Index: idx}, tg.shard(k, idx)); err != nil {
+						t.Fatalf("k=%d %s trial %d: shard %d: %v", k, name, trial, idx, err)
+					}
+				}
+				out, err := g.Reconstruct()
+				if err != nil {
+					t.Fatalf("k=%d %s trial %d, %d data shards lost: %v", k, name, trial, len(missing), err)
+				}
+				checkData(t, out, tg.data)
+				g.Release()
+			}
+		}
+	}
+	tg := newTestGroup(t, rng, []int{maxData, maxData}, 1)
+	std, _ := NewGroup(2, 1, ShardSize)
+	if _, err := std.Add(ShardID{K: 2, M: 1, Index: 0}, tg.data[0]); !errors.Is(err, ErrLength) {
+		t.Errorf("a standard group took an 8190-byte data shard: %v", err)
+	}
+	if _, err := std.Add(ShardID{K: 2, M: 1, Index: 2}, tg.parity[0]); !errors.Is(err, ErrLength) {
+		t.Errorf("a standard group took an 8192-byte parity shard: %v", err)
+	}
+	big, _ := NewGroup(2, 1, JumboShardSize)
+	if _, err := big.Add(ShardID{K: 2, M: 1, Index: 0}, make([]byte, maxData+1)); !errors.Is(err, ErrLength) {
+		t.Errorf("a jumbo group took an 8191-byte data shard: %v", err)
+	}
+	if _, err := big.Add(ShardID{K: 2, M: 1, Index: 2}, make([]byte, JumboShardSize+1)); !errors.Is(err, ErrLength) {
+		t.Errorf("a jumbo group took an 8193-byte parity shard: %v", err)
+	}
+	for _, n := range []int{0, 4096, JumboShardSize * 2} {
+		if _, err := NewGroup(2, 1, n); !errors.Is(err, ErrArgs) {
+			t.Errorf("a group of %d-byte shards: %v", n, err)
+		}
+	}
+	var e Encoder
+	par := [][]byte{make([]byte, 0, JumboShardSize+64)}
+	if err := e.Encode([][]byte{make([]byte, maxData+1)}, 0, par); !errors.Is(err, ErrArgs) {
+		t.Errorf("encoding an 8191-byte data shard: %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func FuzzDecoder(f *testing.F) {
 		}
 		tg := newTestGroup(t, rng, lens, nParity)
 		n := k + nParity
-		g, err := NewGroup(k, m)
+		g, err := NewGroup(k, m, ShardSize)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func FuzzDecoder(f *testing.F) {
 
 		// The recycled group and its pooled buffers decode genuine shards afterwards, from the
 		// last k indices so that parity is used whenever there is some.
-		if err := g.Reset(k, m); err != nil {
+		if err := g.Reset(k, m, ShardSize); err != nil {
 			t.Fatal(err)
 		}
 		for idx := n - 1; idx >= 0 && !g.Done(); idx-- {

@@ -24,8 +24,26 @@ type ShardID struct {
 	K, M, Index int
 }
 
-// bufPool holds shard buffers; a pointer to an array goes through sync.Pool without allocating.
-var bufPool = sync.Pool{New: func() any { return new([ShardSize]byte) }}
+// bufPools hold shard buffers of the two sizes (ShardSize, JumboShardSize); a pointer to an array
+// goes through sync.Pool without allocating.
+var bufPools = [2]sync.Pool{{New: func() any { return new([ShardSize]byte) }}, {New: func() any { return new([JumboShardSize]byte) }}}
+
+// getBuf returns a pooled buffer of size bytes (ShardSize or JumboShardSize), its full length.
+func getBuf(size int) []byte {
+	if size == JumboShardSize {
+		return bufPools[1].Get().(*[JumboShardSize]byte)[:]
+	}
+	return bufPools[0].Get().(*[ShardSize]byte)[:]
+}
+
+// putBuf returns a buffer from getBuf to its pool.
+func putBuf(b []byte) {
+	if len(b) == JumboShardSize {
+		bufPools[1].Put((*[JumboShardSize]byte)(b))
+	} else {
+		bufPools[0].Put((*[ShardSize]byte)(b))
+	}
+}
 
 // Group assembles one group on the receiver. Shards may be added in any order; as soon as any k
 // distinct ones are held the group is done and Reconstruct returns its k data shards with their
@@ -39,6 +57,7 @@ var bufPool = sync.Pool{New: func() any { return new([ShardSize]byte) }}
 // BLAKE3 digest is the end-to-end check.
 type Group struct {
 	k, m     int
+	shard    int // the largest shard: ShardSize or JumboShardSize
 	rowLen   int // length of the group's parity shards; 0 until one is held
 	maxData  int // longest data shard held
 	have     int // distinct shards held, at most k
@@ -51,18 +70,19 @@ type Group struct {
 	seen  []uint64 // indices held, 0..k+MaxParity-1
 	slot  []uint16
 	size  []uint16
-	buf   []*[ShardSize]byte // slot s holds shard slot[s]; data at [lenPrefix:], parity at [0:]
-	spare []*[ShardSize]byte // rows rebuilt for missing data shard i
+	buf   [][]byte // slot s holds shard slot[s] (a shard-sized buffer); data at [lenPrefix:], parity at [0:]
+	spare [][]byte // rows rebuilt for missing data shard i
 
 	shards [][]byte // k+MaxParity
 	out    [][]byte // k
 }
 
 // NewGroup returns an empty group of k data shards (1..MaxK) and m planned parity shards
-// (0..MaxParity).
-func NewGroup(k, m int) (*Group, error) {
+// (0..MaxParity), whose shards are at most shard bytes (ShardSize, or JumboShardSize in a
+// session of large datagrams).
+func NewGroup(k, m, shard int) (*Group, error) {
 	g := new(Group)
-	if err := g.Reset(k, m); err != nil {
+	if err := g.Reset(k, m, shard); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -70,19 +90,20 @@ func NewGroup(k, m int) (*Group, error) {
 
 // Reset empties g, returns its buffers to the pool and gives it a new shape, so a receiver can
 // recycle Groups. Slices returned by an earlier Reconstruct become invalid.
-func (g *Group) Reset(k, m int) error {
-	if k < 1 || k > MaxK || m < 0 || m > MaxParity {
-		return fmt.Errorf("%w: group %d+%d, want k 1..%d and m 0..%d", ErrArgs, k, m, MaxK, MaxParity)
+func (g *Group) Reset(k, m, shard int) error {
+	if k < 1 || k > MaxK || m < 0 || m > MaxParity || shard != ShardSize && shard != JumboShardSize {
+		return fmt.Errorf("%w: group %d+%d of %d-byte shards, want k 1..%d, m 0..%d, shards of %d or %d bytes",
+			ErrArgs, k, m, shard, MaxK, MaxParity, ShardSize, JumboShardSize)
 	}
 	g.Release()
-	g.k, g.m = k, m
+	g.k, g.m, g.shard = k, m, shard
 	n := k + MaxParity
 	if cap(g.shards) < n {
 		g.seen = make([]uint64, (n+63)/64)
 		g.slot = make([]uint16, k)
 		g.size = make([]uint16, k)
-		g.buf = make([]*[ShardSize]byte, k)
-		g.spare = make([]*[ShardSize]byte, k)
+		g.buf = make([][]byte, k)
+		g.spare = make([][]byte, k)
 		g.shards = make([][]byte, n)
 		g.out = make([][]byte, k)
 	}
@@ -96,12 +117,12 @@ func (g *Group) Reset(k, m int) error {
 // returned by Reconstruct become invalid.
 func (g *Group) Release() {
 	for s := range g.have {
-		bufPool.Put(g.buf[s])
+		putBuf(g.buf[s])
 		g.buf[s] = nil
 	}
 	for i, b := range g.spare {
 		if b != nil {
-			bufPool.Put(b)
+			putBuf(b)
 			g.spare[i] = nil
 		}
 	}
@@ -143,8 +164,8 @@ func (g *Group) MissingData(dst []int) []int {
 
 // Add offers one shard. It returns done once k distinct shards are held. A shard whose shape
 // differs from the group's (ErrShape), whose index is out of range (ErrIndex), or whose length
-// cannot belong to the group (ErrLength: a data shard over MaxData or longer than the group's
-// parity allows, a parity shard not 2..ShardSize bytes, or not the length of the group's other
+// cannot belong to the group (ErrLength: a data shard longer than the group's shard size or its
+// parity allows, a parity shard not 2..shard bytes, or not the length of the group's other
 // parity) is rejected and changes nothing, duplicate or not. Valid duplicates, and valid shards
 // arriving after the group is done, are ignored (nil error). payload is copied; the caller keeps
 // it.
@@ -161,14 +182,14 @@ func (g *Group) Add(id ShardID, payload []byte) (done bool, err error) {
 		if n > g.maxDataLen() {
 			return done, fmt.Errorf("%w: data shard %d of %d bytes, max %d", ErrLength, id.Index, n, g.maxDataLen())
 		}
-	} else if n < lenPrefix || n > ShardSize || g.rowLen != 0 && n != g.rowLen || g.rowLen == 0 && !g.fitsRow(n) {
+	} else if n < lenPrefix || n > g.shard || g.rowLen != 0 && n != g.rowLen || g.rowLen == 0 && !g.fitsRow(n) {
 		return done, fmt.Errorf("%w: parity shard %d of %d bytes (group parity %d, longest data %d)", ErrLength, id.Index, n, g.rowLen, g.maxData)
 	}
 	if done || g.Has(id.Index) {
 		return done, nil
 	}
 
-	b := bufPool.Get().(*[ShardSize]byte)
+	b := getBuf(g.shard)
 	s := g.have
 	g.buf[s], g.slot[s], g.size[s] = b, uint16(id.Index), uint16(n)
 	if id.Index < g.k {
@@ -176,7 +197,7 @@ func (g *Group) Add(id ShardID, payload []byte) (done bool, err error) {
 		g.maxData = max(g.maxData, n)
 		g.dataHave++
 	} else {
-		copy(b[:], payload)
+		copy(b, payload)
 		g.rowLen = n
 		g.top = max(g.top, id.Index-g.k+1)
 	}
@@ -195,9 +216,9 @@ func (g *Group) maxDataLen() int {
 		return g.rowLen - lenPrefix
 	}
 	if Wide(g.k) {
-		return WideMaxData
+		return g.shard/64*64 - lenPrefix // WideMaxData for standard shards
 	}
-	return MaxData
+	return g.shard - lenPrefix // MaxData for standard shards
 }
 
 // Reconstruct returns the group's k data shards in index order with their exact lengths,
@@ -242,7 +263,7 @@ func (g *Group) Reconstruct() ([][]byte, error) {
 	}
 	for i := range g.k {
 		if sh[i] == nil {
-			g.spare[i] = bufPool.Get().(*[ShardSize]byte)
+			g.spare[i] = getBuf(g.shard)
 			sh[i] = g.spare[i][:0]
 		}
 	}

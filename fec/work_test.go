@@ -53,12 +53,12 @@ func TestWideWorkAfterGC(t *testing.T) {
 	}
 	const m = 4
 	tg := newTestGroup(t, rand.New(rand.NewPCG(5, 6)), fullLens(k), m)
-	g, err := NewGroup(k, m)
+	g, err := NewGroup(k, m, ShardSize)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rebuild := func() {
-		g.Reset(k, m)
+		g.Reset(k, m, ShardSize)
 		for idx := m; idx < k+m; idx++ { // the first m data shards lost
 			if _, err := g.Add(ShardID{K: k, M: m, Index: idx}, tg.shard(k, idx)); err != nil {
 				t.Fatal(err)

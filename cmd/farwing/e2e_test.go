@@ -218,7 +218,7 @@ func fileSum(t *testing.T, p string) string {
 }
 
 // TestLabLoopback copies through sshd's loopback address from namespace B itself: the handshake
-// agrees on 8 KiB chunks (datagrams of 8238 bytes; standard ones are at most 1452), push and pull
+// agrees on 8 KiB chunks (datagrams of 8236 bytes; standard ones are at most 1452), push and pull
 // arrive intact, and FARWING_JUMBO=0 keeps the standard size. The chunk size is read from the
 // mean datagram (wire bytes over datagrams sent), not from wire/file bytes: a loaded machine can
 // delay a loopback receiver long enough for a few hundred datagrams to be re-sent, which moves

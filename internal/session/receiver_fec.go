@@ -129,7 +129,7 @@ func (r *Receiver) addParity(b *rxBlock, f wire.DataFrame, payload []byte) bool 
 	g := fx.groups[first]
 	if g == nil {
 		g = groupPool(k).Get().(*fec.Group)
-		if err = g.Reset(k, id.M); err == nil {
+		if err = g.Reset(k, id.M, shardFor(b.chunk)); err == nil {
 			_, err = g.Add(id, payload)
 		}
 		if err != nil {

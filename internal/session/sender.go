@@ -235,6 +235,7 @@ type Sender struct {
 	fecK      int // group size (0: FEC off; -1: fec.GroupSize of each block)
 	waitAt    time.Time
 	enc       fec.Encoder
+	shard     int // fec.ShardSize, or fec.JumboShardSize with large chunks (wire.JumboChunkSize)
 	shards    [fec.MaxK][]byte
 	par1      [1][]byte
 	parAll    [fec.MaxParity][]byte
@@ -281,10 +282,7 @@ func NewSender(p *Path, plan *fcopy.Plan, pool *fcopy.Pool, cfg SenderConfig) *S
 	}
 	s := &Sender{path: p, plan: plan, pool: pool, cfg: cfg, chunk: p.ChunkSize(), dgram: wire.DatagramFor(p.ChunkSize()), pacer: lane.NewPacer(1e6, 2*time.Millisecond),
 		blocks: map[uint32]*txBlock{}, window: uint32(cfg.Window),
-		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC}
-	if s.chunk != wire.ChunkSize {
-		s.fec = fec.Mode{Kind: fec.ModeOff} // FEC's shards are standard chunks
-	}
+		fbCh: make(chan []byte, 256), kick: make(chan struct{}, 1), peerDone: make(chan struct{}), fec: cfg.FEC, shard: shardFor(p.ChunkSize())}
 	s.end = s.windowEnd()
 	s.batchMax = min(maxBatch, batchBytes/s.dgram)
 	s.laneRun = max(laneRunBytes/s.dgram, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/wire"
 )
 
 // txGroup is the sender's view of one FEC group: k data chunks of a block, the parity planned for
@@ -29,21 +30,45 @@ type txGroup struct {
 	tail       bool   // planned as a tail group
 	urgent     bool   // a shard sent before the last repair was lost since
 	lastRepair int64  // ns since the sender's start
-	// par holds a wide group's parity rows (fec.MaxParity of them, parLen bytes each) from when
-	// the first is needed until the group is done: the Leopard code computes them all in one
-	// pass.
-	par    *[fec.MaxParity * fec.ShardSize]byte
+	// par holds a wide group's parity rows (fec.MaxParity of them, parLen bytes each, one every
+	// shard bytes) from when the first is needed until the group is done: the Leopard code
+	// computes them all in one pass.
+	par    []byte
 	parLen int
 }
 
-var wideParPool = sync.Pool{New: func() any { return new([fec.MaxParity * fec.ShardSize]byte) }}
-
-// dropParity returns a wide group's parity rows to the pool.
-func (g *txGroup) dropParity() {
-	if g.par != nil {
-		wideParPool.Put(g.par)
-		g.par = nil
+// shardFor is the FEC shard size of a session of chunk-byte chunks: a parity row is a chunk and
+// the 2-byte length prefix.
+func shardFor(chunk int) int {
+	if chunk == wire.JumboChunkSize {
+		return fec.JumboShardSize
 	}
+	return fec.ShardSize
+}
+
+// wideParPools hold the parity rows of wide groups of standard and of large chunks.
+var wideParPools = [2]sync.Pool{{New: func() any { return new([fec.MaxParity * fec.ShardSize]byte) }},
+	{New: func() any { return new([fec.MaxParity * fec.JumboShardSize]byte) }}}
+
+// getParity returns pooled room for a wide group's parity rows of shard bytes each.
+func getParity(shard int) []byte {
+	if shard == fec.JumboShardSize {
+		return wideParPools[1].Get().(*[fec.MaxParity * fec.JumboShardSize]byte)[:]
+	}
+	return wideParPools[0].Get().(*[fec.MaxParity * fec.ShardSize]byte)[:]
+}
+
+// dropParity returns a wide group's parity rows to their pool.
+func (g *txGroup) dropParity() {
+	switch len(g.par) {
+	case 0:
+		return
+	case fec.MaxParity * fec.JumboShardSize:
+		wideParPools[1].Put((*[fec.MaxParity * fec.JumboShardSize]byte)(g.par))
+	default:
+		wideParPools[0].Put((*[fec.MaxParity * fec.ShardSize]byte)(g.par))
+	}
+	g.par = nil
 }
 
 func (g *txGroup) acked() int { return int(g.dataAcked) + bits.OnesCount64(g.parAcked) }
@@ -218,9 +243,9 @@ func (s *Sender) planRepairs(now time.Time) {
 // spare capacity (the batch buffer, right after the frame header) and returns it. A narrow group
 // codes just that index; a wide one codes all its parity once and keeps it until b is released.
 func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byte) []byte {
-	k := int(gr.k)
+	k, z := int(gr.k), s.shard
 	if fec.Wide(k) && gr.par != nil {
-		return append(dst, gr.par[par*fec.ShardSize:par*fec.ShardSize+gr.parLen]...)
+		return append(dst, gr.par[par*z:par*z+gr.parLen]...)
 	}
 	data := s.shards[:k]
 	for i := range data {
@@ -229,17 +254,17 @@ func (s *Sender) encodeParity(b *txBlock, gr *txGroup, first, par int, dst []byt
 	}
 	defer clear(data)
 	if fec.Wide(k) {
-		gr.par = wideParPool.Get().(*[fec.MaxParity * fec.ShardSize]byte)
+		gr.par = getParity(z)
 		all := s.parAll[:]
 		for j := range all {
-			all[j] = gr.par[j*fec.ShardSize : j*fec.ShardSize : (j+1)*fec.ShardSize]
+			all[j] = gr.par[j*z : j*z : (j+1)*z]
 		}
 		if err := s.enc.Encode(data, 0, all); err != nil {
 			panic(fmt.Sprintf("session: parity of a %d-chunk group: %v", k, err))
 		}
 		gr.parLen = len(all[0])
 		clear(all)
-		return append(dst, gr.par[par*fec.ShardSize:par*fec.ShardSize+gr.parLen]...)
+		return append(dst, gr.par[par*z:par*z+gr.parLen]...)
 	}
 	s.par1[0] = dst
 	if err := s.enc.Encode(data, par, s.par1[:]); err != nil {

@@ -324,8 +324,9 @@ func admitAllOn(t *testing.T, p *Path, recv *Receiver) {
 }
 
 // TestJumboTransfer: on a path whose handshake agreed on large chunks, files of sizes around
-// chunk, piece and block boundaries arrive intact, without loss and with 3 % each way; the
-// datagram count shows the chunk size in use.
+// chunk, piece and block boundaries arrive intact, without loss and with 3 % each way, where
+// parity of large chunks rebuilds groups at the receiver; the datagram count shows the chunk size
+// in use.
 func TestJumboTransfer(t *testing.T) {
 	sizes := []int{3*fcopy.BlockSize + 5*wire.JumboChunkSize + 17, wire.JumboChunkSize, wire.JumboChunkSize + 1, 1, fcopy.BlockSize - 1}
 	total := 0
@@ -333,10 +334,10 @@ func TestJumboTransfer(t *testing.T) {
 		total += n
 	}
 	for _, loss := range []float64{0, 0.03} {
-		st, _ := transferWith(t, loss, 11, sizes, SenderConfig{Rate: 500e6, Window: 4, InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}},
-			xferOpts{jumbo: true})
-		if st.Parity != 0 {
-			t.Fatalf("loss %.0f%%: FEC ran on large chunks (%d parity datagrams)", loss*100, st.Parity)
+		st, rs := transferWith(t, loss, 11, sizes, SenderConfig{Rate: 500e6, Window: 4, InitialRTT: 5 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}},
+			xferOpts{jumbo: true, fecLoss: loss})
+		if loss == 0 && st.Parity != 0 || loss > 0 && (st.Parity == 0 || rs.FECRebuilt == 0) {
+			t.Fatalf("loss %.0f%%: %d parity datagrams, %d groups rebuilt by FEC", loss*100, st.Parity, rs.FECRebuilt)
 		}
 		// One datagram per 8 KiB chunk and one per block hash, plus re-sends.
 		if minDg := uint64(total / wire.JumboChunkSize); st.Datagrams < minDg || st.Datagrams-st.Retransmitted > 2*minDg {

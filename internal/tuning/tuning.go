@@ -109,11 +109,10 @@ func (s Settings) Writer(o fcopy.WriterOptions) fcopy.WriterOptions {
 
 // Jumbo says whether a client proposes large datagrams (wire.JumboChunkSize chunks) in the
 // handshake with a server at addr: on a loopback path whose interface takes them (its MTU is
-// normally 65,536), unless FEC was asked for (its shards are standard chunks) or NoJumbo.
-// Loopback copies of 2 GiB: 1.14 against 1.38 CPU s/GiB, 12.2 against 10.0 Gbit/s (medians of
-// 6, interleaved).
-func (s Settings) Jumbo(addr netip.Addr, m fec.Mode) bool {
-	return addr.Unmap().IsLoopback() && m.Kind != fec.ModeFixed && !s.NoJumbo &&
+// normally 65,536), unless NoJumbo. Loopback copies of 2 GiB: 1.14 against 1.38 CPU s/GiB, 12.2
+// against 10.0 Gbit/s (medians of 6, interleaved).
+func (s Settings) Jumbo(addr netip.Addr) bool {
+	return addr.Unmap().IsLoopback() && !s.NoJumbo &&
 		loopbackMTU() >= wire.DatagramFor(wire.JumboChunkSize)+lane.IPv6UDPHeaders
 }
 

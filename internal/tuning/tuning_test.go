@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	fcopy "github.com/farwing/farwing/copy"
-	"github.com/farwing/farwing/fec"
 )
 
 // env is an environment of the given variables.
@@ -81,20 +80,17 @@ func TestWindows(t *testing.T) {
 	}
 }
 
-// TestJumboOff: NoJumbo, a fixed FEC or a path that is not loopback keep standard chunks.
+// TestJumboOff: NoJumbo or a path that is not loopback keep standard chunks.
 func TestJumboOff(t *testing.T) {
 	lo := mustAddr("127.0.0.1")
-	if (Settings{NoJumbo: true}).Jumbo(lo, fec.Mode{}) {
+	if (Settings{NoJumbo: true}).Jumbo(lo) {
 		t.Error("NoJumbo: large chunks proposed")
 	}
-	if (Settings{}).Jumbo(lo, fec.Mode{Kind: fec.ModeFixed, K: 10, M: 2}) {
-		t.Error("fixed FEC: large chunks proposed")
-	}
-	if (Settings{}).Jumbo(mustAddr("198.18.0.2"), fec.Mode{}) {
+	if (Settings{}).Jumbo(mustAddr("198.18.0.2")) {
 		t.Error("not loopback: large chunks proposed")
 	}
-	if loopbackMTU() >= 9000 && !(Settings{}).Jumbo(lo, fec.Mode{}) {
-		t.Errorf("loopback MTU %d, auto FEC: no large chunks", loopbackMTU())
+	if loopbackMTU() >= 9000 && !(Settings{}).Jumbo(lo) {
+		t.Errorf("loopback MTU %d: no large chunks", loopbackMTU())
 	}
 }
 

@@ -31,9 +31,12 @@ const (
 	// MaxDatagramV6 so a session never depends on the address family.
 	ChunkSize = MaxDatagramV6 - Overhead - DataFrameLen - 2 // 1406; Reed-Solomon parity of such chunks is 2 bytes longer and still fits
 	// JumboChunkSize is the chunk of a session whose lanes agreed on large datagrams in their
-	// handshake (a loopback path: MTU 65536), without FEC. Per-datagram costs (AEAD set-up and
+	// handshake (loopback, or --mtu where the path proves it). Per-datagram costs (AEAD set-up and
 	// tag, framing, acknowledgement, the kernel's per-segment work) are then paid once per 8 KiB.
-	JumboChunkSize = 8192
+	// It is 8 KiB less the 2 bytes Reed-Solomon parity adds (fec.JumboShardSize), so that a parity
+	// row of whole chunks is a multiple of 64 bytes, as the wide code wants, and no longer than
+	// the largest data datagram.
+	JumboChunkSize = 8190
 )
 
 // DatagramFor returns the largest datagram of a session whose chunks are chunk bytes: a data

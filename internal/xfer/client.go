@@ -34,8 +34,7 @@ type Options struct {
 	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any).
 	Ports session.PortRange
 	// MTU (--mtu) is the path MTU the user says the path carries, in bytes (0: not said). From
-	// session.JumboMTU on, the client proposes large datagrams (wire.JumboChunkSize chunks, FEC
-	// off), which the session uses only where every lane proves them each way in its handshake
+	// session.JumboMTU on, the client proposes large datagrams (wire.JumboChunkSize chunks), which the session uses only where every lane proves them each way in its handshake
 	// (docs/PROTOCOL.md, "Hello"); otherwise standard chunks, as without it.
 	MTU int
 	// Compare is what makes a destination file count as already there, and not sent: the same

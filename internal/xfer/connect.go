@@ -20,7 +20,6 @@ import (
 
 	"github.com/farwing/farwing/bootstrap"
 	fcopy "github.com/farwing/farwing/copy"
-	"github.com/farwing/farwing/fec"
 	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
@@ -429,7 +428,7 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	path := session.NewPath(conns, crypto, false)
 	path.SetDebugLog(o.debugLog())
 	c.path, c.addr = path, addr
-	c.jumbo = o.Tuning.Jumbo(addr, o.FEC) || o.MTU >= session.JumboMTU && o.FEC.Kind != fec.ModeFixed && !o.Tuning.NoJumbo
+	c.jumbo = o.Tuning.Jumbo(addr) || o.MTU >= session.JumboMTU && !o.Tuning.NoJumbo
 	if c.jumbo {
 		for i, p := range ready.Ports { // ProposeJumbo asks the lanes that go off this host for the don't-fragment bit
 			path.SetPeer(i, netip.AddrPortFrom(addr, uint16(p)))

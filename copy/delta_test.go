@@ -1,0 +1,87 @@
+package copy
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPlanDeltas: a compared file sends the blocks its answer names and every block past the
+// offer, and only those are numbered; offsets, lengths, bytes and the window follow them.
+func TestPlanDeltas(t *testing.T) {
+	files := []File{{Name: "a", Size: 5*BlockSize + 10}, {Name: "d", Dir: true}, {Name: "d/b", Size: 3 * BlockSize}}
+	p, err := NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offered 5 of a's 6 blocks; blocks 1 and 3 differ: 1, 3 and 5 (the tail) are sent.
+	if err := p.ApplyDeltas([]*Delta{{File: 0, Blocks: 5, Send: []byte{0b01010}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p.NumBlocks() != 6 {
+		t.Fatalf("%d blocks numbered, want 6", p.NumBlocks())
+	}
+	for b, want := range []struct {
+		file int
+		off  int64
+		n    int
+	}{{0, BlockSize, BlockSize}, {0, 3 * BlockSize, BlockSize}, {0, 5 * BlockSize, 10}, {2, 0, BlockSize}} {
+		if f, off, n := p.Locate(uint32(b)); f != want.file || off != want.off || n != want.n {
+			t.Errorf("block %d: file %d offset %d, %d bytes; want %+v", b, f, off, n, want)
+		}
+	}
+	if got := p.SentBytes(0); got != 2*BlockSize+10 {
+		t.Errorf("a sends %d bytes", got)
+	}
+	if p.TotalBytes() != 5*BlockSize+10 {
+		t.Errorf("the plan sends %d bytes", p.TotalBytes())
+	}
+	if s := p.DeltaStats(); s != (DeltaStats{Files: 1, KeptBlocks: 3, SentBlocks: 3, KeptBytes: 3 * BlockSize}) {
+		t.Errorf("stats %+v", s)
+	}
+	// a's last block (10 bytes) is charged its length: a window of two blocks from block 1 holds
+	// it and one whole block, not two.
+	if e := p.WindowEnd(0, 2); e != 2 {
+		t.Errorf("window of 2 from 0 ends at %d, want 2", e)
+	}
+	if e := p.WindowEnd(1, 2); e != 3 {
+		t.Errorf("window of 2 from 1 ends at %d, want 3", e)
+	}
+	if e := p.WindowEnd(2, 2); e != 4 {
+		t.Errorf("window of 2 from 2 ends at %d, want 4", e)
+	}
+}
+
+// TestPlanDeltasRefused: an outcome the plan cannot take leaves it as it was.
+func TestPlanDeltasRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    []*Delta
+		want string
+	}{
+		{"a directory", []*Delta{{File: 1, Blocks: 1, Send: []byte{0}}}, "not a regular file"},
+		{"beyond the list", []*Delta{{File: 9, Blocks: 1, Send: []byte{0}}}, "not a regular file"},
+		{"a skipped file", []*Delta{{File: 2, Blocks: 1, Send: []byte{0}}}, "already there"},
+		{"more blocks than the file", []*Delta{{File: 0, Blocks: 7, Send: []byte{0}}}, "blocks compared"},
+		{"no block", []*Delta{{File: 0, Blocks: 0, Send: nil}}, "blocks compared"},
+		{"a bitmap too long", []*Delta{{File: 0, Blocks: 5, Send: []byte{0, 0}}}, "bytes of blocks to send"},
+		{"a bit past the offer", []*Delta{{File: 0, Blocks: 5, Send: []byte{0x20}}}, "beyond the 5 offered"},
+		{"twice", []*Delta{{File: 0, Blocks: 1, Send: []byte{0}}, {File: 0, Blocks: 1, Send: []byte{0}}}, "twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := NewPlan([]File{{Name: "a", Size: 5*BlockSize + 10}, {Name: "d", Dir: true}, {Name: "d/b", Size: 3 * BlockSize}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Skip([]int{2}); err != nil {
+				t.Fatal(err)
+			}
+			before := p.NumBlocks()
+			if err := p.ApplyDeltas(c.d); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error saying %q", err, c.want)
+			}
+			if p.NumBlocks() != before || p.DeltaStats().Files != 0 {
+				t.Errorf("the plan changed: %d blocks, %+v", p.NumBlocks(), p.DeltaStats())
+			}
+		})
+	}
+}

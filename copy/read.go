@@ -126,10 +126,11 @@ type Opener func(i int) (io.ReaderAt, io.Closer, error)
 const readSize = 4 * PieceSize
 
 // Read reads every block of plan in order (skipped files are not opened, a resumed file's kept
-// blocks and a compared file's unchanged ones are not read), hashes it, and sends it to out. digest is called with
-// each file's whole-file BLAKE3 digest as soon as its last block has been hashed, before that
-// block is sent on out; the calls are made in file order, all before Read returns. A file that
-// changes size while it is read is an error.
+// blocks and a compared file's unchanged ones are not read), hashes it, and sends it to out.
+// digest is called with each file's whole-file BLAKE3 digest as soon as its last block has been
+// hashed (the kept blocks' sums in their places), before that block is sent on out; the calls
+// are made in file order, all before Read returns. A file that changes size while it is read is
+// an error.
 //
 // Each block is read readSize bytes at a time, and each piece hashed as soon as it is in memory
 // (BlockHasher): hashing whole blocks afterwards, on a pool of workers, read them back from DRAM

@@ -12,15 +12,16 @@ import (
 )
 
 // Changed blocks. A regular file of the list that the destination has with another size or time
-// (one that what is already there, have.go, did not take, and that no resume takes) is compared
-// block by block: the receiver hashes the blocks of its old file that the source's blocks
-// overlap whole (the same digest the transfer gives each block: tree.go, computed for the
-// source's size), and offers them (Offer: the first Blocks blocks); the sender hashes the same
-// blocks of its source and answers which it sends (a bit per offered block); every block past
-// the offer is sent. The receiver builds the new file in its temporary file, as any other: it
-// copies each kept block from the old file (checking it against its own digest of it) and writes
-// each received one, from the front, so that a resume record counts both; it never writes to the
-// old file, and renames the new one over it only once the whole-file digest matches the sender's.
+// (one that what is already there, have.go, did not take) is compared block by block: the
+// receiver hashes the blocks of its old file that the source's blocks overlap whole (the same
+// digest the transfer gives each block: tree.go, computed for the source's size), and offers them
+// (Offer: the first Blocks blocks); the sender hashes the same blocks of its source and answers
+// which it sends (a bit per offered block); every block past the offer is sent. A file also
+// resumed (resume.go) is compared past the blocks the resume kept. The receiver builds the new
+// file in its temporary file, as any other: it copies each kept block from the old file (checking
+// it against its own digest of it) and writes each received one, from the front, so that a resume
+// record counts both; it never writes to the old file, and renames the new one over it only once
+// the whole-file digest matches the sender's.
 //
 // What each end can do to the other: a sender's answer can only make the receiver keep blocks it
 // offered, which are its own file's at the same place; a receiver's digests can only make the
@@ -59,10 +60,10 @@ func checkBitmap(send []byte, blocks uint32) error {
 }
 
 // ApplyDeltas takes the compared files' outcomes into the plan (both ends, after Skip and any
-// resume, before any data moves): each file sends the blocks its Delta says, and the global
-// numbers cover only those. Each must be a regular file of the plan neither skipped nor resumed
-// nor compared already, its offer within the file's blocks; anything else is refused and the
-// plan left as it was.
+// resume, before any data moves): each file sends the blocks its Delta says, past those a resume
+// kept, and the global numbers cover only those. Each must be a regular file of the plan neither
+// skipped nor compared already, its offer within the file's blocks; anything else is refused and
+// the plan left as it was.
 func (p *Plan) ApplyDeltas(ds []*Delta) error {
 	fs := make([]*deltaFile, len(ds))
 	for k, d := range ds {
@@ -70,8 +71,8 @@ func (p *Plan) ApplyDeltas(ds []*Delta) error {
 		switch {
 		case i < 0 || i >= len(p.Files) || !p.Files[i].Regular():
 			return fmt.Errorf("file index %d is not a regular file of the list", i)
-		case p.skip[i] || p.kept[i] > 0 || p.delta[i] != nil:
-			return fmt.Errorf("file index %d is already there, resumed or compared", i)
+		case p.skip[i] || p.delta[i] != nil:
+			return fmt.Errorf("file index %d is already there or compared", i)
 		case d.Blocks == 0 || d.Blocks > MaxOfferBlocks || uint64(d.Blocks) > blocksOf(p.Files[i].Size):
 			return fmt.Errorf("%d blocks compared of file index %d (%d bytes)", d.Blocks, i, p.Files[i].Size)
 		}
@@ -84,7 +85,7 @@ func (p *Plan) ApplyDeltas(ds []*Delta) error {
 			}
 		}
 		f := &deltaFile{sums: d.sums}
-		for b := range uint32(blocksOf(p.Files[i].Size)) {
+		for b := p.kept[i]; b < uint32(blocksOf(p.Files[i].Size)); b++ {
 			if b >= d.Blocks || sendBit(d.Send, b) {
 				f.send = append(f.send, b)
 			} else {
@@ -118,7 +119,9 @@ func (p *Plan) DeltaStats() DeltaStats {
 			s.Files++
 			s.KeptBlocks += int64(len(d.keep))
 			s.SentBlocks += int64(len(d.send))
-			s.KeptBytes += p.keptBytes(i)
+			for _, b := range d.keep {
+				s.KeptBytes += int64(blockLen(p.Files[i].Size, b))
+			}
 		}
 	}
 	return s
@@ -138,16 +141,11 @@ func (p *Plan) addKept(tree *fileTree, i int, next *int, end uint32) {
 }
 
 // CheckDeltas checks a receiver's offers to compare files against plan (after Skip): regular
-// files of the list that it does not skip and for which it offered no resume (resume), ascending,
-// each once, 1 to MaxOfferBlocks blocks, no more than the file has. whole (--whole-file) or sink
-// (nothing is written): none at all.
-func CheckDeltas(plan *Plan, offers, resume []Offer, whole, sink bool) error {
+// files of the list that it does not skip, ascending, each once, 1 to MaxOfferBlocks blocks, no
+// more than the file has. whole (--whole-file) or sink (nothing is written): none at all.
+func CheckDeltas(plan *Plan, offers []Offer, whole, sink bool) error {
 	if len(offers) > 0 && (whole || sink) {
 		return fmt.Errorf("the receiver offered %d file(s) to compare block by block, though it was asked to take whole files", len(offers))
-	}
-	resumed := map[int]bool{}
-	for _, o := range resume {
-		resumed[o.File] = true
 	}
 	prev := -1
 	for _, o := range offers {
@@ -158,8 +156,8 @@ func CheckDeltas(plan *Plan, offers, resume []Offer, whole, sink bool) error {
 			return fmt.Errorf("file index %d named twice or out of order", o.File)
 		case !plan.Files[o.File].Regular():
 			return fmt.Errorf("file index %d (%s) is not a regular file", o.File, plan.Files[o.File].what())
-		case plan.skip[o.File] || resumed[o.File]:
-			return fmt.Errorf("file index %d is already there or resumed", o.File)
+		case plan.skip[o.File]:
+			return fmt.Errorf("file index %d is already there", o.File)
 		case o.Blocks == 0 || o.Blocks > MaxOfferBlocks || uint64(o.Blocks) > blocksOf(plan.Files[o.File].Size):
 			return fmt.Errorf("%d blocks offered of file index %d (%d bytes)", o.Blocks, o.File, plan.Files[o.File].Size)
 		}
@@ -169,8 +167,9 @@ func CheckDeltas(plan *Plan, offers, resume []Offer, whole, sink bool) error {
 }
 
 // CompareBlocks is the sender's side of the comparison of the offer o (checked with
-// CheckDeltas): it hashes the offered blocks of its source and compares them with the
-// receiver's digests (theirs: 32 bytes per offered block), and sends every block that differs.
+// CheckDeltas, after any resume): it hashes the offered blocks of its source past those the
+// resume kept and compares them with the receiver's digests (theirs: 32 bytes per offered block),
+// and sends every block that differs. The bits of the blocks the resume kept are clear.
 func CompareBlocks(ctx context.Context, plan *Plan, open Opener, o Offer, theirs []byte) (*Delta, error) {
 	if len(theirs) != 32*int(o.Blocks) {
 		return nil, fmt.Errorf("%d bytes of block digests for file %d, offered %d blocks", len(theirs), o.File, o.Blocks)
@@ -185,7 +184,7 @@ func CompareBlocks(ctx context.Context, plan *Plan, open Opener, o Offer, theirs
 	defer c.Close()
 	d := &Delta{File: o.File, Blocks: o.Blocks, Send: make([]byte, (o.Blocks+7)/8)}
 	f := plan.Files[o.File]
-	err = eachBlock(r, f.Size, o.Blocks, func(b uint32, s *BlockSum) {
+	err = eachBlock(r, f.Size, min(plan.kept[o.File], o.Blocks), o.Blocks, func(b uint32, s *BlockSum) {
 		if s.Digest() == [32]byte(theirs[32*b:]) {
 			d.sums = append(d.sums, *s)
 		} else {
@@ -224,12 +223,13 @@ type Deltas struct {
 	plan *Plan
 }
 
-// FindDeltas looks, below the target, at the regular files of files that are neither in have
-// nor offered for a resume (resume) and have bytes: where the destination has, at the name, a
-// regular file of one link (never through a link: a file with other names is sent whole, its
-// blocks could be another name's) that holds at least one of the source's blocks whole, that
-// file is offered for comparison. Nothing is read yet (Hash). whole (--whole-file): none.
-func (t *Target) FindDeltas(files []File, have []int, resume []Offer, whole bool) *Deltas {
+// FindDeltas looks, below the target, at the regular files of files that are not in have and
+// have bytes: where the destination has, at the name, a regular file of one link (never through
+// a link: a file with other names is sent whole, its blocks could be another name's) that holds
+// at least one of the source's blocks whole, that file is offered for comparison (a file also
+// offered for a resume too: it is compared past what the resume keeps). Nothing is read yet
+// (Hash). whole (--whole-file): none.
+func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
 	ds := &Deltas{root: t.root}
 	if whole {
 		return ds
@@ -237,9 +237,6 @@ func (t *Target) FindDeltas(files []File, have []int, resume []Offer, whole bool
 	not := map[int]bool{}
 	for _, i := range have {
 		not[i] = true
-	}
-	for _, o := range resume {
-		not[o.File] = true
 	}
 	t.eachDir(files, func(i int, fd int, dir, base string) {
 		f := files[i]
@@ -331,7 +328,7 @@ func (ds *Deltas) hash(o *oldFile) {
 	if err == nil {
 		defer f.Close()
 		sums := make([]byte, 0, 32*int(o.blocks))
-		if eachBlock(f, size, o.blocks, func(_ uint32, s *BlockSum) { d := s.Digest(); sums = append(sums, d[:]...) }) == nil {
+		if eachBlock(f, size, 0, o.blocks, func(_ uint32, s *BlockSum) { d := s.Digest(); sums = append(sums, d[:]...) }) == nil {
 			o.sums = sums
 			return
 		}

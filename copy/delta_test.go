@@ -85,3 +85,41 @@ func TestPlanDeltasRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanDeltasAfterResume: a file resumed and compared sends, past the blocks the resume kept,
+// only those its answer sends; the answer's bits for the resumed blocks count for nothing.
+func TestPlanDeltasAfterResume(t *testing.T) {
+	p, err := NewPlan([]File{{Name: "a", Size: 5*BlockSize + 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree fileTree
+	var s BlockSum
+	tree.add(&s)
+	tree.add(&s)
+	if err := p.resume([]keptPrefix{{0, 2, &tree}}); err != nil {
+		t.Fatal(err)
+	}
+	// Offered 5 blocks; the answer sends 0 (resumed: nothing), 1 (resumed), 3; 5 is past the offer.
+	if err := p.ApplyDeltas([]*Delta{{File: 0, Blocks: 5, Send: []byte{0b01011}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p.NumBlocks() != 2 {
+		t.Fatalf("%d blocks numbered, want 2", p.NumBlocks())
+	}
+	if _, off, _ := p.Locate(0); off != 3*BlockSize {
+		t.Errorf("block 0 at offset %d, want block 3's", off)
+	}
+	if _, off, n := p.Locate(1); off != 5*BlockSize || n != 10 {
+		t.Errorf("block 1 at offset %d, %d bytes, want block 5's 10", off, n)
+	}
+	if n, b := p.ResumedFiles(); n != 1 || b != 2*BlockSize {
+		t.Errorf("resumed %d files, %d bytes", n, b)
+	}
+	if d := p.DeltaStats(); d != (DeltaStats{Files: 1, KeptBlocks: 2, SentBlocks: 2, KeptBytes: 2 * BlockSize}) {
+		t.Errorf("stats %+v", d)
+	}
+	if p.TotalBytes() != BlockSize+10 {
+		t.Errorf("the plan sends %d bytes", p.TotalBytes())
+	}
+}

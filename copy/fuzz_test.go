@@ -135,7 +135,7 @@ func FuzzDelta(f *testing.F) {
 			return
 		}
 		plan, err := NewPlan(files)
-		if err != nil || CheckDeltas(plan, offers, nil, false, false) != nil {
+		if err != nil || CheckDeltas(plan, offers, false, false) != nil {
 			return
 		}
 		var ds []*Delta

@@ -165,23 +165,23 @@ func haveFile(dirfd int, base string, f File, c Compare) (bool, error) {
 func HashFile(r io.ReaderAt, size int64) ([32]byte, error) {
 	var tree fileTree
 	n := uint32(blocksOf(size)) // filePlan bounds size
-	if err := eachBlock(r, size, n, func(_ uint32, s *BlockSum) { tree.add(s) }); err != nil {
+	if err := eachBlock(r, size, 0, n, func(_ uint32, s *BlockSum) { tree.add(s) }); err != nil {
 		return [32]byte{}, err
 	}
 	return tree.sum(), nil
 }
 
-// eachBlock hashes the first n blocks of r, as blocks of a file of size bytes (the transfer's
-// digest of each: tree.go), and hands each block's sum to fn in order. r must hold those blocks
-// whole: a shorter r is an error.
-func eachBlock(r io.ReaderAt, size int64, n uint32, fn func(b uint32, s *BlockSum)) error {
+// eachBlock hashes blocks from to n (exclusive) of r, as blocks of a file of size bytes (the
+// transfer's digest of each: tree.go), and hands each block's sum to fn in order. r must hold
+// those blocks whole: a shorter r is an error.
+func eachBlock(r io.ReaderAt, size int64, from, n uint32, fn func(b uint32, s *BlockSum)) error {
 	plan, err := filePlan(size)
 	if err != nil {
 		return err
 	}
 	buf := make([]byte, BlockSize)
 	var h BlockHasher
-	for b := range n {
+	for b := from; b < n; b++ {
 		off := int64(b) * BlockSize
 		ln := blockLen(size, b)
 		if m, err := r.ReadAt(buf[:ln], off); m < ln {

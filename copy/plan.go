@@ -303,12 +303,12 @@ func (p *Plan) keptBytes(i int) int64 {
 // Kept is the number of blocks at the start of file i that are not sent (Resume).
 func (p *Plan) Kept(i int) uint32 { return p.kept[i] }
 
-// ResumedFiles counts the files resumed and the bytes they did not send.
+// ResumedFiles counts the files resumed and the bytes of the blocks they kept from the start.
 func (p *Plan) ResumedFiles() (n int, bytes int64) {
-	for i := range p.Files {
+	for i, f := range p.Files {
 		if p.kept[i] > 0 {
 			n++
-			bytes += p.keptBytes(i)
+			bytes += min(int64(p.kept[i])*BlockSize, f.Size)
 		}
 	}
 	return n, bytes

@@ -451,7 +451,7 @@ func (ps *Partials) Hash(plan *Plan) {
 func hashPrefix(r io.ReaderAt, n uint32, size int64) ([]byte, *fileTree, error) {
 	sums := make([]byte, 0, 32*int(n))
 	tree := &fileTree{}
-	err := eachBlock(r, size, n, func(_ uint32, s *BlockSum) {
+	err := eachBlock(r, size, 0, n, func(_ uint32, s *BlockSum) {
 		d := s.Digest()
 		sums = append(sums, d[:]...)
 		tree.add(s)

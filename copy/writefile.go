@@ -106,6 +106,9 @@ func (w *Writer) open(i int) error {
 // reopen continues the kept partial file p of the file wf (Partials.Apply: its kept blocks
 // matched the sender's digests and are not sent), in directory fd.
 func (w *Writer) reopen(wf *wfile, fd int, p *partial) error {
+	if err := w.openOld(wf, fd); err != nil { // compared past the kept blocks too
+		return err
+	}
 	p.f, wf.f, wf.tmp = nil, p.f, p.tmp
 	w.temps[wf] = true
 	w.reg.add(wf.f.Name())

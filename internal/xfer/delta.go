@@ -16,14 +16,14 @@ import (
 // the sender, hashing its own files as they come, never holds more than that unread.
 const hashesAhead = 32 << 20
 
-// deltaSend is the sender's side: the receiver's offers (delta) are checked against plan (after
-// Skip and the resume, whose offers were resume), each offered file's digests are compared with
-// this end's of its source as they come, and its answer sent; the outcomes go into plan.
-func deltaSend(ctx context.Context, ctl *Control, plan *fcopy.Plan, open fcopy.Opener, offers, resume []fcopy.Offer, whole, sink bool) error {
+// deltaSend is the sender's side: the receiver's offers are checked against plan (after Skip and
+// the resume), each offered file's digests are compared with this end's of its source as they
+// come, and its answer sent; the outcomes go into plan.
+func deltaSend(ctx context.Context, ctl *Control, plan *fcopy.Plan, open fcopy.Opener, offers []fcopy.Offer, whole, sink bool) error {
 	if len(offers) == 0 {
 		return nil
 	}
-	if err := fcopy.CheckDeltas(plan, offers, resume, whole, sink); err != nil {
+	if err := fcopy.CheckDeltas(plan, offers, whole, sink); err != nil {
 		return fmt.Errorf("%w: the receiver's offer to compare changed files: %v", ErrProtocol, err)
 	}
 	ds := make([]*fcopy.Delta, 0, len(offers))

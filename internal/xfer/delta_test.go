@@ -316,8 +316,9 @@ func TestInProcessDeltaHostileAnswers(t *testing.T) {
 }
 
 // TestInProcessDeltaResume: a compared file's copy stopped half way leaves its partial file,
-// kept and received blocks alike counted by its record; the next run resumes it, and the file
-// is the source's.
+// kept and received blocks alike counted by its record; the next run resumes it and compares the
+// rest: it keeps the blocks the record counts, then the unchanged blocks past them, sends only
+// the changed ones, and the file is the source's.
 func TestInProcessDeltaResume(t *testing.T) {
 	src, remote := t.TempDir(), t.TempDir()
 	old := randomBytes(resumeSize)
@@ -332,8 +333,18 @@ func TestInProcessDeltaResume(t *testing.T) {
 	interruptedRun(t, true, true, src, remote, "")
 	e := resumeEnv(t, lanetest.Link{}, 10)
 	res := rerun(t, true, e.options(), src, remote, "")
-	if res.ResumedFiles != 1 || res.ResumedBytes <= 0 || res.DeltaFiles != 0 {
-		t.Errorf("resumed %d files (%d bytes), compared %d", res.ResumedFiles, res.ResumedBytes, res.DeltaFiles)
+	prefix := int(res.ResumedBytes / bs)
+	var kept, sent int64
+	for k := prefix; k < resumeSize/bs; k++ {
+		if k%4 == 0 {
+			kept++
+		} else {
+			sent++
+		}
+	}
+	if res.ResumedFiles != 1 || prefix <= 0 || res.DeltaFiles != 1 || res.KeptBlocks != kept || res.SentBlocks != sent || res.Bytes != sent*bs {
+		t.Errorf("resumed %d files (%d blocks), compared %d: kept %d blocks, sent %d (%d bytes); want %d kept, %d sent",
+			res.ResumedFiles, prefix, res.DeltaFiles, res.KeptBlocks, res.SentBlocks, res.Bytes, kept, sent)
 	}
 	fileIs(t, filepath.Join(remote, "big"), newer)
 }

@@ -98,7 +98,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	}
 	if err == nil {
 		// Files the remote has in another version: only the blocks that differ are sent.
-		err = deltaSend(ctx, c.ctl, plan, sources.Open(), have.Delta, have.Resume, o.WholeFile, o.Sink)
+		err = deltaSend(ctx, c.ctl, plan, sources.Open(), have.Delta, o.WholeFile, o.Sink)
 	}
 	if err != nil {
 		var re *RemoteError

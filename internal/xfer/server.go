@@ -189,7 +189,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 			parts = target.FindPartials(hello.Files, have, hello.NoResume)
 			defer parts.Close(target)
-			deltas = target.FindDeltas(hello.Files, have, parts.Offers(), hello.WholeFile)
+			deltas = target.FindDeltas(hello.Files, have, hello.WholeFile)
 		}
 		if err := plan.Skip(have); err != nil {
 			return failLinger(err)
@@ -285,7 +285,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			return fail(err)
 		}
 		// And which of its files in another version are to be compared block by block.
-		if err := deltaSend(ctx, ctl, plan, sources.Open(), acc.Delta, acc.Resume, hello.WholeFile, false); err != nil {
+		if err := deltaSend(ctx, ctl, plan, sources.Open(), acc.Delta, hello.WholeFile, false); err != nil {
 			return fail(err)
 		}
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {

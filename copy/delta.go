@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"golang.org/x/sys/unix"
+	"lukechampine.com/blake3/guts"
 
 	"github.com/farwing/farwing/internal/escape"
 )
@@ -35,14 +36,18 @@ type Delta struct {
 	File   int
 	Blocks uint32
 	Send   []byte
-	sums   []BlockSum // the sender's sums of the kept blocks, in order
+	// The sender's own sums of the kept blocks, in order: their chaining values (32 bytes a
+	// block), or the only block's sum of a one-block file (the root: fileTree.addCV).
+	cvs  [][8]uint32
+	only *BlockSum
 }
 
 // deltaFile is a compared file's place in the plan: the blocks it sends and those kept, ascending,
-// and (the sender's) the sums of the kept ones.
+// and (the sender's) the sums of the kept ones (Delta).
 type deltaFile struct {
 	send, keep []uint32
-	sums       []BlockSum
+	cvs        [][8]uint32
+	only       *BlockSum
 }
 
 // sendBit says whether block k of an offer is sent by the bitmap send.
@@ -84,7 +89,7 @@ func (p *Plan) ApplyDeltas(ds []*Delta) error {
 				return fmt.Errorf("file index %d compared twice", i)
 			}
 		}
-		f := &deltaFile{sums: d.sums}
+		f := &deltaFile{cvs: d.cvs, only: d.only}
 		for b := p.kept[i]; b < uint32(blocksOf(p.Files[i].Size)); b++ {
 			if b >= d.Blocks || sendBit(d.Send, b) {
 				f.send = append(f.send, b)
@@ -92,8 +97,8 @@ func (p *Plan) ApplyDeltas(ds []*Delta) error {
 				f.keep = append(f.keep, b)
 			}
 		}
-		if f.sums != nil && len(f.sums) != len(f.keep) {
-			return fmt.Errorf("internal: %d sums of %d kept blocks of file index %d", len(f.sums), len(f.keep), i)
+		if n := len(f.cvs); f.only != nil && len(f.keep) != 1 || f.only == nil && n > 0 && n != len(f.keep) {
+			return fmt.Errorf("internal: %d sums of %d kept blocks of file index %d", n, len(f.keep), i)
 		}
 		fs[k] = f
 	}
@@ -135,7 +140,11 @@ func (p *Plan) addKept(tree *fileTree, i int, next *int, end uint32) {
 		return
 	}
 	for *next < len(d.keep) && d.keep[*next] < end {
-		tree.add(&d.sums[*next])
+		if d.only != nil {
+			tree.add(d.only)
+		} else {
+			tree.addCV(d.cvs[*next])
+		}
 		*next++
 	}
 }
@@ -185,10 +194,15 @@ func CompareBlocks(ctx context.Context, plan *Plan, open Opener, o Offer, theirs
 	d := &Delta{File: o.File, Blocks: o.Blocks, Send: make([]byte, (o.Blocks+7)/8)}
 	f := plan.Files[o.File]
 	err = eachBlock(r, f.Size, min(plan.kept[o.File], o.Blocks), o.Blocks, func(b uint32, s *BlockSum) {
-		if s.Digest() == [32]byte(theirs[32*b:]) {
-			d.sums = append(d.sums, *s)
-		} else {
+		cv := guts.ChainingValue(s.node)
+		switch {
+		case cvBytes(cv) != [32]byte(theirs[32*b:]):
 			d.Send[b/8] |= 1 << (b % 8)
+		case blocksOf(f.Size) == 1:
+			only := *s
+			d.only = &only
+		default:
+			d.cvs = append(d.cvs, cv)
 		}
 	})
 	if err != nil {

@@ -1,8 +1,11 @@
 package copy
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+
+	"lukechampine.com/blake3/guts"
 )
 
 // TestPlanDeltas: a compared file sends the blocks its answer names and every block past the
@@ -121,5 +124,31 @@ func TestPlanDeltasAfterResume(t *testing.T) {
 	}
 	if p.TotalBytes() != BlockSize+10 {
 		t.Errorf("the plan sends %d bytes", p.TotalBytes())
+	}
+}
+
+// TestTreeByChainingValues: a file's digest built from its blocks' chaining values alone (as the
+// sender keeps its kept blocks' sums) is the one built from their nodes, for files of two blocks
+// on, whichever blocks are given either way.
+func TestTreeByChainingValues(t *testing.T) {
+	for _, size := range []int64{2 * BlockSize, 2*BlockSize + 1, 5*BlockSize - 3, 8 * BlockSize} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i>>13)
+		}
+		want, _ := HashFile(bytes.NewReader(data), size)
+		for mask := 0; mask < 1<<blocksOf(size); mask++ {
+			var tree fileTree
+			err := eachBlock(bytes.NewReader(data), size, 0, uint32(blocksOf(size)), func(b uint32, s *BlockSum) {
+				if mask&(1<<b) != 0 {
+					tree.addCV(guts.ChainingValue(s.node))
+				} else {
+					tree.add(s)
+				}
+			})
+			if err != nil || tree.sum() != want {
+				t.Fatalf("%d bytes, blocks %b by chaining value: digest %x (%v), want %x", size, mask, tree.sum(), err, want)
+			}
+		}
 	}
 }

@@ -119,3 +119,83 @@ func FuzzResume(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDelta: a receiver's offers to compare files and a sender's answers (bitmaps), from the
+// other side, are checked against a plan without panicking; a plan that takes what CheckDeltas
+// and ApplyDeltas accepted numbers exactly the blocks the answers send, each once and in order
+// inside its file, and its bytes add up.
+func FuzzDelta(f *testing.F) {
+	f.Add([]byte(`[{"name":"a","size":5242890},{"name":"b","size":5}]`), []byte(`[{"file":0,"blocks":5},{"file":1,"blocks":1}]`), []byte{0x0a, 0x01})
+	f.Add([]byte(`[{"name":"d","dir":true},{"name":"d/a","size":3}]`), []byte(`[{"file":0,"blocks":1}]`), []byte{0xff})
+	f.Add([]byte(`[{"name":"a","size":9000000}]`), []byte(`[{"file":0,"blocks":9},{"file":0,"blocks":1}]`), []byte{0, 0, 0})
+	f.Fuzz(func(t *testing.T, list, offersb, bits []byte) {
+		var files []File
+		var offers []Offer
+		if json.Unmarshal(list, &files) != nil || json.Unmarshal(offersb, &offers) != nil || len(files) > 50 || len(offers) > 50 {
+			return
+		}
+		plan, err := NewPlan(files)
+		if err != nil || CheckDeltas(plan, offers, false, false) != nil {
+			return
+		}
+		var ds []*Delta
+		for _, o := range offers {
+			n := int(o.Blocks+7) / 8
+			if len(bits) < n {
+				return
+			}
+			ds = append(ds, &Delta{File: o.File, Blocks: o.Blocks, Send: bits[:n]})
+			bits = bits[n:]
+		}
+		if err := plan.ApplyDeltas(ds); err != nil {
+			for _, d := range ds {
+				if checkBitmap(d.Send, d.Blocks) == nil {
+					continue
+				}
+				return // a bitmap with bits past its offer: refused
+			}
+			t.Fatalf("offers accepted, answers of their lengths refused: %v", err)
+		}
+		var total int64
+		for i := range files {
+			total += plan.SentBytes(i)
+		}
+		for _, d := range ds {
+			want := blocksOf(files[d.File].Size) - uint64(d.Blocks)
+			for k := range d.Blocks {
+				if sendBit(d.Send, k) {
+					want++
+				}
+			}
+			if _, n := plan.FileBlocks(d.File); uint64(n) != want {
+				t.Fatalf("file %d sends %d blocks, its answer %d", d.File, n, want)
+			}
+		}
+		if total != plan.TotalBytes() {
+			t.Fatalf("files send %d bytes, the plan %d", total, plan.TotalBytes())
+		}
+		if plan.NumBlocks() < 1<<12 {
+			prevFile, prevOff := -1, int64(-1)
+			for b := range plan.NumBlocks() {
+				i, off, n := plan.Locate(b)
+				if n <= 0 || off+int64(n) > files[i].Size || i < prevFile || i == prevFile && off <= prevOff {
+					t.Fatalf("block %d: file %d offset %d length %d (size %d)", b, i, off, n, files[i].Size)
+				}
+				if k := indexOf(ds, i); k >= 0 && uint32(off/BlockSize) < ds[k].Blocks && !sendBit(ds[k].Send, uint32(off/BlockSize)) {
+					t.Fatalf("block %d: file %d offset %d sent, its answer keeps it", b, i, off)
+				}
+				prevFile, prevOff = i, off
+			}
+		}
+	})
+}
+
+// indexOf is the index of file i's outcome in ds.
+func indexOf(ds []*Delta, i int) int {
+	for k, d := range ds {
+		if d.File == i {
+			return k
+		}
+	}
+	return -1
+}

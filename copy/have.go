@@ -163,28 +163,39 @@ func haveFile(dirfd int, base string, f File, c Compare) (bool, error) {
 // (block nodes of the file's tree, tree.go): b3sum's digest of the file. A file shorter than size
 // is an error.
 func HashFile(r io.ReaderAt, size int64) ([32]byte, error) {
+	var tree fileTree
+	n := uint32(blocksOf(size)) // filePlan bounds size
+	if err := eachBlock(r, size, 0, n, func(_ uint32, s *BlockSum) { tree.add(s) }); err != nil {
+		return [32]byte{}, err
+	}
+	return tree.sum(), nil
+}
+
+// eachBlock hashes blocks from to n (exclusive) of r, as blocks of a file of size bytes (the
+// transfer's digest of each: tree.go), and hands each block's sum to fn in order. r must hold
+// those blocks whole: a shorter r is an error.
+func eachBlock(r io.ReaderAt, size int64, from, n uint32, fn func(b uint32, s *BlockSum)) error {
 	plan, err := filePlan(size)
 	if err != nil {
-		return [32]byte{}, err
+		return err
 	}
 	buf := make([]byte, BlockSize)
 	var h BlockHasher
-	var tree fileTree
-	for b := uint32(0); b < plan.numBlocks; b++ {
+	for b := from; b < n; b++ {
 		off := int64(b) * BlockSize
-		n := int(min(BlockSize, size-off))
-		if m, err := r.ReadAt(buf[:n], off); m < n {
+		ln := blockLen(size, b)
+		if m, err := r.ReadAt(buf[:ln], off); m < ln {
 			if err == nil || errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return [32]byte{}, err
+			return err
 		}
-		h.Reset(plan, b, n)
-		h.Range(buf[:n], 0, n)
+		h.Reset(plan, b, ln)
+		h.Range(buf[:ln], 0, ln)
 		s := h.Sum()
-		tree.add(&s)
+		fn(b, &s)
 	}
-	return tree.sum(), nil
+	return nil
 }
 
 // HashPath is HashFile of the regular file at p, whose size must be size.

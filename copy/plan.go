@@ -88,6 +88,9 @@ type Plan struct {
 	// prefix is the BLAKE3 tree state of each resumed file after its kept blocks (nil: none),
 	// built by each end from its own digests of them.
 	prefix []*fileTree
+	// delta holds, for each file compared block by block with what the destination had (Delta;
+	// nil: not compared), the blocks sent and those the receiver keeps from its old file.
+	delta []*deltaFile
 	// charge is the window charge (Charge) of the blocks of the files before each file.
 	charge []int64
 	// total is TotalBytes, counted whenever the blocks are numbered: the sender asks for it per
@@ -102,7 +105,7 @@ func NewPlan(files []File) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Files: files, first: make([]uint32, len(files)), skip: make([]bool, len(files)),
-		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files)), charge: make([]int64, len(files)+1)}
+		kept: make([]uint32, len(files)), prefix: make([]*fileTree, len(files)), delta: make([]*deltaFile, len(files)), charge: make([]int64, len(files)+1)}
 	return p, p.number() // checkTree bounded every size (checkSize)
 }
 
@@ -113,7 +116,7 @@ func filePlan(size int64) (*Plan, error) {
 		return nil, err
 	}
 	return &Plan{Files: []File{{Size: size}}, first: []uint32{0}, numBlocks: uint32(blocksOf(size)), kept: []uint32{0},
-		skip: []bool{false}, total: size}, nil
+		skip: []bool{false}, delta: []*deltaFile{nil}, total: size}, nil
 }
 
 // number numbers the blocks of the files not skipped.
@@ -163,9 +166,9 @@ func (p *Plan) chargeBefore(b uint32) int64 {
 	if b >= p.numBlocks {
 		return p.charge[len(p.Files)]
 	}
-	file, off, _ := p.Locate(b)
-	// Every block of a file but its last is a whole BlockSize.
-	return p.charge[file] + off - p.keptBytes(file)
+	file, _, _ := p.Locate(b)
+	// Every block of a file but its last is a whole BlockSize, and its last is the last it sends.
+	return p.charge[file] + int64(b-p.first[file])*BlockSize
 }
 
 // WindowEnd is the end (exclusive) of the receive window of window BlockSize blocks whose first
@@ -204,10 +207,30 @@ func blocksOf(size int64) uint64 {
 
 // blocks is the number of blocks file i sends: none once it is skipped, none of those kept.
 func (p *Plan) blocks(i int) uint32 {
-	if p.skip[i] {
+	switch {
+	case p.skip[i]:
 		return 0
+	case p.delta[i] != nil:
+		return uint32(len(p.delta[i].send))
 	}
 	return uint32(blocksOf(p.Files[i].Size)) - p.kept[i] // NewPlan bounded the size by MaxSize
+}
+
+// fileBlock is the index within file i of the k-th block it sends (k beyond them: past the
+// file's end, as for any file).
+func (p *Plan) fileBlock(i int, k uint32) uint32 {
+	if d := p.delta[i]; d != nil {
+		if n := uint32(len(d.send)); k >= n {
+			return uint32(blocksOf(p.Files[i].Size)) + k - n
+		}
+		return d.send[k]
+	}
+	return p.kept[i] + k
+}
+
+// blockLen is the length of block b of a file of size bytes.
+func blockLen(size int64, b uint32) int {
+	return int(min(BlockSize, size-int64(b)*BlockSize))
 }
 
 // Skip takes the files at indexes have (the receiver's report of what it already has) out of the
@@ -225,8 +248,8 @@ func (p *Plan) Skip(have []int) error {
 			return fmt.Errorf("file index %d named twice or out of order", i)
 		case !p.Files[i].Regular():
 			return fmt.Errorf("file index %d (%s) is not a regular file", i, p.Files[i].what())
-		case p.kept[i] > 0:
-			return fmt.Errorf("file index %d is resumed", i)
+		case p.kept[i] > 0 || p.delta[i] != nil:
+			return fmt.Errorf("file index %d is resumed or compared block by block", i)
 		}
 		prev = i
 	}
@@ -262,23 +285,30 @@ func (p *Plan) SentBytes(i int) int64 {
 	if p.skip[i] {
 		return 0
 	}
-	return p.Files[i].Size - p.keptBytes(i)
+	if n := p.blocks(i); n > 0 {
+		// Every block but the file's last is whole, and that one is the last sent if it is sent.
+		return int64(n-1)*BlockSize + int64(blockLen(p.Files[i].Size, p.fileBlock(i, n-1)))
+	}
+	return 0
 }
 
-// keptBytes is what the receiver kept of file i (Resume).
+// keptBytes is what the receiver kept of file i (Resume, Delta).
 func (p *Plan) keptBytes(i int) int64 {
-	return min(int64(p.kept[i])*BlockSize, p.Files[i].Size)
+	if p.skip[i] {
+		return 0
+	}
+	return p.Files[i].Size - p.SentBytes(i)
 }
 
 // Kept is the number of blocks at the start of file i that are not sent (Resume).
 func (p *Plan) Kept(i int) uint32 { return p.kept[i] }
 
-// ResumedFiles counts the files resumed and the bytes they did not send.
+// ResumedFiles counts the files resumed and the bytes of the blocks they kept from the start.
 func (p *Plan) ResumedFiles() (n int, bytes int64) {
-	for i := range p.Files {
+	for i, f := range p.Files {
 		if p.kept[i] > 0 {
 			n++
-			bytes += p.keptBytes(i)
+			bytes += min(int64(p.kept[i])*BlockSize, f.Size)
 		}
 	}
 	return n, bytes
@@ -303,12 +333,8 @@ func (p *Plan) Locate(b uint32) (file int, off int64, n int) {
 	}
 	// A file with no blocks shares its first number with the next file, and the last file whose
 	// first block is ≤ b is therefore always the one holding b.
-	off = int64(b-p.first[lo]+p.kept[lo]) * BlockSize
-	n = BlockSize
-	if rest := p.Files[lo].Size - off; rest < BlockSize {
-		n = int(rest)
-	}
-	return lo, off, n
+	k := p.fileBlock(lo, b-p.first[lo])
+	return lo, int64(k) * BlockSize, blockLen(p.Files[lo].Size, k)
 }
 
 // BlockLen is the length of global block b.

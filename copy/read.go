@@ -126,10 +126,11 @@ type Opener func(i int) (io.ReaderAt, io.Closer, error)
 const readSize = 4 * PieceSize
 
 // Read reads every block of plan in order (skipped files are not opened, a resumed file's kept
-// blocks are not read), hashes it, and sends it to out. digest is called with
-// each file's whole-file BLAKE3 digest as soon as its last block has been hashed, before that
-// block is sent on out; the calls are made in file order, all before Read returns. A file that
-// changes size while it is read is an error.
+// blocks and a compared file's unchanged ones are not read), hashes it, and sends it to out.
+// digest is called with each file's whole-file BLAKE3 digest as soon as its last block has been
+// hashed (the kept blocks' sums in their places), before that block is sent on out; the calls
+// are made in file order, all before Read returns. A file that changes size while it is read is
+// an error.
 //
 // Each block is read readSize bytes at a time, and each piece hashed as soon as it is in memory
 // (BlockHasher): hashing whole blocks afterwards, on a pool of workers, read them back from DRAM
@@ -156,14 +157,11 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 			return err
 		}
 		tree = plan.startTree(i) // after the blocks the receiver kept (Resume)
-		kept := plan.Kept(i)
+		nextKept := 0            // the blocks the receiver keeps from its old file (Delta) go in between
 		var last *Block
 		for k := uint32(0); k < n; k++ {
-			off := int64(kept+k) * BlockSize
-			ln := BlockSize
-			if rest := f.Size - off; rest < BlockSize {
-				ln = int(rest)
-			}
+			_, off, ln := plan.Locate(first + k)
+			plan.addKept(&tree, i, &nextKept, uint32(off/BlockSize))
 			buf, err := pool.GetLen(ctx, ln)
 			if err != nil {
 				c.Close()
@@ -204,11 +202,11 @@ func Read(ctx context.Context, plan *Plan, open Opener, pool *Pool, out chan<- *
 			}
 		}
 		c.Close()
-		if last == nil {
-			digest(i, tree.sum()) // empty, or every block kept
-			continue
-		}
+		plan.addKept(&tree, i, &nextKept, uint32(blocksOf(f.Size)))
 		digest(i, tree.sum())
+		if last == nil {
+			continue // empty, or every block kept
+		}
 		if err := emit(last); err != nil {
 			return err
 		}

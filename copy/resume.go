@@ -300,46 +300,23 @@ func (t *Target) FindPartials(files []File, have []int, remove bool) *Partials {
 	for _, i := range have {
 		skip[i] = true
 	}
-	rootFD, err := unix.Open(t.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return ps
-	}
-	d := &dirs{root: t.root, rootFD: rootFD, curFD: rootFD}
-	defer d.close()
 	listed := map[string][]string{} // directory → its temporary-record names
 	// The directory stays open while the list's entries stay in it (have does the same): a tree
 	// of 100,000 files is not 100,000 walks.
-	cur, fd, walkErr := "", -1, error(nil)
-	defer func() {
-		if fd >= 0 && fd != rootFD {
-			unix.Close(fd)
-		}
-	}()
-	for i, f := range files {
-		if !f.Regular() || skip[i] || f.Size == 0 {
-			continue
-		}
-		dir, base, _ := cutLast(t.rel(f.Name))
-		if fd < 0 && walkErr == nil || dir != cur {
-			if fd >= 0 && fd != rootFD {
-				unix.Close(fd)
-			}
-			cur = dir
-			fd, walkErr = d.walk(dir, 0, false)
-		}
-		if walkErr != nil {
-			continue
+	t.eachDir(files, func(i, fd int, dir, base string) {
+		if skip[i] || files[i].Size == 0 {
+			return
 		}
 		names, ok := listed[dir]
 		if !ok {
 			names = recordNames(fd)
 			listed[dir] = names
 		}
-		if p := findPartial(fd, filepath.Join(t.root, filepath.FromSlash(dir)), names, base, f, remove); p != nil {
+		if p := findPartial(fd, filepath.Join(t.root, filepath.FromSlash(dir)), names, base, files[i], remove); p != nil {
 			p.idx, p.dir, p.base = i, dir, base
 			ps.parts = append(ps.parts, p)
 		}
-	}
+	})
 	return ps
 }
 
@@ -472,29 +449,15 @@ func (ps *Partials) Hash(plan *Plan) {
 // hashPrefix returns the block digests (32 bytes each) of the first n blocks of the file r of
 // size bytes, and its tree state after them.
 func hashPrefix(r io.ReaderAt, n uint32, size int64) ([]byte, *fileTree, error) {
-	plan, err := filePlan(size)
-	if err != nil {
-		return nil, nil, err
-	}
-	buf := make([]byte, BlockSize)
 	sums := make([]byte, 0, 32*int(n))
 	tree := &fileTree{}
-	var h BlockHasher
-	for b := uint32(0); b < n; b++ {
-		off := int64(b) * BlockSize
-		ln := int(min(BlockSize, size-off))
-		if m, err := r.ReadAt(buf[:ln], off); m < ln {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, nil, err
-		}
-		h.Reset(plan, b, ln)
-		h.Range(buf[:ln], 0, ln)
-		s := h.Sum()
+	err := eachBlock(r, size, 0, n, func(_ uint32, s *BlockSum) {
 		d := s.Digest()
 		sums = append(sums, d[:]...)
-		tree.add(&s)
+		tree.add(s)
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return sums, tree, nil
 }

@@ -186,24 +186,49 @@ type fileTree struct {
 	depth   int
 	blocks  uint64 // blocks pushed onto the stack
 	pending guts.Node
-	have    bool
+	// pendingCV is the pending block's chaining value where only that was given (addCV).
+	pendingCV [8]uint32
+	cvOnly    bool
+	have      bool
 }
 
 func (t *fileTree) reset() { t.depth, t.blocks, t.have = 0, 0, false }
 
 // add appends the next block of the file.
 func (t *fileTree) add(s *BlockSum) {
-	if t.have {
-		cv := guts.ChainingValue(t.pending)
-		t.blocks++
-		for total := t.blocks; total&1 == 0; total >>= 1 {
-			t.depth--
-			cv = guts.ChainingValue(guts.ParentNode(t.stack[t.depth], cv, &guts.IV, 0))
-		}
-		t.stack[t.depth] = cv
-		t.depth++
+	t.push()
+	t.pending, t.cvOnly, t.have = s.node, false, true
+}
+
+// addCV appends the next block by its chaining value alone (its digest): enough for any block of
+// a file of more than one block. The only block of a one-block file is the root, whose digest
+// needs its node (add).
+func (t *fileTree) addCV(cv [8]uint32) {
+	t.push()
+	t.pendingCV, t.cvOnly, t.have = cv, true, true
+}
+
+// pendingChain is the pending block's chaining value.
+func (t *fileTree) pendingChain() [8]uint32 {
+	if t.cvOnly {
+		return t.pendingCV
 	}
-	t.pending, t.have = s.node, true
+	return guts.ChainingValue(t.pending)
+}
+
+// push moves the pending block, now known not to be the last, onto the stack.
+func (t *fileTree) push() {
+	if !t.have {
+		return
+	}
+	cv := t.pendingChain()
+	t.blocks++
+	for total := t.blocks; total&1 == 0; total >>= 1 {
+		t.depth--
+		cv = guts.ChainingValue(guts.ParentNode(t.stack[t.depth], cv, &guts.IV, 0))
+	}
+	t.stack[t.depth] = cv
+	t.depth++
 }
 
 // count is the number of blocks added.
@@ -221,7 +246,11 @@ func (t *fileTree) sum() [32]byte {
 		n = guts.CompressChunk(nil, &guts.IV, 0, 0) // the empty file
 	}
 	for k := t.depth - 1; k >= 0; k-- {
-		n = guts.ParentNode(t.stack[k], guts.ChainingValue(n), &guts.IV, 0)
+		cv := guts.ChainingValue(n)
+		if k == t.depth-1 && t.have {
+			cv = t.pendingChain()
+		}
+		n = guts.ParentNode(t.stack[k], cv, &guts.IV, 0)
 	}
 	n.Flags |= guts.FlagRoot
 	w := guts.CompressNode(n)

@@ -67,6 +67,8 @@ type Writer struct {
 	madeDirs map[string]madeDir
 	records  bool      // write resume records (resume.go)
 	resume   *Partials // the kept partial files of resumed files
+	deltas   *Deltas   // the old files of the files compared block by block
+	keepBuf  []byte    // a kept block copied from an old file (fillKept)
 	kept     bool      // Interrupt left partial files for a resume: the registry entry stays
 
 	ckEvery   int64         // a checkpoint every this many bytes of a file (WriterOptions.CheckpointEvery)
@@ -95,6 +97,9 @@ type WriterOptions struct {
 	Records bool
 	// Resume holds the partial files of the files the plan resumes (Partials.Apply).
 	Resume *Partials
+	// Delta holds the old files of the files the plan compared block by block (ApplyDeltas):
+	// their kept blocks are copied from them.
+	Delta *Deltas
 	// Done, when set, is told of each file once it is verified and in place (in sink mode:
 	// verified), on the goroutine that writes.
 	Done func(FileResult)
@@ -145,7 +150,7 @@ func (w *Writer) Stats() WriterStats {
 
 // NewWriter returns a Writer for plan into target (target may be nil in sink mode).
 func NewWriter(plan *Plan, target *Target, o WriterOptions) *Writer {
-	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, done: o.Done, directIO: !o.NoDirectIO,
+	w := &Writer{plan: plan, target: target, sink: o.Sink, preserve: o.Preserve, digest: o.Digest, records: o.Records && !o.Sink, resume: o.Resume, deltas: o.Delta, done: o.Done, directIO: !o.NoDirectIO,
 		temps: map[*wfile]bool{}, madeDirs: map[string]madeDir{}, hardSums: map[string][32]byte{}, hardIDs: map[string]devIno{}, hardFirst: map[string]int{},
 		ckEvery: o.CheckpointEvery, syncEvery: o.DataSyncEvery, calls: o.Calls}
 	if w.ckEvery <= 0 {
@@ -217,6 +222,9 @@ func (w *Writer) WriteChecked(ctx context.Context, b uint32, data []byte, sum *B
 		if err := w.open(file); err != nil {
 			return err
 		}
+	}
+	if err := w.fillKept(w.cur, uint32(off/BlockSize)); err != nil {
+		return err
 	}
 	if wf := w.cur; wf.f != nil {
 		if err := wf.write(data, off); err != nil {
@@ -407,6 +415,7 @@ func (w *Writer) Abort() {
 	for wf := range w.temps {
 		wf.stop()
 		wf.f.Close()
+		wf.closeOld()
 		wf.dropRecord()
 		if fd, err := w.dirs.open(wf.dir, 0o755); err == nil {
 			unix.Unlinkat(fd, wf.tmp, 0)
@@ -424,6 +433,7 @@ func (w *Writer) Interrupt() {
 	for wf := range w.temps {
 		if w.records && wf.rec != nil && wf.stop() {
 			wf.f.Close()
+			wf.closeOld()
 			if wf.dirFD >= 0 {
 				unix.Close(wf.dirFD)
 				wf.dirFD = -1

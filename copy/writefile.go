@@ -46,6 +46,12 @@ type wfile struct {
 	ckMu     sync.Mutex
 	ckStop   bool // no more checkpoints: the file is placed or abandoned
 	recorded bool // a record of it is on disk
+
+	// A file compared block by block (delta.go): its old file, open, and the next of its kept
+	// blocks to copy from it (fillKept).
+	old      *os.File
+	oldFile  *oldFile
+	nextKept int
 }
 
 func (w *Writer) open(i int) error {
@@ -69,8 +75,12 @@ func (w *Writer) open(i int) error {
 	if p := w.resume.take(i); p != nil {
 		return w.reopen(wf, fd, p)
 	}
+	if err := w.openOld(wf, fd); err != nil {
+		return err
+	}
 	f, tmp, err := createPart(fd, dir, wf.base)
 	if err != nil {
+		wf.closeOld()
 		return err
 	}
 	wf.f, wf.tmp = f, tmp
@@ -96,6 +106,9 @@ func (w *Writer) open(i int) error {
 // reopen continues the kept partial file p of the file wf (Partials.Apply: its kept blocks
 // matched the sender's digests and are not sent), in directory fd.
 func (w *Writer) reopen(wf *wfile, fd int, p *partial) error {
+	if err := w.openOld(wf, fd); err != nil { // compared past the kept blocks too
+		return err
+	}
 	p.f, wf.f, wf.tmp = nil, p.f, p.tmp
 	w.temps[wf] = true
 	w.reg.add(wf.f.Name())
@@ -251,6 +264,10 @@ func (wf *wfile) syncBehind(end int64) {
 func (w *Writer) finish(ctx context.Context, i int) error {
 	wf := w.cur
 	f := w.plan.Files[i]
+	if err := w.fillKept(wf, uint32(blocksOf(f.Size))); err != nil {
+		return err
+	}
+	wf.closeOld()
 	got := w.tree.sum()
 	want, err := w.digest(ctx, i)
 	if err != nil {
@@ -409,5 +426,69 @@ func holdReplaced(dirfd int, name string, was *unix.Stat_t) *os.File {
 func closeAll(fs []*os.File) {
 	for _, f := range fs {
 		f.Close()
+	}
+}
+
+// openOld opens, in its directory fd, the old file that the kept blocks of wf (a file compared
+// block by block) are copied from: the file this end offered, still as it was then.
+func (w *Writer) openOld(wf *wfile, fd int) error {
+	d := w.plan.delta[wf.idx]
+	if d == nil || len(d.keep) == 0 {
+		return nil
+	}
+	o := w.deltas.take(wf.idx)
+	var err error
+	if o == nil || o.bad {
+		err = errors.New("it could not be read")
+	} else {
+		wf.old, err = openOldAt(fd, o)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s changed during the copy (%v); run the same command again", ErrDest, escape.Text(wf.final), err)
+	}
+	wf.oldFile = o
+	return nil
+}
+
+// fillKept copies into wf's temporary file, in order, its kept blocks below block end (the
+// file's block index) from the old file, each checked against this end's digest of it when it
+// was compared, and adds them to the file's digest: the file fills from the front, kept and
+// received blocks alike, so a checkpoint's count of blocks holds both.
+func (w *Writer) fillKept(wf *wfile, end uint32) error {
+	d := w.plan.delta[wf.idx]
+	if d == nil || w.sink || wf.nextKept >= len(d.keep) || d.keep[wf.nextKept] >= end {
+		return nil
+	}
+	size := w.plan.Files[wf.idx].Size
+	fp, err := filePlan(size)
+	if err != nil {
+		return err
+	}
+	if w.keepBuf == nil {
+		w.keepBuf = NewBlockBuffer()
+	}
+	for ; wf.nextKept < len(d.keep) && d.keep[wf.nextKept] < end; wf.nextKept++ {
+		b := d.keep[wf.nextKept]
+		off, data := int64(b)*BlockSize, w.keepBuf[:blockLen(size, b)]
+		if n, err := wf.old.ReadAt(data, off); n < len(data) {
+			return fmt.Errorf("%w: read %s: %v", ErrDest, escape.Text(wf.final), err)
+		}
+		s := fp.Sum(b, data)
+		if !s.Matches([32]byte(wf.oldFile.sums[32*b:])) {
+			return fmt.Errorf("%w: %s changed during the copy (its block %d is no longer the one compared); run the same command again", ErrDest, escape.Text(wf.final), b)
+		}
+		if err := wf.write(data, off); err != nil {
+			return writeErr("write", wf, err)
+		}
+		w.tree.add(&s)
+	}
+	return nil
+}
+
+// closeOld closes wf's old file, if it has one open.
+func (wf *wfile) closeOld() {
+	if wf.old != nil {
+		wf.old.Close()
+		wf.old = nil
 	}
 }

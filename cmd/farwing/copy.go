@@ -51,7 +51,8 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&c.o.HardLinks, "hard-links", "H", false, "keep hard links: files with several names are sent once and linked at the destination")
 	fs.BoolVarP(&c.o.Preserve, "preserve", "p", false, "keep modification times of files, directories and links")
 	fs.BoolVar(&c.checksum, "checksum", false, "a destination file counts as already there (and is not sent) when its size and BLAKE3 digest are the source's, not its size and modification time")
-	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "send every file, even those the destination already has with the same size and modification time")
+	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "replace every file, even those the destination already has with the same size and modification time (compared block by block unless --whole-file)")
+	fs.BoolVarP(&c.o.WholeFile, "whole-file", "W", false, "send changed files whole: do not compare a destination file of another size or time block by block with the source to send only the blocks that differ")
 	fs.BoolVar(&c.o.NoResume, "no-resume", false, "start over: do not resume files an interrupted copy left at the destination (and remove them), and leave none if this copy is interrupted")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
@@ -272,7 +273,7 @@ func summary(r *xfer.Result) {
 		links += fmt.Sprintf(", %d hard link(s)", r.HardLinks)
 	}
 	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified%s\n",
-		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r))
+		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r)+keptNote(r))
 	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
 		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
 	}
@@ -302,6 +303,16 @@ func resumedNote(r *xfer.Result) string {
 		return ""
 	}
 	return fmt.Sprintf("; resumed %d file(s): %s kept from the interrupted copy, each block checked against the source", r.ResumedFiles, units.Size(r.ResumedBytes))
+}
+
+// keptNote is the summary's account of the changed files compared block by block ("" when none
+// was).
+func keptNote(r *xfer.Result) string {
+	if r.DeltaFiles == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d changed file(s) compared block by block: %d block(s), %s, kept at the destination, %d block(s) sent",
+		r.DeltaFiles, r.KeptBlocks, units.Size(r.KeptBytes), r.SentBlocks)
 }
 
 // splitRemote splits "[user@]host:path" the way scp does: a colon before any slash makes an

@@ -43,6 +43,9 @@ type Options struct {
 	// NoResume (--no-resume): no partial file of an interrupted copy is resumed (those of this
 	// copy's files are removed), and this copy leaves none for a resume if it is interrupted.
 	NoResume bool
+	// WholeFile (--whole-file): a changed file is sent whole, not compared block by block with
+	// what the destination has.
+	WholeFile bool
 	// Log prints each step of the copy (-v; nil: none): a line per call, without its newline.
 	Log func(format string, args ...any)
 	// Tuning is the environment's switches, read once by cmd/farwing (tuning.FromEnv).
@@ -160,6 +163,14 @@ func (o *Options) tellSkipped(plan *fcopy.Plan) {
 		if f.Regular() && plan.Skipped(i) {
 			o.Skip(f.Name, f.Size)
 		}
+	}
+}
+
+// logDelta logs what the comparison of changed files kept.
+func (o *Options) logDelta(plan *fcopy.Plan) {
+	if d := plan.DeltaStats(); d.Files > 0 {
+		o.logf("compared %d changed file(s) block by block: %d block(s), %d bytes, kept at the receiver; %d block(s) to send",
+			d.Files, d.KeptBlocks, d.KeptBytes, d.SentBlocks)
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 18
+const Proto = 19
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -48,14 +48,15 @@ type Msg struct {
 	Preserve  bool     `json:"preserve,omitempty"`
 	Sink      bool     `json:"sink,omitempty"`
 	Debug     bool     `json:"debug,omitempty"`
-	Profile   string   `json:"profile,omitempty"`   // the client's FARWING_CPUPROFILE; the server profiles only by its own environment's (Serve)
-	Rate      float64  `json:"rate,omitempty"`      // ceiling, bits/s (0: none)
-	MinRate   float64  `json:"min_rate,omitempty"`  // floor, bits/s
-	Policy    string   `json:"policy,omitempty"`    // fair, high, fixed, low
-	FEC       string   `json:"fec,omitempty"`       // off, auto or K+M (pull: the server sends)
-	Compare   string   `json:"compare,omitempty"`   // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
-	NoResume  bool     `json:"no_resume,omitempty"` // --no-resume: no partial file is kept or resumed
-	MTU       int      `json:"mtu,omitempty"`       // --mtu: from session.JumboMTU the client may propose large datagrams, which only the lanes' proof settles
+	Profile   string   `json:"profile,omitempty"`    // the client's FARWING_CPUPROFILE; the server profiles only by its own environment's (Serve)
+	Rate      float64  `json:"rate,omitempty"`       // ceiling, bits/s (0: none)
+	MinRate   float64  `json:"min_rate,omitempty"`   // floor, bits/s
+	Policy    string   `json:"policy,omitempty"`     // fair, high, fixed, low
+	FEC       string   `json:"fec,omitempty"`        // off, auto or K+M (pull: the server sends)
+	Compare   string   `json:"compare,omitempty"`    // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
+	NoResume  bool     `json:"no_resume,omitempty"`  // --no-resume: no partial file is kept or resumed
+	WholeFile bool     `json:"whole_file,omitempty"` // --whole-file: no file is compared block by block
+	MTU       int      `json:"mtu,omitempty"`        // --mtu: from session.JumboMTU the client may propose large datagrams, which only the lanes' proof settles
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -78,8 +79,15 @@ type Msg struct {
 	// have / accept: the receiver's offers to resume files from the blocks an interrupted copy
 	// left (fcopy.Offer); resumed (receiver → sender): the blocks kept of each, all or none
 	Resume []fcopy.Offer `json:"resume,omitempty"`
-	// sums (sender → receiver): the block digests of an offer's blocks, 32 bytes each (base64)
+	// have / accept: the receiver's offers to compare changed files block by block (fcopy.Offer:
+	// the first blocks of each, which its old file holds whole)
+	Delta []fcopy.Offer `json:"delta,omitempty"`
+	// sums (sender → receiver): the block digests of an offer's blocks, 32 bytes each (base64);
+	// hashes (receiver → sender): the same of a compared file's old blocks
 	Digests []byte `json:"digests,omitempty"`
+	// changed (sender → receiver): which of a compared file's offered blocks are sent, a bit each
+	// (block k: bit k%8 of byte k/8), in base64
+	Send []byte `json:"send,omitempty"`
 
 	// digest
 	File int    `json:"file,omitempty"`
@@ -285,10 +293,11 @@ const (
 //     most 571,950 of them), each byte at most 6 of JSON (\u00XX, \ufffd): maxHelloLine, and at most
 //     maxHelloPaths paths.
 //   - list, results: a chunk, maxChunkWire (list.go).
-//   - have, accept: the indexes of at most maxListEntries files (8 bytes each in JSON) and offers to
-//     resume (some 34 bytes each), of disjoint files: together at most maxListEntries entries, in a
-//     line of at most maxMessage; resumed: one entry per offer, the same.
-//   - sums: the digests of fcopy.MaxOfferBlocks blocks, 32 bytes each, in base64: maxSumsLine.
+//   - have, accept: the indexes of at most maxListEntries files (8 bytes each in JSON), offers to
+//     resume and to compare (some 34 bytes each), of disjoint files: together at most
+//     maxListEntries entries, in a line of at most maxMessage; resumed: one entry per offer, the same.
+//   - sums, hashes: the digests of fcopy.MaxOfferBlocks blocks, 32 bytes each, in base64:
+//     maxSumsLine; changed: a bit for each of them, in base64: maxChangedLine.
 //   - error: a line of text that names at most a few paths (a destination from a command line, of
 //     at most 128 KiB, MAX_ARG_STRLEN, and a name of 4096 bytes, each byte at most 6 of JSON):
 //     maxErrorLine.
@@ -300,11 +309,12 @@ const (
 // text are at most their JSON text. Decoded memory of messages not yet taken is counted too
 // (heldBytes), so many short lines cannot add up either.
 const (
-	smallLine     = 64 << 10
-	maxHelloLine  = 40 << 20
-	maxHelloPaths = 1 << 20
-	maxSumsLine   = (fcopy.MaxOfferBlocks*32+2)/3*4 + smallLine
-	maxErrorLine  = 4 << 20
+	smallLine      = 64 << 10
+	maxHelloLine   = 40 << 20
+	maxHelloPaths  = 1 << 20
+	maxSumsLine    = (fcopy.MaxOfferBlocks*32+2)/3*4 + smallLine
+	maxChangedLine = (fcopy.MaxOfferBlocks/8+2)/3*4 + smallLine
+	maxErrorLine   = 4 << 20
 )
 
 // The bulk fields: the only members of a message that may take more than smallLine.
@@ -315,10 +325,12 @@ const (
 	bulkDigests
 	bulkZ
 	bulkErr
+	bulkDelta
+	bulkSend
 )
 
 // bulkNames are the bulk fields' JSON names, in the order of their bits.
-var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err"}
+var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err", "delta", "send"}
 
 // lineRule is what a line of one message type may take: limit bytes in all, and its bulk fields.
 type lineRule struct {
@@ -381,15 +393,23 @@ func checkLine(line []byte) (Kind, error) {
 			}
 		}
 		return "", fmt.Errorf("%w: control channel: a %s message whose fields other than %s take %d bytes, more than %d",
-			ErrProtocol, escape.Quote(string(sh.t)), strings.Join(names, " and "), rest, smallLine)
+			ErrProtocol, escape.Quote(string(sh.t)), andList(names), rest, smallLine)
 	}
-	if n := sh.elems[1] + sh.elems[2]; rule.bulk&(bulkHave|bulkResume) != 0 && n > maxListEntries {
+	if n := sh.elems[1] + sh.elems[2] + sh.elems[6]; rule.bulk&(bulkHave|bulkResume|bulkDelta) != 0 && n > maxListEntries {
 		return "", fmt.Errorf("%w: control channel: a %s message of %d entries, more than the %d files of a list", ErrProtocol, escape.Quote(string(sh.t)), n, maxListEntries)
 	}
 	if n := sh.elems[0]; rule.bulk&bulkPaths != 0 && n > maxHelloPaths {
 		return "", fmt.Errorf("%w: control channel: a %s message of %d paths, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, maxHelloPaths)
 	}
 	return sh.t, nil
+}
+
+// andList names the items of names as a sentence does: "a", "a and b", "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // maxTypeText bounds the text of a message's type ("t"), escapes included.

@@ -139,6 +139,7 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	tun.ShareCPUs(path.Loopback())
 	tun.TuneGC()
 	cfg.FEC = tuning.FEC(path.Loopback(), cfg.FEC)
+	cfg.Stall = stallWithin(plan)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	res := &sideResult{start: time.Now()}
@@ -232,6 +233,18 @@ func runSend(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		SourceSeconds: res.sender.SourceWait.Seconds(), Cores: runtime.NumCPU()}
 	ctl.Send(Msg{T: KindBye, Stats: &st})
 	return res, nil
+}
+
+// stallWithin is how long the sender waits for progress while feedback comes (0: the session's
+// 2 minutes): longer where the receiver copies blocks of changed files from their old versions
+// between the blocks it receives (copy/delta.go), during which its window does not move: 2
+// minutes plus 1 s per 20 MB kept (the allowance of the other waits for a peer's disk work,
+// resumeWithin).
+func stallWithin(plan *fcopy.Plan) time.Duration {
+	if kept := plan.DeltaStats().KeptBytes; kept > 0 {
+		return 2*time.Minute + time.Duration(kept/20e6)*time.Second
+	}
+	return 0
 }
 
 // awaitDone waits for the receiver's verdict once every block is acknowledged: the receiver may

@@ -32,6 +32,8 @@ const (
 	KindAccept  Kind = "accept"  // client, pull: the window, the files it has, its offers to resume
 	KindSums    Kind = "sums"    // the sender: the digests of an offer's blocks
 	KindResumed Kind = "resumed" // the receiver: the blocks of each offer it keeps
+	KindHashes  Kind = "hashes"  // the receiver: the digests of a changed file's old blocks
+	KindChanged Kind = "changed" // the sender: which of them it sends
 	KindDigest  Kind = "digest"  // the sender: a file's whole digest
 	KindResults Kind = "results" // the receiver: a chunk of the verdict on the files placed
 	KindDone    Kind = "done"    // the receiver: every file placed, with its figures
@@ -144,10 +146,12 @@ var messages = map[Kind]message{
 
 	KindList:    {from: byEither, roles: inCopy, line: lineRule{maxChunkWire, bulkZ}, chunk: "file list"},
 	KindFiles:   {from: byServer, roles: inCopy},
-	KindHave:    {from: byServer, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume}},
-	KindAccept:  {from: byClient, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume}},
+	KindHave:    {from: byServer, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume | bulkDelta}},
+	KindAccept:  {from: byClient, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume | bulkDelta}},
 	KindSums:    {from: byEither, roles: inCopy, line: lineRule{maxSumsLine, bulkDigests}},
 	KindResumed: {from: byEither, roles: inCopy, line: lineRule{maxMessage, bulkResume}},
+	KindHashes:  {from: byEither, roles: inCopy, line: lineRule{maxSumsLine, bulkDigests}},
+	KindChanged: {from: byEither, roles: inCopy, line: lineRule{maxChangedLine, bulkSend}},
 	KindDigest:  {from: byEither, roles: inCopy},
 	KindResults: {from: byEither, roles: inCopy, line: lineRule{maxChunkWire, bulkZ}, chunk: "verdict"},
 	KindDone:    {from: byEither, roles: inCopy},

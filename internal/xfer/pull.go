@@ -63,6 +63,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	var target *fcopy.Target
 	var have []int
 	var parts *fcopy.Partials
+	var deltas *fcopy.Deltas // changed files, compared block by block
 	if !o.Sink {
 		if target, have, err = fcopy.ResolveTargetHave(dst, files.Files, o.Compare); err == nil {
 			err = target.Fresh(fresh)
@@ -83,6 +84,8 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		if len(parts.Offers()) > 0 {
 			parts.Hash(plan) // while the offer travels
 		}
+		deltas = target.FindDeltas(files.Files, have, o.WholeFile)
+		deltas.Hash(ctx, plan)
 		o.tellSkipped(plan)
 		n, b := plan.SkippedFiles()
 		o.logf("%d file(s), %d bytes, already here; receiving %d bytes", n, b, plan.TotalBytes())
@@ -97,10 +100,14 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	}
 	hs <- nil
 	window = o.window(c.rtt, window)
-	if err := c.ctl.Send(Msg{T: KindAccept, Window: window, AutoWindow: o.Window == 0, Have: have, Resume: parts.Offers()}); err != nil {
+	if err := c.ctl.Send(Msg{T: KindAccept, Window: window, AutoWindow: o.Window == 0, Have: have, Resume: parts.Offers(), Delta: deltas.Offers()}); err != nil {
 		return nil, err
 	}
-	if err := resumeRecv(ctx, c.ctl, plan, parts); err != nil {
+	err = resumeRecv(ctx, c.ctl, plan, parts)
+	if err == nil {
+		err = deltaRecv(ctx, c.ctl, plan, deltas)
+	}
+	if err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) {
 			c.ctl.SendError(err)
@@ -110,6 +117,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	if n, b := plan.ResumedFiles(); len(parts.Offers()) > 0 {
 		o.logf("resuming %d of %d file(s) found: %d bytes kept, checked against the remote's digests", n, len(parts.Offers()), b)
 	}
+	o.logDelta(plan)
 	prog := o.Progress
 	if prog != nil {
 		// This end receives: the round trip it knows is the handshake's (the rate controller's
@@ -122,7 +130,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, o.Tuning, plan, target, o.Tuning.Writer(fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog)
+		Records: !o.NoResume, Resume: parts, Delta: deltas, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog)
 	if err != nil {
 		return nil, err
 	}

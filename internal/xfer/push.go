@@ -45,7 +45,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	window := o.window(0, 1<<30)
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
-	c, ready, err := start(ctx, &o, host, Msg{Role: RoleRecv, Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume,
+	c, ready, err := start(ctx, &o, host, Msg{Role: RoleRecv, Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume, WholeFile: o.WholeFile,
 		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
 	if err != nil {
 		return nil, err
@@ -96,6 +96,10 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		// source now, and only those that match are not sent.
 		err = resumeSend(ctx, c.ctl, plan, sources.Open(), have.Resume, o.NoResume)
 	}
+	if err == nil {
+		// Files the remote has in another version: only the blocks that differ are sent.
+		err = deltaSend(ctx, c.ctl, plan, sources.Open(), have.Delta, o.WholeFile, o.Sink)
+	}
 	if err != nil {
 		var re *RemoteError
 		if !errors.As(err, &re) {
@@ -107,6 +111,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if n, b := plan.ResumedFiles(); len(have.Resume) > 0 {
 		o.logf("resuming %d of %d file(s) offered: %d bytes kept at the remote, checked against the source", n, len(have.Resume), b)
 	}
+	o.logDelta(plan)
 	o.tellSkipped(plan)
 	n, b := plan.SkippedFiles()
 	o.logf("sending %d entries, %d bytes, window %d blocks; the remote has %d file(s), %d bytes, already", len(sources.Files), plan.TotalBytes(), window, n, b)

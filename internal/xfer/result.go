@@ -23,7 +23,11 @@ type Result struct {
 	SkippedBytes  int64              `json:"skipped_bytes"`        // their bytes
 	ResumedFiles  int                `json:"resumed_files"`        // files resumed from an interrupted copy's partial file
 	ResumedBytes  int64              `json:"resumed_bytes"`        // the bytes of theirs kept, not sent (each block checked against the source's digest)
-	Bytes         int64              `json:"bytes"`                // bytes of the files sent (skipped ones not counted)
+	DeltaFiles    int                `json:"delta_files"`          // changed files compared block by block with what the destination had
+	KeptBlocks    int64              `json:"kept_blocks"`          // their blocks that were the source's already: kept at the destination, not sent
+	KeptBytes     int64              `json:"kept_bytes"`           // the bytes of those blocks
+	SentBlocks    int64              `json:"sent_blocks"`          // their blocks that differed (or were past the old file's end) and were sent
+	Bytes         int64              `json:"bytes"`                // bytes of the files sent (skipped ones, resumed and kept blocks not counted)
 	Seconds       float64            `json:"seconds"`              // whole command: start to verified files
 	DataSeconds   float64            `json:"data_seconds"`         // first data datagram to verified end
 	GoodputBps    float64            `json:"goodput_bps"`          // file bits / data seconds
@@ -163,6 +167,8 @@ func (r *Result) fill(side *sideResult, c *conn, plan *fcopy.Plan) {
 	r.Bytes = plan.TotalBytes()
 	r.SkippedFiles, r.SkippedBytes = plan.SkippedFiles()
 	r.ResumedFiles, r.ResumedBytes = plan.ResumedFiles()
+	d := plan.DeltaStats()
+	r.DeltaFiles, r.KeptBlocks, r.KeptBytes, r.SentBlocks = d.Files, d.KeptBlocks, d.KeptBytes, d.SentBlocks
 	r.Seconds = time.Since(r.started).Seconds()
 	r.DataSeconds = side.end.Sub(side.start).Seconds()
 	if r.DataSeconds > 0 {

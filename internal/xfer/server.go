@@ -182,24 +182,32 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		var target *fcopy.Target
 		var have []int
 		var parts *fcopy.Partials // what interrupted copies left to resume
+		var deltas *fcopy.Deltas  // changed files, compared block by block
 		if !hello.Sink {
 			if target, have, err = fcopy.ResolveTargetHave(expandHome(hello.Dest), hello.Files, cmp); err != nil {
 				return failLinger(err)
 			}
 			parts = target.FindPartials(hello.Files, have, hello.NoResume)
 			defer parts.Close(target)
+			deltas = target.FindDeltas(hello.Files, have, hello.WholeFile)
 		}
 		if err := plan.Skip(have); err != nil {
 			return failLinger(err)
 		}
-		if err := ctl.Send(Msg{T: KindHave, Have: have, Resume: parts.Offers()}); err != nil {
+		if err := ctl.Send(Msg{T: KindHave, Have: have, Resume: parts.Offers(), Delta: deltas.Offers()}); err != nil {
 			return err
+		}
+		if deltas != nil {
+			deltas.Hash(ctx, plan) // while the offer travels, and any resume is settled
 		}
 		if len(parts.Offers()) > 0 {
 			parts.Hash(plan)
 			if err := resumeRecv(ctx, ctl, plan, parts); err != nil {
 				return fail(err)
 			}
+		}
+		if err := deltaRecv(ctx, ctl, plan, deltas); err != nil {
+			return fail(err)
 		}
 		window := tuning.ClampWindow(hello.Window)
 		// A client that remembers its path sends data a round trip before its proof
@@ -224,7 +232,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}()
 		}
 		_, err = runRecv(rctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
-			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
+			Records: !hello.NoResume, Resume: parts, Delta: deltas, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
 		if cause := context.Cause(rctx); err != nil && errors.Is(cause, session.ErrNoUDP) {
 			return cause // runRecv has sent it
 		}
@@ -274,6 +282,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		}
 		// And which files it can resume: their offered blocks are checked against the source now.
 		if err := resumeSend(ctx, ctl, plan, sources.Open(), acc.Resume, hello.NoResume); err != nil {
+			return fail(err)
+		}
+		// And which of its files in another version are to be compared block by block.
+		if err := deltaSend(ctx, ctl, plan, sources.Open(), acc.Delta, hello.WholeFile, false); err != nil {
 			return fail(err)
 		}
 		if err := path.WaitPeers(ctx, 15*time.Second); err != nil {

@@ -73,8 +73,8 @@ func spoil(t *testing.T, p string) {
 // no file data and reports every file and byte as skipped, leaving the files as they were (the
 // same inodes). A changed source file is sent again and arrives byte-identical; a destination
 // file changed behind the same size and time is left by the quick check and sent with
-// --checksum; --ignore-times sends everything. Without -p the destination's times are the copy's,
-// and a second copy sends every file again.
+// --checksum; --ignore-times replaces everything (with -W sending every byte). Without -p the
+// destination's times are the copy's, and a second copy replaces every file again.
 func TestInProcessSkip(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Loss: 0.01, Delay: 2 * time.Millisecond}, 3)
 	src, remote, back := t.TempDir(), t.TempDir(), t.TempDir()
@@ -131,10 +131,17 @@ func TestInProcessSkip(t *testing.T) {
 	sameBytes(t, filepath.Join(top, "a.bin"), a)
 	noData(t, "--checksum again", push("--checksum again", oc), 4, skipTreeBytes)
 
+	// --ignore-times replaces every file; as rsync's -I it compares each block by block (nothing
+	// differs: no data travels), and with --whole-file sends every byte.
 	oi := o
 	oi.Compare = fcopy.IgnoreTimes
-	if res := push("--ignore-times", oi); res.SkippedFiles != 0 || len(res.Files) != 4 || res.WireBytes < skipTreeBytes {
-		t.Errorf("--ignore-times: skipped %d, copied %d files, %d wire bytes", res.SkippedFiles, len(res.Files), res.WireBytes)
+	if res := push("--ignore-times", oi); res.SkippedFiles != 0 || len(res.Files) != 4 || res.DeltaFiles != 3 || res.SentBlocks != 0 || res.WireBytes != 0 {
+		t.Errorf("--ignore-times: skipped %d, copied %d files (%d compared, %d blocks sent), %d wire bytes", res.SkippedFiles, len(res.Files),
+			res.DeltaFiles, res.SentBlocks, res.WireBytes)
+	}
+	oi.WholeFile = true
+	if res := push("--ignore-times --whole-file", oi); res.SkippedFiles != 0 || len(res.Files) != 4 || res.DeltaFiles != 0 || res.WireBytes < skipTreeBytes {
+		t.Errorf("--ignore-times --whole-file: skipped %d, copied %d files, %d wire bytes", res.SkippedFiles, len(res.Files), res.WireBytes)
 	}
 
 	// Pull: the client is the receiver and decides.

@@ -1,0 +1,154 @@
+package copy
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"lukechampine.com/blake3/guts"
+)
+
+// TestPlanDeltas: a compared file sends the blocks its answer names and every block past the
+// offer, and only those are numbered; offsets, lengths, bytes and the window follow them.
+func TestPlanDeltas(t *testing.T) {
+	files := []File{{Name: "a", Size: 5*BlockSize + 10}, {Name: "d", Dir: true}, {Name: "d/b", Size: 3 * BlockSize}}
+	p, err := NewPlan(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Offered 5 of a's 6 blocks; blocks 1 and 3 differ: 1, 3 and 5 (the tail) are sent.
+	if err := p.ApplyDeltas([]*Delta{{File: 0, Blocks: 5, Send: []byte{0b01010}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p.NumBlocks() != 6 {
+		t.Fatalf("%d blocks numbered, want 6", p.NumBlocks())
+	}
+	for b, want := range []struct {
+		file int
+		off  int64
+		n    int
+	}{{0, BlockSize, BlockSize}, {0, 3 * BlockSize, BlockSize}, {0, 5 * BlockSize, 10}, {2, 0, BlockSize}} {
+		if f, off, n := p.Locate(uint32(b)); f != want.file || off != want.off || n != want.n {
+			t.Errorf("block %d: file %d offset %d, %d bytes; want %+v", b, f, off, n, want)
+		}
+	}
+	if got := p.SentBytes(0); got != 2*BlockSize+10 {
+		t.Errorf("a sends %d bytes", got)
+	}
+	if p.TotalBytes() != 5*BlockSize+10 {
+		t.Errorf("the plan sends %d bytes", p.TotalBytes())
+	}
+	if s := p.DeltaStats(); s != (DeltaStats{Files: 1, KeptBlocks: 3, SentBlocks: 3, KeptBytes: 3 * BlockSize}) {
+		t.Errorf("stats %+v", s)
+	}
+	// a's last block (10 bytes) is charged its length: a window of two blocks from block 1 holds
+	// it and one whole block, not two.
+	if e := p.WindowEnd(0, 2); e != 2 {
+		t.Errorf("window of 2 from 0 ends at %d, want 2", e)
+	}
+	if e := p.WindowEnd(1, 2); e != 3 {
+		t.Errorf("window of 2 from 1 ends at %d, want 3", e)
+	}
+	if e := p.WindowEnd(2, 2); e != 4 {
+		t.Errorf("window of 2 from 2 ends at %d, want 4", e)
+	}
+}
+
+// TestPlanDeltasRefused: an outcome the plan cannot take leaves it as it was.
+func TestPlanDeltasRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    []*Delta
+		want string
+	}{
+		{"a directory", []*Delta{{File: 1, Blocks: 1, Send: []byte{0}}}, "not a regular file"},
+		{"beyond the list", []*Delta{{File: 9, Blocks: 1, Send: []byte{0}}}, "not a regular file"},
+		{"a skipped file", []*Delta{{File: 2, Blocks: 1, Send: []byte{0}}}, "already there"},
+		{"more blocks than the file", []*Delta{{File: 0, Blocks: 7, Send: []byte{0}}}, "blocks compared"},
+		{"no block", []*Delta{{File: 0, Blocks: 0, Send: nil}}, "blocks compared"},
+		{"a bitmap too long", []*Delta{{File: 0, Blocks: 5, Send: []byte{0, 0}}}, "bytes of blocks to send"},
+		{"a bit past the offer", []*Delta{{File: 0, Blocks: 5, Send: []byte{0x20}}}, "beyond the 5 offered"},
+		{"twice", []*Delta{{File: 0, Blocks: 1, Send: []byte{0}}, {File: 0, Blocks: 1, Send: []byte{0}}}, "twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := NewPlan([]File{{Name: "a", Size: 5*BlockSize + 10}, {Name: "d", Dir: true}, {Name: "d/b", Size: 3 * BlockSize}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Skip([]int{2}); err != nil {
+				t.Fatal(err)
+			}
+			before := p.NumBlocks()
+			if err := p.ApplyDeltas(c.d); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error saying %q", err, c.want)
+			}
+			if p.NumBlocks() != before || p.DeltaStats().Files != 0 {
+				t.Errorf("the plan changed: %d blocks, %+v", p.NumBlocks(), p.DeltaStats())
+			}
+		})
+	}
+}
+
+// TestPlanDeltasAfterResume: a file resumed and compared sends, past the blocks the resume kept,
+// only those its answer sends; the answer's bits for the resumed blocks count for nothing.
+func TestPlanDeltasAfterResume(t *testing.T) {
+	p, err := NewPlan([]File{{Name: "a", Size: 5*BlockSize + 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree fileTree
+	var s BlockSum
+	tree.add(&s)
+	tree.add(&s)
+	if err := p.resume([]keptPrefix{{0, 2, &tree}}); err != nil {
+		t.Fatal(err)
+	}
+	// Offered 5 blocks; the answer sends 0 (resumed: nothing), 1 (resumed), 3; 5 is past the offer.
+	if err := p.ApplyDeltas([]*Delta{{File: 0, Blocks: 5, Send: []byte{0b01011}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p.NumBlocks() != 2 {
+		t.Fatalf("%d blocks numbered, want 2", p.NumBlocks())
+	}
+	if _, off, _ := p.Locate(0); off != 3*BlockSize {
+		t.Errorf("block 0 at offset %d, want block 3's", off)
+	}
+	if _, off, n := p.Locate(1); off != 5*BlockSize || n != 10 {
+		t.Errorf("block 1 at offset %d, %d bytes, want block 5's 10", off, n)
+	}
+	if n, b := p.ResumedFiles(); n != 1 || b != 2*BlockSize {
+		t.Errorf("resumed %d files, %d bytes", n, b)
+	}
+	if d := p.DeltaStats(); d != (DeltaStats{Files: 1, KeptBlocks: 2, SentBlocks: 2, KeptBytes: 2 * BlockSize}) {
+		t.Errorf("stats %+v", d)
+	}
+	if p.TotalBytes() != BlockSize+10 {
+		t.Errorf("the plan sends %d bytes", p.TotalBytes())
+	}
+}
+
+// TestTreeByChainingValues: a file's digest built from its blocks' chaining values alone (as the
+// sender keeps its kept blocks' sums) is the one built from their nodes, for files of two blocks
+// on, whichever blocks are given either way.
+func TestTreeByChainingValues(t *testing.T) {
+	for _, size := range []int64{2 * BlockSize, 2*BlockSize + 1, 5*BlockSize - 3, 8 * BlockSize} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i>>13)
+		}
+		want, _ := HashFile(bytes.NewReader(data), size)
+		for mask := 0; mask < 1<<blocksOf(size); mask++ {
+			var tree fileTree
+			err := eachBlock(bytes.NewReader(data), size, 0, uint32(blocksOf(size)), func(b uint32, s *BlockSum) {
+				if mask&(1<<b) != 0 {
+					tree.addCV(guts.ChainingValue(s.node))
+				} else {
+					tree.add(s)
+				}
+			})
+			if err != nil || tree.sum() != want {
+				t.Fatalf("%d bytes, blocks %b by chaining value: digest %x (%v), want %x", size, mask, tree.sum(), err, want)
+			}
+		}
+	}
+}

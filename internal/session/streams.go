@@ -1,0 +1,222 @@
+package session
+
+// Lanes over TCP, where UDP is blocked (docs/PROTOCOL.md, "TCP streams"). The path keeps its
+// logic: each lane's socket is replaced by a TCP stream that carries the same sealed datagrams as
+// length-prefixed records (lane.Stream), and the handshake runs again over the streams. The
+// server takes a stream only once its first record is an authentic datagram of this session for
+// a lane that has none yet, within streamAuthWait; anything else is closed, never read further.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/lane"
+)
+
+// StreamCC is the congestion control a stream's socket asks for where the kernel has it (the
+// kernel's default otherwise): BBR holds a long path's rate under random loss far better than
+// CUBIC, which is why UDP was wanted in the first place.
+const StreamCC = "bbr"
+
+// streamAuthWait is how long an accepted connection has to send its first record: a client sends
+// its hellos as soon as it has connected.
+const streamAuthWait = 5 * time.Second
+
+// maxStrangers bounds the connections waiting to send their first record at once: beyond it a
+// new one is closed unread.
+const maxStrangers = 16
+
+// ErrStreams: the TCP streams could not be set up.
+var ErrStreams = errors.New("no TCP streams")
+
+// UseStream makes c (a lane.Stream) lane i's conn in place of its socket, which it closes, and
+// forgets what the lane's handshake proved: the handshake runs again over the stream. From the
+// first call on, the path is on streams (OnStreams).
+func (p *Path) UseStream(i int, c lane.PacketConn) {
+	p.onStreams.Store(true)
+	p.trainSent.Store(true) // a packet train measures nothing over a stream
+	p.resetLane(i)
+	p.sendMu[i].Lock()
+	old := p.conns[i].Swap(&connBox{c})
+	p.sendMu[i].Unlock()
+	if old != nil && old.PacketConn != nil {
+		old.Close() // its lane goroutine goes on with c
+	}
+	if p.closed.Load() {
+		c.Close()
+	}
+}
+
+// OnStreams reports whether the lanes are TCP streams: the sender then leaves the rate to TCP's
+// congestion control (up to the user's --rate) and sends no FEC parity.
+func (p *Path) OnStreams() bool { return p.onStreams.Load() }
+
+// resetLane forgets lane i's handshake: its peer, its address proof and its answers.
+func (p *Path) resetLane(i int) {
+	p.chunkMu.Lock()
+	defer p.chunkMu.Unlock()
+	p.peers[i].Store(nil)
+	p.proven[i].Store(false)
+	p.helloFrom[i].Store(nil)
+	p.jumboFrom[i] = netip.AddrPort{}
+	p.laneChunk[i] = 0
+	p.helloAck[i].Store(false)
+	p.haveCookie[i].Store(false)
+	p.provenAck[i].Store(false)
+	p.fullAck[i].Store(false)
+	p.ackChunk[i].Store(0)
+}
+
+// distrust closes c if it is a stream: an honest peer never sends a record that fails to
+// authenticate on one (a datagram may be anyone's; a stream is the peer's alone).
+func (p *Path) distrust(c lane.PacketConn) {
+	if s, ok := c.(*lane.Stream); ok {
+		s.Close()
+	}
+}
+
+// ListenTCPRange opens the server's listener for the streams on bind's address: on the lowest
+// free port of r, or any port for the zero range.
+func ListenTCPRange(bind string, r PortRange) (*net.TCPListener, error) {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return nil, err
+	}
+	if r.IsZero() {
+		return listenTCP(net.JoinHostPort(host, "0"))
+	}
+	var last error
+	for port := r.Lo; port <= r.Hi; port++ {
+		ln, err := listenTCP(net.JoinHostPort(host, strconv.Itoa(port)))
+		if err == nil {
+			return ln, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("%w: no free TCP port in %s (%v); choose a range with a free port with --port LO-HI", ErrStreams, r, last)
+}
+
+func listenTCP(addr string) (*net.TCPListener, error) {
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return net.ListenTCP("tcp", a)
+}
+
+// setStreamCC asks for StreamCC on c, silently keeping the kernel's default where it lacks it.
+func setStreamCC(c *net.TCPConn) {
+	if tcpbench.CheckCC(StreamCC) == nil {
+		tcpbench.SetCC(c, StreamCC) //nolint:errcheck // the default serves
+	}
+	c.SetNoDelay(true)
+}
+
+// AcceptStreams (server) takes one stream per lane from ln within the given time and makes each
+// its lane's conn (UseStream): a connection counts only once its first record, read within
+// streamAuthWait, is an authentic datagram of this session for a lane that has no stream yet.
+// Others (a wrong key, garbage, an oversized record, a lane taken, silence) are closed and
+// counted in StreamsRefused. It closes ln when done; it fails if not every lane has its stream in
+// time.
+func (p *Path) AcceptStreams(ctx context.Context, ln *net.TCPListener, within time.Duration) error {
+	defer ln.Close()
+	ln.SetDeadline(time.Now().Add(within))
+	stop := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Now()) })
+	defer stop()
+	var mu sync.Mutex
+	var taken [Lanes]bool
+	n := 0
+	strangers := make(chan struct{}, maxStrangers)
+	for {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			mu.Lock()
+			got := n
+			mu.Unlock()
+			if got == Lanes {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: %d of %d TCP streams came from the client within %s", ErrStreams, got, Lanes, within)
+		}
+		select {
+		case strangers <- struct{}{}:
+		default:
+			p.StreamsRefused.Add(1)
+			c.Close()
+			continue
+		}
+		go func() {
+			defer func() { <-strangers }()
+			i, rec, ok := p.authStream(c)
+			mu.Lock()
+			if ok && !taken[i] && n < Lanes {
+				taken[i] = true
+				n++
+				if n == Lanes {
+					ln.SetDeadline(time.Now()) // every lane has its stream: stop accepting
+				}
+			} else {
+				ok = false
+			}
+			mu.Unlock()
+			if !ok {
+				p.StreamsRefused.Add(1)
+				c.Close()
+				return
+			}
+			setStreamCC(c)
+			p.UseStream(i, lane.NewStream(c, rec))
+		}()
+	}
+}
+
+// authStream reads c's first record within streamAuthWait and reports the lane it is for, if it
+// is an authentic datagram of this session (opened on a copy: the path opens it again, and its
+// replay window marks it then); rec is the record with its length prefix.
+func (p *Path) authStream(c *net.TCPConn) (int, []byte, bool) {
+	c.SetReadDeadline(time.Now().Add(streamAuthWait))
+	rec, err := lane.ReadRecord(c)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return 0, nil, false
+	}
+	pkt := append([]byte(nil), rec[lane.RecordHeader:]...)
+	h, _, err := p.crypto.Open(pkt)
+	if err != nil || int(h.Lane) >= Lanes {
+		p.AuthFailures.Add(1)
+		return 0, nil, false
+	}
+	return int(h.Lane), rec, true
+}
+
+// DialStreams (client) connects one TCP stream per lane to addr and makes each its lane's conn
+// (UseStream); Handshake then runs over them. Each asks for StreamCC.
+func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout time.Duration) error {
+	d := net.Dialer{Timeout: timeout}
+	var conns [Lanes]*net.TCPConn
+	for i := range conns {
+		c, err := d.DialContext(ctx, "tcp", addr.String())
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close()
+			}
+			return fmt.Errorf("%w: connect to %s: %v", ErrStreams, addr, err)
+		}
+		conns[i] = c.(*net.TCPConn)
+		setStreamCC(conns[i])
+	}
+	for i, c := range conns {
+		p.UseStream(i, lane.NewStream(c, nil))
+	}
+	return nil
+}

@@ -451,6 +451,9 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	}
 	c.handshake = func(ctx context.Context) (time.Duration, error) {
 		rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
+		if errors.Is(err, session.ErrNoUDP) && !o.UDPOnly {
+			return c.fallback(ctx, o, err, addr, dst)
+		}
 		if err == nil {
 			o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 			if c.jumbo {

@@ -317,8 +317,8 @@ func stripTop(m map[string][32]byte) map[string][32]byte {
 	return out
 }
 
-// TestInProcessNoUDP: a network that drops every datagram fails the copy with the no-UDP error
-// (exit code 6) naming the ports, and the remote peer ends too.
+// TestInProcessNoUDP: with --udp-only, a network that drops every datagram fails the copy with
+// the no-UDP error (exit code 6) naming the ports, and the remote peer ends too.
 func TestInProcessNoUDP(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
 	e.hostName = serverHost.String() // the lanes opened while the peer starts are the ones used
@@ -326,7 +326,14 @@ func TestInProcessNoUDP(t *testing.T) {
 	tree(t, src, map[string]int{"f": 1000})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err := Push(ctx, e.options(), []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	o := e.options()
+	o.UDPOnly = true
+	var warned []string
+	o.Warn = func(m string) { warned = append(warned, m) }
+	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if len(warned) != 0 {
+		t.Errorf("--udp-only warned of a fallback: %q", warned)
+	}
 	if !errors.Is(err, session.ErrNoUDP) || CodeOf(err) != CodeUDP {
 		t.Fatalf("push without UDP: %v (exit %d)", err, CodeOf(err))
 	}

@@ -109,7 +109,8 @@ type Path struct {
 	// StreamsRefused counts the TCP connections the server closed instead of taking them as a
 	// lane's stream (streams.go): a first record that was not authentic, a lane taken, silence.
 	StreamsRefused atomic.Uint64
-	onStreams      atomic.Bool // the lanes are TCP streams (UseStream)
+	onStreams      atomic.Bool  // the lanes are TCP streams (UseStream)
+	streamsBy      atomic.Int64 // (server) WaitPeers waits for the streams' proofs until then (UnixNano; ExpectStreams)
 
 	controlTo atomic.Pointer[func(seq uint32, msg []byte)]
 	control   controlRx
@@ -878,7 +879,7 @@ func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
 		if n == Lanes {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if now := time.Now(); now.After(deadline) && now.UnixNano() > p.streamsBy.Load() {
 			return fmt.Errorf("%w: %d of %d lanes heard from the client within %s", ErrNoUDP, n, Lanes, timeout)
 		}
 		select {

@@ -119,71 +119,81 @@ func setStreamCC(c *net.TCPConn) {
 	c.SetNoDelay(true)
 }
 
-// AcceptStreams (server) takes one stream per lane from ln within the given time and makes each
-// its lane's conn (UseStream): a connection counts only once its first record, read within
-// streamAuthWait, is an authentic datagram of this session for a lane that has no stream yet.
-// Others (a wrong key, garbage, an oversized record, a lane taken, silence) are closed and
-// counted in StreamsRefused. It closes ln when done; it fails if not every lane has its stream in
-// time.
-func (p *Path) AcceptStreams(ctx context.Context, ln *net.TCPListener, within time.Duration) error {
-	defer ln.Close()
-	ln.SetDeadline(time.Now().Add(within))
-	stop := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Now()) })
-	defer stop()
+// AcceptStreams (server) takes one stream per lane from the listeners (TCP, and the local
+// socket ssh relays reach) within the given time and makes each its lane's conn (UseStream): a
+// connection counts only once its first record, read within streamAuthWait, is an authentic
+// datagram of this session for a lane that has no stream yet. Others (a wrong key, garbage, an
+// oversized record, a lane taken, silence) are closed and counted in StreamsRefused. It closes
+// the listeners when done; it fails if not every lane has its stream in time.
+func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...net.Listener) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for _, ln := range lns {
+		defer ln.Close()
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		defer stop()
+	}
 	var mu sync.Mutex
 	var taken [Lanes]bool
 	n := 0
 	strangers := make(chan struct{}, maxStrangers)
-	for {
-		c, err := ln.AcceptTCP()
-		if err != nil {
-			mu.Lock()
-			got := n
-			mu.Unlock()
-			if got == Lanes {
-				return nil
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("%w: %d of %d TCP streams came from the client within %s", ErrStreams, got, Lanes, within)
-		}
-		select {
-		case strangers <- struct{}{}:
-		default:
-			p.StreamsRefused.Add(1)
-			c.Close()
-			continue
-		}
+	for _, ln := range lns {
 		go func() {
-			defer func() { <-strangers }()
-			i, rec, ok := p.authStream(c)
-			mu.Lock()
-			if ok && !taken[i] && n < Lanes {
-				taken[i] = true
-				n++
-				if n == Lanes {
-					ln.SetDeadline(time.Now()) // every lane has its stream: stop accepting
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return // closed: every lane has its stream, or the time is up
 				}
-			} else {
-				ok = false
+				select {
+				case strangers <- struct{}{}:
+				default:
+					p.StreamsRefused.Add(1)
+					c.Close()
+					continue
+				}
+				go func() {
+					defer func() { <-strangers }()
+					i, rec, ok := p.authStream(c)
+					mu.Lock()
+					last := false
+					if ok = ok && !taken[i] && n < Lanes; ok {
+						taken[i] = true
+						n++
+						last = n == Lanes
+					}
+					mu.Unlock()
+					if !ok {
+						p.StreamsRefused.Add(1)
+						c.Close()
+						return
+					}
+					if tc, isTCP := c.(*net.TCPConn); isTCP {
+						setStreamCC(tc)
+					}
+					p.UseStream(i, lane.NewStream(c, rec))
+					if last {
+						cancel() // every lane has its stream: stop accepting
+					}
+				}()
 			}
-			mu.Unlock()
-			if !ok {
-				p.StreamsRefused.Add(1)
-				c.Close()
-				return
-			}
-			setStreamCC(c)
-			p.UseStream(i, lane.NewStream(c, rec))
 		}()
 	}
+	<-ctx.Done()
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case n == Lanes:
+		return nil
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		return fmt.Errorf("%w: %d of %d streams came from the client within %s", ErrStreams, n, Lanes, within)
+	}
+	return context.Cause(ctx)
 }
 
 // authStream reads c's first record within streamAuthWait and reports the lane it is for, if it
 // is an authentic datagram of this session (opened on a copy: the path opens it again, and its
 // replay window marks it then); rec is the record with its length prefix.
-func (p *Path) authStream(c *net.TCPConn) (int, []byte, bool) {
+func (p *Path) authStream(c net.Conn) (int, []byte, bool) {
 	c.SetReadDeadline(time.Now().Add(streamAuthWait))
 	rec, err := lane.ReadRecord(c)
 	c.SetReadDeadline(time.Time{})
@@ -199,24 +209,49 @@ func (p *Path) authStream(c *net.TCPConn) (int, []byte, bool) {
 	return int(h.Lane), rec, true
 }
 
-// DialStreams (client) connects one TCP stream per lane to addr and makes each its lane's conn
-// (UseStream); Handshake then runs over them. Each asks for StreamCC.
+// DialStreams (client) connects one TCP stream per lane to addr, each within timeout and asking
+// for StreamCC, and makes them the lanes' conns (UseConns); Handshake then runs over them.
 func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout time.Duration) error {
 	d := net.Dialer{Timeout: timeout}
-	var conns [Lanes]*net.TCPConn
+	var conns [Lanes]net.Conn
+	errs := make([]error, Lanes)
+	var wg sync.WaitGroup
 	for i := range conns {
-		c, err := d.DialContext(ctx, "tcp", addr.String())
+		wg.Go(func() {
+			c, err := d.DialContext(ctx, "tcp", addr.String())
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			setStreamCC(c.(*net.TCPConn))
+			conns[i] = c
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			for _, c := range conns[:i] {
-				c.Close()
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
 			}
 			return fmt.Errorf("%w: connect to %s: %v", ErrStreams, addr, err)
 		}
-		conns[i] = c.(*net.TCPConn)
-		setStreamCC(conns[i])
 	}
+	p.UseConns(conns)
+	return nil
+}
+
+// UseConns (client) makes each of conns (TCP streams, or ssh sessions relaying to the server's
+// local socket) its lane's conn, as streams.
+func (p *Path) UseConns(conns [Lanes]net.Conn) {
 	for i, c := range conns {
 		p.UseStream(i, lane.NewStream(c, nil))
 	}
-	return nil
+}
+
+// ExpectStreams (server) says the client asked for streams: WaitPeers waits for their proofs
+// until within from now, beyond its own time where that is sooner.
+func (p *Path) ExpectStreams(within time.Duration) {
+	p.streamsBy.Store(time.Now().Add(within).UnixNano())
 }

@@ -42,7 +42,7 @@ func streamPair(tb testing.TB) (client, server *Path, ln *net.TCPListener, accep
 		tb.Fatal(err)
 	}
 	acc := make(chan error, 1)
-	go func() { acc <- server.AcceptStreams(ctx, ln, 5*time.Second) }()
+	go func() { acc <- server.AcceptStreams(ctx, 5*time.Second, ln) }()
 	return client, server, ln, acc // the caller dials: hostile tests dial their own way first
 }
 

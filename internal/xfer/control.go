@@ -109,8 +109,9 @@ type Msg struct {
 	Probe  *DoctorProbe `json:"probe,omitempty"` // "probe": the capacity probe's trains, and the server's arrivals
 
 	// streams (a copy whose UDP handshake failed): the client asks for this many TCP streams, the
-	// server answers with its Port (streams.go)
-	Streams int `json:"streams,omitempty"`
+	// server answers with its Port and the local socket its ssh relays reach, Relay (streams.go)
+	Streams int    `json:"streams,omitempty"`
+	Relay   string `json:"relay,omitempty"`
 
 	// error
 	Err  string    `json:"err,omitempty"`

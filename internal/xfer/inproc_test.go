@@ -154,6 +154,17 @@ func (r *pipeRemote) Info() PeerInfo {
 	return PeerInfo{Path: "in-process", RemoteOS: "test", HostName: r.hostName, Took: r.took}
 }
 func (r *pipeRemote) Close(time.Duration) { r.in.Close() }
+
+// Relay is what an ssh session running `farwing serve --relay socket` gives (bootstrap's
+// Peer.Relay): the relay in this process, on a pipe.
+func (r *pipeRemote) Relay(ctx context.Context, socket string) (net.Conn, error) {
+	a, b := net.Pipe()
+	go func() {
+		Relay(ctx, socket, b, b)
+		b.Close()
+	}()
+	return a, nil
+}
 func (r *pipeRemote) Ended(err error) error {
 	select {
 	case <-r.done:

@@ -2,8 +2,10 @@ package xfer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +50,57 @@ func TestInProcessFallback(t *testing.T) {
 		if len(warned) != 1 || !strings.Contains(warned[0], "no UDP reply from 127.0.0.1 within 5s: carrying the data over 4 TCP streams instead") ||
 			!strings.Contains(warned[0], "--udp-only") {
 			t.Errorf("%s: warnings %q, want one about the TCP streams", what, warned)
+		}
+		warned = nil
+	}
+	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+	check("push", res, err)
+	sameTree(t, filepath.Join(remote, "t"), stripTop(sums))
+	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
+	check("pull", res, err)
+	sameTree(t, filepath.Join(back, "t"), stripTop(sums))
+}
+
+// TestInProcessFallbackRelay: where the server's TCP port refuses too, the copy says so in a
+// second warning and carries the lanes over ssh sessions (here the relay in process, on pipes)
+// to the server's local socket: push and pull arrive whole, the result says ssh.
+func TestInProcessFallbackRelay(t *testing.T) {
+	e := streamsEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port // nothing listens there once closed: a refused connection
+	ln.Close()
+	e.filterServer(func(line []byte) []byte {
+		var m Msg
+		if json.Unmarshal(line, &m) == nil && m.T == KindStreams {
+			if m.Relay == "" {
+				t.Errorf("the server offered no relay socket: %s", line)
+			}
+			m.Port = closed
+			return msgLine(t, m)
+		}
+		return line
+	})
+	src, remote, back := t.TempDir(), t.TempDir(), t.TempDir()
+	sums := tree(t, src, map[string]int{"t/a.bin": 2<<20 + 99, "t/b.bin": 7})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := e.options()
+	o.Recursive = true
+	var warned []string
+	o.Warn = func(m string) { warned = append(warned, m) }
+	check := func(what string, res *Result, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s over ssh relays: %v", what, err)
+		}
+		if res.Transport != TransportSSH || res.ParitySent != 0 {
+			t.Errorf("%s: transport %q, %d parity; want ssh, none", what, res.Transport, res.ParitySent)
+		}
+		if len(warned) != 2 || !strings.Contains(warned[1], fmt.Sprintf("no TCP connection to 127.0.0.1:%d either: carrying the data over 4 ssh sessions instead", closed)) {
+			t.Errorf("%s: warnings %q, want the TCP streams' and the ssh sessions'", what, warned)
 		}
 		warned = nil
 	}

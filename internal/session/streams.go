@@ -58,11 +58,15 @@ func (p *Path) UseStream(i int, c lane.PacketConn) {
 // congestion control (up to the user's --rate) and sends no FEC parity.
 func (p *Path) OnStreams() bool { return p.onStreams.Load() }
 
-// resetLane forgets lane i's handshake: its peer, its address proof and its answers.
+// resetLane forgets lane i's handshake: the server's proof of the client's address (and the
+// address), the client's answers. The client keeps its peer, the server's address: a sender
+// already running (data before the proof) goes on sending, now on the stream.
 func (p *Path) resetLane(i int) {
 	p.chunkMu.Lock()
 	defer p.chunkMu.Unlock()
-	p.peers[i].Store(nil)
+	if p.server {
+		p.peers[i].Store(nil)
+	}
 	p.proven[i].Store(false)
 	p.helloFrom[i].Store(nil)
 	p.jumboFrom[i] = netip.AddrPort{}

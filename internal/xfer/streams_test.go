@@ -2,9 +2,11 @@ package xfer
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/farwing/farwing/internal/session"
+	"github.com/farwing/farwing/internal/wire"
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
@@ -146,28 +149,33 @@ func TestInProcessFallbackPortRange(t *testing.T) {
 }
 
 // TestInProcessFallbackHostile: a server that answers the request for streams with a port
-// outside --port breaks the protocol (exit 10); one that answers nothing leaves the no-UDP error
-// and says the streams' request went unanswered (exit 6).
+// outside --port, or a relay socket that is no absolute path, breaks the protocol (exit 10); one
+// that answers nothing leaves the no-UDP error and says the streams' request went unanswered
+// (exit 6).
 func TestInProcessFallbackHostile(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		port int // the server's answer (0: none)
+		edit func(m *Msg) bool // false: the answer is dropped
 		code ErrorCode
 		want string
 	}{
-		{"outside --port", 80, CodeProtocol, "offered TCP port 80 for the streams, outside --port"},
-		{"silent", 0, CodeUDP, "did not answer the request for TCP streams"},
+		{"outside --port", func(m *Msg) bool { m.Port = 80; return true }, CodeProtocol, "offered TCP port 80 for the streams, outside --port"},
+		{"relative relay", func(m *Msg) bool { m.Relay = "tmp/s"; return true }, CodeProtocol, `offered "tmp/s" as its relay socket`},
+		{"relay with a newline", func(m *Msg) bool { m.Relay = "/tmp/s\nrm -rf x"; return true }, CodeProtocol, "as its relay socket"},
+		{"long relay", func(m *Msg) bool { m.Relay = "/" + strings.Repeat("a", maxRelayPath); return true }, CodeProtocol, "at most 108 bytes"},
+		{"silent", func(*Msg) bool { return false }, CodeUDP, "did not answer the request for TCP streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := streamsEnv(t)
 			e.filterServer(func(line []byte) []byte {
-				if strings.Contains(string(line), `"t":"streams"`) {
-					if tc.port == 0 {
-						return nil
-					}
-					return msgLine(t, Msg{T: KindStreams, Port: tc.port})
+				var m Msg
+				if json.Unmarshal(line, &m) != nil || m.T != KindStreams {
+					return line
 				}
-				return line
+				if !tc.edit(&m) {
+					return nil
+				}
+				return msgLine(t, m)
 			})
 			src := t.TempDir()
 			tree(t, src, map[string]int{"f": 1000})
@@ -182,6 +190,66 @@ func TestInProcessFallbackHostile(t *testing.T) {
 			}
 			if tc.code == CodeUDP && !errors.Is(err, session.ErrNoUDP) {
 				t.Errorf("%v: not the no-UDP error", err)
+			}
+		})
+	}
+}
+
+// TestServeStreamsAskedOnce: a client may ask for streams once, for one per lane: a request for
+// another number, or a second one, ends the server's session as a protocol violation; the first
+// is answered with a TCP port and a relay socket in a directory only this user can enter.
+func TestServeStreamsAskedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		reqs []int
+	}{
+		{"three streams", []int{3}},
+		{"asked twice", []int{session.Lanes, session.Lanes}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := lanetest.New(lanetest.Link{}, 1)
+			e := &env{t: t, net: n}
+			conns, err := e.lanes(serverHost)("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := make([]byte, wire.KeyLen)
+			rand.Read(key)
+			crypto, _ := wire.NewCrypto(key, 1, wire.ServerToClient)
+			path := session.NewPath(conns, crypto, true)
+			defer path.Close()
+			answers := make(chan []byte, 4)
+			ctl := NewControl(strings.NewReader(""), &lineFilter{w: io.Discard, line: func(l []byte) []byte { answers <- l; return nil }}, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			failed := make(chan error, 2)
+			f := offerStreams(ctx, ctl, path, "127.0.0.1:0", session.PortRange{}, func(err error) { failed <- err })
+			for _, r := range tc.reqs {
+				f(Msg{T: KindStreams, Streams: r})
+			}
+			select {
+			case err := <-failed:
+				if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "a client asks once, for 4") {
+					t.Fatalf("%v, want a protocol violation", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the server took the request")
+			}
+			if len(tc.reqs) == 2 { // the first was answered
+				var line []byte
+				select {
+				case line = <-answers:
+				case <-time.After(5 * time.Second):
+					t.Fatal("no answer to the first request")
+				}
+				var m Msg
+				if err := json.Unmarshal(line, &m); err != nil || m.T != KindStreams || m.Port == 0 || m.Relay == "" {
+					t.Fatalf("answer %q (%v)", line, err)
+				}
+				st, err := os.Stat(filepath.Dir(m.Relay))
+				if err != nil || st.Mode().Perm() != 0o700 {
+					t.Errorf("the relay's directory: %v, mode %v; want 0700", err, st.Mode())
+				}
 			}
 		})
 	}

@@ -121,3 +121,52 @@ func TestStreamBadLength(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStreamRecords: whatever bytes a stream brings, Recv hands over only records of 1 to
+// MaxRecord bytes, exactly as framed in them, in order, and stops at the first length out of
+// bounds (ErrBadRecord) or at the end (net.ErrClosed); ReadRecord agrees on the first record.
+func FuzzStreamRecords(f *testing.F) {
+	f.Add(AppendRecord(AppendRecord(nil, []byte("ab")), []byte{1, 2, 3}))
+	f.Add([]byte{0, 0, 1})
+	f.Add([]byte{0xff, 0xff, 1, 2})
+	f.Add(AppendRecord(nil, bytes.Repeat([]byte{7}, MaxRecord)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, b := net.Pipe()
+		a.Close()
+		s := NewStream(b, data)
+		var got [][]byte
+		var err error
+		for err == nil {
+			_, err = s.Recv(time.Now().Add(time.Second), func(r []byte, _ netip.AddrPort) { got = append(got, append([]byte(nil), r...)) })
+		}
+		// The records as the framing says, up to the first bad length or an incomplete tail.
+		var want [][]byte
+		bad := false
+		for rest := data; len(rest) >= RecordHeader; {
+			n := int(binary.BigEndian.Uint16(rest))
+			if n == 0 || n > MaxRecord {
+				bad = true
+				break
+			}
+			if len(rest) < RecordHeader+n {
+				break
+			}
+			want = append(want, rest[RecordHeader:RecordHeader+n])
+			rest = rest[RecordHeader+n:]
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d records, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("record %d differs", i)
+			}
+		}
+		if bad != errors.Is(err, ErrBadRecord) || !bad && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("ended with %v (a bad length: %v)", err, bad)
+		}
+		if rec, rerr := ReadRecord(bytes.NewReader(data)); rerr == nil && (len(want) == 0 || !bytes.Equal(rec[RecordHeader:], want[0])) {
+			t.Fatalf("ReadRecord took a record Recv did not")
+		}
+	})
+}

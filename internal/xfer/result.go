@@ -13,7 +13,7 @@ import (
 type Result struct {
 	Direction     string             `json:"direction"` // push or pull
 	Host          string             `json:"host"`
-	Transport     string             `json:"transport"` // what carried the lanes: udp, or tcp where no UDP got through (streams.go)
+	Transport     string             `json:"transport"` // what carried the lanes: udp; tcp where no UDP got through, ssh where TCP was blocked too (streams.go)
 	Files         []fcopy.FileResult `json:"files"`
 	Dirs          int                `json:"dirs,omitempty"`       // directories created or kept
 	Symlinks      int                `json:"symlinks,omitempty"`   // symbolic links made, as links

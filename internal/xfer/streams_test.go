@@ -254,3 +254,21 @@ func TestServeStreamsAskedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestInProcessFallbackResume: a push interrupted half way on UDP is resumed over TCP streams
+// where UDP is blocked next time: the verified blocks are kept, the rest travels, and the file is
+// the source's.
+func TestInProcessFallbackResume(t *testing.T) {
+	src, remote := t.TempDir(), t.TempDir()
+	tree(t, src, map[string]int{"big": resumeSize})
+	interruptedRun(t, true, true, src, remote, "")
+	e := streamsEnv(t)
+	e.checkpoint = resumeCheckpoint
+	o := e.options()
+	o.Warn = func(string) {}
+	res := rerun(t, true, o, src, remote, "")
+	if res.Transport != TransportTCP || res.ResumedFiles != 1 || res.ResumedBytes <= 0 || res.Bytes != resumeSize-res.ResumedBytes {
+		t.Fatalf("transport %s, resumed %d files, %d bytes, then sent %d", res.Transport, res.ResumedFiles, res.ResumedBytes, res.Bytes)
+	}
+	sameBytes(t, filepath.Join(src, "big"), filepath.Join(remote, "big"))
+}

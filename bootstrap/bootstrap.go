@@ -214,6 +214,7 @@ func Start(ctx context.Context, s SSH, host string, id Identity, serveArgs []str
 	p, err := se.firstContact(ctx, host, c, serveArgs, preface)
 	if p != nil {
 		p.HostName, p.attempts = se.cfg["hostname"], se.attempts
+		p.se, p.host = se, host
 	}
 	return p, err
 }

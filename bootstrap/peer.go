@@ -47,6 +47,8 @@ type Peer struct {
 	// skipped is closed when the remote said ok with an upload's start going ahead: serve drops
 	// those bytes whatever they are, so they need not wait for the build to be compressed.
 	skipped  chan struct{}
+	se       *session // the start's ssh settings, for more sessions (Relay)
+	host     string
 	serve    []string  // the peer's command line, as the script runs it
 	began    time.Time // when ssh was started
 	attempts []attempt // first contact's attempts, each with the reason it was made (contact.go)

@@ -41,7 +41,16 @@ type Path struct {
 	Loss       float64       // random (Bernoulli) loss probability 0..1, applied before the queue
 	QueueBytes int           // drop-tail queue limit in bytes (0 = one BDP of RateBps×2×Delay, min 64 KiB)
 	DropUDP    bool          // drop every UDP packet (a firewall that blocks UDP); counted in PathStats.Blocked
+	// DropTCP drops every TCP segment to a destination port in its range (a firewall that blocks
+	// those ports; the zero range: none), counted in PathStats.Blocked.
+	DropTCP Ports
 }
+
+// Ports is a range of ports, Lo to Hi; the zero value holds none.
+type Ports struct{ Lo, Hi uint16 }
+
+// Has reports whether port lies in r.
+func (r Ports) Has(port uint16) bool { return r.Hi != 0 && port >= r.Lo && port <= r.Hi }
 
 // Config describes both directions of a Lab.
 type Config struct {

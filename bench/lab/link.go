@@ -48,7 +48,7 @@ type PathStats struct {
 	QueueBytes    uint64
 	OverflowDrops uint64 // packets refused because the emulator ran out of slots
 	WriteErrors   uint64 // packets the far TUN device refused
-	Blocked       uint64 // UDP packets dropped because the path blocks UDP (Path.DropUDP)
+	Blocked       uint64 // UDP packets dropped because the path blocks UDP (Path.DropUDP), and TCP ones to a blocked port (Path.DropTCP)
 	KernelDrops   uint64 // the veth path only: frames either veth dropped (a receive backlog that overflowed)
 	MaxQueueBytes int    // largest queue occupancy seen, including the arriving packet
 	// IP bytes by protocol: UDP and TCP that arrived at the link (what the senders sent, before
@@ -98,6 +98,15 @@ func proto(pkt []byte) byte {
 		return 0
 	}
 	return pkt[9]
+}
+
+// dstPort is an IPv4 TCP or UDP packet's destination port (0 where it has none).
+func dstPort(pkt []byte) uint16 {
+	ihl := int(pkt[0]&0x0f) * 4
+	if len(pkt) < ihl+4 {
+		return 0
+	}
+	return uint16(pkt[ihl+2])<<8 | uint16(pkt[ihl+3])
 }
 
 // countProto adds n bytes of a packet of protocol p to the UDP or TCP counter.
@@ -239,7 +248,7 @@ func (l *link) readLoop() error {
 		l.mu.Lock()
 		p := proto(buf[:n])
 		countProto(p, uint64(n), &l.stats.UDPArrived, &l.stats.TCPArrived)
-		if p == protoUDP && l.path.DropUDP {
+		if p == protoUDP && l.path.DropUDP || p == protoTCP && l.path.DropTCP.Has(dstPort(buf[:n])) {
 			l.stats.Blocked++
 			l.mu.Unlock()
 			continue

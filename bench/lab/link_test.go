@@ -260,3 +260,32 @@ func TestLinkDropUDP(t *testing.T) {
 		t.Errorf("delivered %d packets, stats %+v; want the 10 TCP ones, 20 blocked", len(got), st)
 	}
 }
+
+// TestLinkDropTCP: a path that blocks TCP ports drops the segments to a port in the range and
+// counts them; TCP to other ports and UDP to those ports pass.
+func TestLinkDropTCP(t *testing.T) {
+	pkt := func(proto byte, port uint16, n int) []byte {
+		p := make([]byte, n)
+		p[0], p[9] = 0x45, proto
+		p[22], p[23] = byte(port>>8), byte(port)
+		return p
+	}
+	lk, _, recv := startLinkAfter(t, Path{DropTCP: Ports{Lo: 45000, Hi: 45009}}, 1, func(send *os.File) {
+		for _, p := range [][]byte{pkt(protoTCP, 45000, 100), pkt(protoTCP, 45009, 100), pkt(protoTCP, 44999, 200),
+			pkt(protoTCP, 45010, 200), pkt(protoUDP, 45005, 300), pkt(protoTCP, 22, 200)} {
+			if _, err := send.Write(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	got := collect(t, recv, 4, 300*time.Millisecond)
+	st := lk.snapshot()
+	for _, a := range got {
+		if a.n == 100 {
+			t.Error("a TCP segment to a blocked port passed")
+		}
+	}
+	if len(got) != 4 || st.Blocked != 2 {
+		t.Errorf("delivered %d packets, stats %+v; want 4, 2 blocked", len(got), st)
+	}
+}

@@ -61,6 +61,9 @@ func VethRefuses(p Path) error {
 	if p.DropUDP {
 		what = append(what, "a UDP block")
 	}
+	if p.DropTCP != (Ports{}) {
+		what = append(what, "a TCP port block")
+	}
 	if p.QueueBytes > 0 && p.RateBps == 0 {
 		what = append(what, "a queue without a rate")
 	}

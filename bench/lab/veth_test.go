@@ -212,7 +212,7 @@ func TestVethRate(t *testing.T) {
 	wantRate(t, "after a refused Set", htbClassRate(t, l.NSA), 500e6)
 }
 
-// TestVethRefuses: a veth lab asked for a delay, random loss or a UDP block does not start, and
+// TestVethRefuses: a veth lab asked for a delay, random loss, a UDP or TCP block does not start, and
 // leaves no namespace behind.
 func TestVethRefuses(t *testing.T) {
 	if err := lab.CheckVeth(); err != nil {
@@ -223,6 +223,7 @@ func TestVethRefuses(t *testing.T) {
 		"delay":    {Delay: 5 * time.Millisecond},
 		"loss":     {Loss: 0.01},
 		"drop-udp": {DropUDP: true},
+		"drop-tcp": {DropTCP: lab.Ports{Lo: 45000, Hi: 45009}},
 		"queue":    {QueueBytes: 1 << 20},
 	} {
 		l, err := lab.Start(lab.Config{AtoB: p, Veth: true})

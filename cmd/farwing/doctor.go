@@ -238,6 +238,7 @@ func udpFinding(rep *doctorpeer.Report) finding {
 		f.Detail += "; the remote heard every lane, but its answers did not come back"
 		f.Fix = fmt.Sprintf("let UDP from the remote's ports %s back to this end's ports %s (a firewall here, or a NAT that drops the replies)", portsText(rep.Ports), portsText(rep.LocalPorts))
 	}
+	f.Detail += "; a copy goes over TCP streams instead, at TCP's speed (exit 6 with --udp-only)"
 	return f
 }
 

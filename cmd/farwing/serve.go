@@ -30,8 +30,17 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 	skip := fs.String("skip", "", "drop A bytes of the control channel after its first L, L:A (an upload's start the client wrote ahead; set by first contact)")
 	announce := fs.String(strings.TrimPrefix(bootstrap.AnnounceFlag, "--"), "", "print the status line of a peer started from this path before the first control message, in the same write (set by first contact)")
 	chdir := fs.String(strings.TrimPrefix(bootstrap.ChdirFlag, "--"), "", "first go to this directory: the one the ssh session started in (set by first contact, which starts the peer inside its cache directory)")
+	relay := fs.String(strings.TrimPrefix(bootstrap.RelayFlag, "--"), "", "relay between standard input and output and this local socket of a running peer (a copy's lane where UDP and TCP are blocked; set by farwing copy)")
 	if err := fs.Parse(args); err != nil {
 		return badFlags("serve", err)
+	}
+	if *relay != "" {
+		signal.Ignore(syscall.SIGPIPE)
+		if err := xfer.Relay(ctx, *relay, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(stderr, "farwing serve: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	enter(*chdir)
 	ports, err := session.ParsePortRange(*portRange)

@@ -245,7 +245,7 @@ func TestFloodDuringTransfer(t *testing.T) {
 			for _, p := range h.client.Ports() {
 				targets[1] = append(targets[1], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)))
 			}
-			spoof[0], spoof[1] = h.client.conns[0].LocalAddr(), h.server.conns[0].LocalAddr()
+			spoof[0], spoof[1] = h.client.conn(0).LocalAddr(), h.server.conn(0).LocalAddr()
 			h.net.Tap(func(from, to netip.AddrPort, b []byte) {
 				end := 0
 				if to.Addr() == netip.MustParseAddr("127.0.0.1") {
@@ -262,8 +262,8 @@ func TestFloodDuringTransfer(t *testing.T) {
 			flood(t, h, stop)
 			// Let every lane read what is queued, then count.
 			for _, p := range []*Path{h.server, h.client} {
-				for _, c := range p.conns {
-					for c.Pending() {
+				for i := range p.conns {
+					for p.conn(i).Pending() {
 						time.Sleep(time.Millisecond)
 					}
 				}

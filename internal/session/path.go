@@ -59,7 +59,7 @@ type Admitter interface {
 // Path is one side's four lanes with the session key: it seals, sends, receives, authenticates and
 // filters replays, and runs the lane-opening handshake.
 type Path struct {
-	conns  [Lanes]lane.PacketConn
+	conns  [Lanes]atomic.Pointer[connBox] // each lane's socket, or its stream once UseStream replaced it (conn)
 	crypto *wire.Crypto
 	peers  [Lanes]atomic.Pointer[netip.AddrPort]
 	txSeq  [Lanes]atomic.Uint64
@@ -106,6 +106,11 @@ type Path struct {
 	EarlyDropped atomic.Uint64 // ... and dropped because too many were waiting
 	// ControlInvalid counts authentic control datagrams that were malformed (control.go).
 	ControlInvalid atomic.Uint64
+	// StreamsRefused counts the TCP connections the server closed instead of taking them as a
+	// lane's stream (streams.go): a first record that was not authentic, a lane taken, silence.
+	StreamsRefused atomic.Uint64
+	onStreams      atomic.Bool  // the lanes are TCP streams (UseStream)
+	streamsBy      atomic.Int64 // (server) WaitPeers waits for the streams' proofs until then (UnixNano; ExpectStreams)
 
 	controlTo atomic.Pointer[func(seq uint32, msg []byte)]
 	control   controlRx
@@ -196,13 +201,16 @@ func ListenUDP(bind string, opt lane.Options) ([Lanes]lane.PacketConn, error) {
 // NewPath starts a path on four lanes (real UDP sockets, or lanetest's in-memory ones), which it
 // owns from now on: Close closes them.
 func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
-	p := &Path{crypto: c, server: server, conns: conns, secret: newSecret(), acked: make(chan struct{}, 1), hsSent: make(chan struct{})}
+	p := &Path{crypto: c, server: server, secret: newSecret(), acked: make(chan struct{}, 1), hsSent: make(chan struct{})}
+	for i, c := range conns {
+		p.conns[i].Store(&connBox{c})
+	}
 	p.heard.Store(time.Now().UnixNano()) // silence is counted from the start
 	fec.Warm()                           // the Leopard tables and the coder of whole blocks: under 1 ms, 100 KiB, once
 	// The train is timed with the kernel's receive stamps, not with when a lane goroutine got to
 	// read it (late wake-ups made trains look several times faster than the path). The kernel
 	// switches stamping on from a work queue, so ask now, well before the train comes.
-	for _, c := range p.conns {
+	for _, c := range conns {
 		c.SetRxTimestamps(true)
 	}
 	time.AfterFunc(10*time.Second, p.stopStamps)
@@ -215,9 +223,20 @@ func NewPath(conns [Lanes]lane.PacketConn, c *wire.Crypto, server bool) *Path {
 	return p
 }
 
+// connBox holds a lane's conn, which UseStream may replace while the path runs.
+type connBox struct{ lane.PacketConn }
+
+// conn is lane i's conn now (nil on a Path made without lanes, as tests make).
+func (p *Path) conn(i int) lane.PacketConn {
+	if b := p.conns[i].Load(); b != nil {
+		return b.PacketConn
+	}
+	return nil
+}
+
 func (p *Path) closeConns() {
-	for _, c := range p.conns {
-		if c != nil {
+	for i := range p.conns {
+		if c := p.conn(i); c != nil {
 			c.Close()
 		}
 	}
@@ -315,8 +334,8 @@ func (p *Path) replayEarly(i int, rx *laneRx, hb *handlerBox) {
 // stopStamps switches the lanes' receive timestamps off once the train no longer needs them.
 func (p *Path) stopStamps() {
 	p.stampsOff.Do(func() {
-		for _, c := range p.conns {
-			c.SetRxTimestamps(false)
+		for i := range p.conns {
+			p.conn(i).SetRxTimestamps(false)
 		}
 	})
 }
@@ -324,8 +343,8 @@ func (p *Path) stopStamps() {
 // Ports are the lanes' local UDP ports.
 func (p *Path) Ports() []int {
 	ports := make([]int, Lanes)
-	for i, c := range p.conns {
-		ports[i] = int(c.LocalAddr().Port())
+	for i := range p.conns {
+		ports[i] = int(p.conn(i).LocalAddr().Port())
 	}
 	return ports
 }
@@ -379,7 +398,7 @@ func (p *Path) Send(i int, pkts [][]byte) error {
 func (p *Path) sendTo(i int, dst netip.AddrPort, pkts [][]byte) error {
 	p.sendMu[i].Lock()
 	defer p.sendMu[i].Unlock()
-	return p.conns[i].Send(dst, pkts)
+	return p.conn(i).Send(dst, pkts)
 }
 
 // SendOne seals pt as a datagram of type t and sends it on lane i. A server's feedback may go
@@ -428,7 +447,7 @@ func (p *Path) Heard() time.Time { return time.Unix(0, p.heard.Load()) }
 func (p *Path) Stalled(now time.Time, after time.Duration) bool {
 	for i := range p.rx {
 		rx := &p.rx[i]
-		if ran := rx.ran.Load(); ran != 0 && now.UnixNano()-ran > int64(after) && (rx.inBatch.Load() || p.conns[i].Pending()) {
+		if ran := rx.ran.Load(); ran != 0 && now.UnixNano()-ran > int64(after) && (rx.inBatch.Load() || p.conn(i).Pending()) {
 			return true
 		}
 	}
@@ -450,17 +469,17 @@ func (p *Path) Late() [Lanes]uint64 {
 // LaneStats returns the counters of every lane.
 func (p *Path) LaneStats() []lane.Stats {
 	s := make([]lane.Stats, Lanes)
-	for i, c := range p.conns {
-		s[i] = c.Stats()
+	for i := range p.conns {
+		s[i] = p.conn(i).Stats()
 	}
 	return s
 }
 
 func (p *Path) recvLoop(ctx context.Context, i int) {
 	defer p.wg.Done()
-	c := p.conns[i]
 	rx := &p.rx[i]
 	for ctx.Err() == nil {
+		c := p.conn(i) // UseStream may replace it: a closed one's Recv ends, and the new one is read
 		// One clock read per receive batch, not per datagram (4 % of the receiver's CPU on
 		// loopback): a batch is read in one system call and handled within a fraction of a
 		// millisecond.
@@ -472,6 +491,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			h, err := p.crypto.Check(b)
 			if err != nil || int(h.Lane) != i {
 				p.Foreign.Add(1)
+				p.distrust(c)
 				return
 			}
 			if now.IsZero() {
@@ -486,6 +506,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 				if taken, ok := hb.sealed.SealedData(i, h, b, now); taken {
 					if !ok {
 						p.AuthFailures.Add(1)
+						p.distrust(c)
 					} else if p.mark(rx, h.Seq, now) {
 						authentic = true
 						if !p.gotData.Load() {
@@ -498,6 +519,7 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 			pt, err := p.crypto.OpenChecked(h, b)
 			if err != nil {
 				p.AuthFailures.Add(1)
+				p.distrust(c)
 				return
 			}
 			if h.Type == wire.TypeData && !p.gotData.Load() {
@@ -595,7 +617,13 @@ func (p *Path) recvLoop(ctx context.Context, i int) {
 		rx.ran.Store(time.Now().UnixNano())
 		rx.inBatch.Store(false)
 		if err != nil && !errors.Is(err, lane.ErrTimeout) {
-			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				if p.conn(i) != c {
+					continue // replaced (UseStream): read the new one
+				}
 				return
 			}
 			// Transient errors (ICMP port unreachable surfaces as ECONNREFUSED on some
@@ -675,7 +703,7 @@ type DontFragmenter interface {
 // dontFragment turns the don't-fragment bit on for lane i, once, and reports whether its
 // datagrams leave with it.
 func (p *Path) dontFragment(i int) bool {
-	d, ok := p.conns[i].(DontFragmenter)
+	d, ok := p.conn(i).(DontFragmenter)
 	if !ok {
 		return true
 	}
@@ -693,8 +721,8 @@ func (p *Path) dontFragment(i int) bool {
 // default back, once a session settled on standard chunks: a tunnel's smaller MTU then fragments
 // them as it does any UDP.
 func (p *Path) allowFragments() {
-	for i, c := range p.conns {
-		if d, ok := c.(DontFragmenter); ok && p.df[i].CompareAndSwap(1, 0) {
+	for i := range p.conns {
+		if d, ok := p.conn(i).(DontFragmenter); ok && p.df[i].CompareAndSwap(1, 0) {
 			d.SetDontFragment(false)
 		}
 	}
@@ -851,7 +879,7 @@ func (p *Path) WaitPeers(ctx context.Context, timeout time.Duration) error {
 		if n == Lanes {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if now := time.Now(); now.After(deadline) && now.UnixNano() > p.streamsBy.Load() {
 			return fmt.Errorf("%w: %d of %d lanes heard from the client within %s", ErrNoUDP, n, Lanes, timeout)
 		}
 		select {

@@ -153,7 +153,7 @@ func portList(ports []int) string {
 // halved: Linux doubles what is set for its bookkeeping); 0 where the lanes cannot tell (not UDP
 // sockets).
 func (p *Path) Buffers() (recv, send int) {
-	if c, ok := p.conns[0].(interface{ Buffers() (int, int) }); ok {
+	if c, ok := p.conn(0).(interface{ Buffers() (int, int) }); ok {
 		r, s := c.Buffers()
 		return r / 2, s / 2
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -415,7 +416,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 	if s.cfg.ResumeBps > 0 {
 		s.cc.ResumeBandwidth(s.start, s.cfg.ResumeBps)
 	}
-	s.pacer.SetRate(s.cc.PacingRate())
+	s.pacer.SetRate(s.pacingRate())
 	s.path.SetHandler(s)
 	defer func() {
 		s.stats.CC = s.cc.Stats()
@@ -549,7 +550,7 @@ func (s *Sender) Run(ctx context.Context, in <-chan *fcopy.Block) error {
 			}
 			s.storeProgress(st)
 		}
-		s.pacer.SetRate(s.cc.PacingRate())
+		s.pacer.SetRate(s.pacingRate())
 		if err := s.transmit(now); err != nil {
 			return err
 		}
@@ -611,7 +612,7 @@ func (s *Sender) addBlock(b *fcopy.Block) {
 	tb := &txBlock{id: b.ID, data: b.Data, buf: b.Data, hash: b.Hash, nChunks: chunksIn(len(b.Data), s.chunk)}
 	tb.refs.Store(1)
 	tb.acked = make([]uint64, (tb.nChunks+1+63)/64)
-	if k := s.fecK; k != 0 && tb.nChunks > 0 {
+	if k := s.fecK; k != 0 && tb.nChunks > 0 && !s.path.OnStreams() { // a stream loses nothing: no parity
 		if k < 0 {
 			k = fec.GroupSize(tb.nChunks)
 		}
@@ -885,10 +886,31 @@ func (s *Sender) sealLoop(i int) {
 	}
 }
 
+// streamRate is the pacing rate on TCP streams without --rate: as good as none, so that TCP's
+// congestion control, which sees the path's losses and queue, alone sets the rate (two
+// controllers in series would fight: this one's losses never happen on a stream, and its
+// round trips include the streams' send buffers).
+const streamRate = 400e9
+
+// pacingRate is the rate the pacer holds: the controller's on UDP; on TCP streams the user's
+// --rate where given, else streamRate.
+func (s *Sender) pacingRate() float64 {
+	if !s.path.OnStreams() {
+		return s.cc.PacingRate()
+	}
+	if s.cfg.Rate > 0 {
+		return s.cfg.Rate
+	}
+	return streamRate
+}
+
 // inflightCap is the controller's cap, but never less than what the pacing rate sends in 4
 // feedback intervals: acknowledgements come in batches every feedback interval, so on a path
 // whose round trip is shorter than that interval a pure 2·BDP cap would starve the pipe.
 func (s *Sender) inflightCap() int {
+	if s.path.OnStreams() {
+		return math.MaxInt // TCP's own window and send buffer hold the lanes back
+	}
 	return max(s.cc.InflightCap(), int(s.cc.PacingRate()/8*(4*FeedbackInterval).Seconds()))
 }
 

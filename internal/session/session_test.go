@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -105,6 +106,7 @@ type xferOpts struct {
 	fecLoss    float64       // FEC plans for this random-loss rate, not the controller's (0: the controller's)
 	wantErr    error         // the sender must fail with this
 	jumbo      bool          // the client proposes large chunks in the handshake
+	streams    bool          // UDP is blocked: the paths fall back to TCP streams (streamPair)
 	// before runs once the receiver runs, before the sender starts; during runs alongside the
 	// sender until stop is closed (hostile peers and floods).
 	before func(t *testing.T, h *harness)
@@ -144,7 +146,15 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, server, n := memPair(t, lanetest.Link{Loss: loss}, seed, o.jumbo)
+	var client, server *Path
+	var n *lanetest.Network
+	if o.streams {
+		var ln *net.TCPListener
+		client, server, ln, _ = streamPair(t)
+		dialAndShake(t, client, server, ln)
+	} else {
+		client, server, n = memPair(t, lanetest.Link{Loss: loss}, seed, o.jumbo)
+	}
 	ca, sa := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	if o.jumbo && (client.ChunkSize() != wire.JumboChunkSize || server.ChunkSize() != wire.JumboChunkSize) {
 		t.Fatalf("loopback handshake agreed on chunks of %d (client) and %d (server) bytes, want %d", client.ChunkSize(), server.ChunkSize(), wire.JumboChunkSize)

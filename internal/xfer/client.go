@@ -31,8 +31,12 @@ type Options struct {
 	HardLinks bool // -H: files with several names are sent once, as hard links
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
-	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any).
+	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any),
+	// and its TCP listener for the streams where UDP is blocked.
 	Ports session.PortRange
+	// UDPOnly (--udp-only): a UDP handshake that gets no answer fails the copy (exit 6) instead
+	// of carrying the lanes over TCP streams (streams.go).
+	UDPOnly bool
 	// MTU (--mtu) is the path MTU the user says the path carries, in bytes (0: not said). From
 	// session.JumboMTU on, the client proposes large datagrams (wire.JumboChunkSize chunks), which the session uses only where every lane proves them each way in its handshake
 	// (docs/PROTOCOL.md, "Hello"); otherwise standard chunks, as without it.

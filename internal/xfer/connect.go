@@ -98,6 +98,9 @@ func (r sshRemote) Info() PeerInfo {
 func (r sshRemote) Ended(err error) error     { return r.p.Ended(err, 2*time.Second) }
 func (r sshRemote) Close(grace time.Duration) { r.p.Close(grace) }
 func (r sshRemote) Prefaced() <-chan struct{} { return r.p.Prefaced() }
+func (r sshRemote) Relay(ctx context.Context, socket string) (net.Conn, error) {
+	return r.p.Relay(ctx, socket)
+}
 
 // closeGrace is how long the client waits for ssh to exit once the transfer's outcome is known:
 // not at all. What it still has to send (bye, an error) is already in ssh's pipe, and ssh delivers
@@ -450,6 +453,9 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	}
 	c.handshake = func(ctx context.Context) (time.Duration, error) {
 		rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
+		if errors.Is(err, session.ErrNoUDP) && !o.UDPOnly {
+			return c.fallback(ctx, o, err, addr, dst)
+		}
 		if err == nil {
 			o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))
 			if c.jumbo {

@@ -27,7 +27,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 19
+const Proto = 20
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -104,7 +104,7 @@ type Msg struct {
 	// ("tcp-done")
 	Facts     *hostinfo.Facts  `json:"facts,omitempty"`
 	TCPTest   *TCPTest         `json:"tcp_test,omitempty"`
-	Port      int              `json:"port,omitempty"`
+	Port      int              `json:"port,omitempty"` // also "streams": the server's TCP port for the streams
 	Token     string           `json:"token,omitempty"`
 	TCPResult *tcpbench.Result `json:"tcp_result,omitempty"`
 	Name      string           `json:"name,omitempty"` // "check": a file of the bench's directory (facts' dest)
@@ -115,6 +115,11 @@ type Msg struct {
 	Doctor *DoctorLanes `json:"doctor,omitempty"`
 	At     int64        `json:"at,omitempty"`
 	Probe  *DoctorProbe `json:"probe,omitempty"` // "probe": the capacity probe's trains, and the server's arrivals
+
+	// streams (a copy whose UDP handshake failed): the client asks for this many TCP streams, the
+	// server answers with its Port and the local socket its ssh relays reach, Relay (streams.go)
+	Streams int    `json:"streams,omitempty"`
+	Relay   string `json:"relay,omitempty"`
 
 	// error
 	Err  string    `json:"err,omitempty"`
@@ -261,7 +266,20 @@ type Control struct {
 	// Copied counts the messages taken from a copy on the lanes before the control channel
 	// brought them.
 	Copied atomic.Uint64
+	// aside takes the messages of one kind as they come, instead of Next (Aside).
+	aside atomic.Pointer[asideFunc]
 }
+
+// asideFunc is what Aside registered: the kind and the function that takes it.
+type asideFunc struct {
+	t Kind
+	f func(Msg)
+}
+
+// Aside hands every message of kind t to f as it comes, in its order among the others, instead
+// of to Next: a request that may come while this end waits on another message (a fallback to TCP
+// streams, streams.go). f runs on the reading goroutine and must not block. One kind at a time.
+func (c *Control) Aside(t Kind, f func(Msg)) { c.aside.Store(&asideFunc{t, f}) }
 
 // ctlCopy is a control message copied on the lanes: its number and its line.
 type ctlCopy struct {
@@ -652,6 +670,14 @@ func (c *Control) merge(lines <-chan lineRead, ended func(error)) {
 		m, n, err := parse(line)
 		if err == nil && m.T == KindError {
 			remote = remoteError(m)
+		}
+		if a := c.aside.Load(); err == nil && a != nil && m.T == a.t {
+			next++
+			if counted {
+				c.queued.Add(-n)
+			}
+			a.f(m)
+			return nil
 		}
 		size := n
 		if err == nil {

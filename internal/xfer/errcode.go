@@ -21,7 +21,7 @@ const (
 	CodeSource      ErrorCode = 3   // a source is missing, unreadable or a directory without -r
 	CodeDest        ErrorCode = 4   // the destination cannot be written
 	CodeSSH         ErrorCode = 5   // ssh failed (unknown host, refused, authentication), or the control channel closed
-	CodeUDP         ErrorCode = 6   // no UDP path, or the path died mid-transfer
+	CodeUDP         ErrorCode = 6   // no UDP path (nor TCP streams, where the copy fell back to them), or the path died mid-transfer
 	CodeVerify      ErrorCode = 7   // a block or file failed verification
 	CodePlatform    ErrorCode = 8   // the client carries no peer for the remote's OS/architecture
 	CodeInstall     ErrorCode = 9   // the peer could not be installed on the remote host
@@ -55,7 +55,7 @@ func CodeOf(err error) ErrorCode {
 	case errors.Is(err, bootstrap.ErrSSH), errors.Is(err, ErrPeerGone):
 		return CodeSSH
 	case errors.Is(err, session.ErrNoUDP), errors.Is(err, session.ErrNoFeedback), errors.Is(err, session.ErrStalled),
-		errors.Is(err, session.ErrSilent), errors.Is(err, session.ErrPortRange):
+		errors.Is(err, session.ErrSilent), errors.Is(err, session.ErrPortRange), errors.Is(err, session.ErrStreams):
 		return CodeUDP
 	}
 	return CodeFail

@@ -154,6 +154,17 @@ func (r *pipeRemote) Info() PeerInfo {
 	return PeerInfo{Path: "in-process", RemoteOS: "test", HostName: r.hostName, Took: r.took}
 }
 func (r *pipeRemote) Close(time.Duration) { r.in.Close() }
+
+// Relay is what an ssh session running `farwing serve --relay socket` gives (bootstrap's
+// Peer.Relay): the relay in this process, on a pipe.
+func (r *pipeRemote) Relay(ctx context.Context, socket string) (net.Conn, error) {
+	a, b := net.Pipe()
+	go func() {
+		Relay(ctx, socket, b, b)
+		b.Close()
+	}()
+	return a, nil
+}
 func (r *pipeRemote) Ended(err error) error {
 	select {
 	case <-r.done:
@@ -317,8 +328,8 @@ func stripTop(m map[string][32]byte) map[string][32]byte {
 	return out
 }
 
-// TestInProcessNoUDP: a network that drops every datagram fails the copy with the no-UDP error
-// (exit code 6) naming the ports, and the remote peer ends too.
+// TestInProcessNoUDP: with --udp-only, a network that drops every datagram fails the copy with
+// the no-UDP error (exit code 6) naming the ports, and the remote peer ends too.
 func TestInProcessNoUDP(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
 	e.hostName = serverHost.String() // the lanes opened while the peer starts are the ones used
@@ -326,7 +337,14 @@ func TestInProcessNoUDP(t *testing.T) {
 	tree(t, src, map[string]int{"f": 1000})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err := Push(ctx, e.options(), []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	o := e.options()
+	o.UDPOnly = true
+	var warned []string
+	o.Warn = func(m string) { warned = append(warned, m) }
+	_, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if len(warned) != 0 {
+		t.Errorf("--udp-only warned of a fallback: %q", warned)
+	}
 	if !errors.Is(err, session.ErrNoUDP) || CodeOf(err) != CodeUDP {
 		t.Fatalf("push without UDP: %v (exit %d)", err, CodeOf(err))
 	}

@@ -37,6 +37,7 @@ const (
 	KindDigest  Kind = "digest"  // the sender: a file's whole digest
 	KindResults Kind = "results" // the receiver: a chunk of the verdict on the files placed
 	KindDone    Kind = "done"    // the receiver: every file placed, with its figures
+	KindStreams Kind = "streams" // client: no UDP got through, carry the lanes on TCP streams; server: the port to connect to
 
 	// The bench (role bench) and the doctor (role doctor).
 	KindFacts       Kind = "facts"        // bench: the client asks, the server answers with its host's facts (first unasked); doctor: the server, first
@@ -155,6 +156,7 @@ var messages = map[Kind]message{
 	KindDigest:  {from: byEither, roles: inCopy},
 	KindResults: {from: byEither, roles: inCopy, line: lineRule{maxChunkWire, bulkZ}, chunk: "verdict"},
 	KindDone:    {from: byEither, roles: inCopy},
+	KindStreams: {from: byEither, roles: inCopy},
 
 	KindFacts:       {from: byEither, roles: inBench | inDoctor},
 	KindTCP:         {from: byClient, roles: inBench},

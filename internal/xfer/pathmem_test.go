@@ -200,13 +200,14 @@ func TestInProcessPathMemory(t *testing.T) {
 	}
 }
 
-// TestInProcessPathMemoryNoUDP: a remembered path whose UDP no longer gets through fails as a
-// first push does, with the handshake's own error (exit 6), though the data went first, and its
-// record is forgotten.
+// TestInProcessPathMemoryNoUDP: with --udp-only, a remembered path whose UDP no longer gets
+// through fails as a first push does, with the handshake's own error (exit 6), though the data
+// went first, and its record is forgotten.
 func TestInProcessPathMemoryNoUDP(t *testing.T) {
 	e := newEnv(t, lanetest.Link{Loss: 1}, 1)
 	e.hostName, e.took = serverHost.String(), 40*time.Millisecond
 	o := e.options()
+	o.UDPOnly = true
 	o.PathMemory = t.TempDir()
 	if err := rememberPath(o.PathMemory, pathKey("host", serverHost), pathRecord{At: time.Now().Unix(), RateBps: 50e6, MinRTTus: 10_000}); err != nil {
 		t.Fatal(err)
@@ -220,6 +221,37 @@ func TestInProcessPathMemoryNoUDP(t *testing.T) {
 		t.Fatalf("push without UDP: %v (exit %d)", err, CodeOf(err))
 	}
 	if _, ok := recallPath(o.PathMemory, pathKey("host", serverHost), time.Now(), time.Second); ok {
+		t.Errorf("the record of a path without UDP is still there")
+	}
+}
+
+// TestInProcessPathMemoryFallback: a remembered path whose UDP no longer gets through sends its
+// first data into the blocked path, then falls back to TCP streams under the running sender: the
+// file arrives whole, and the record is forgotten.
+func TestInProcessPathMemoryFallback(t *testing.T) {
+	e := streamsEnv(t)
+	e.took = 40 * time.Millisecond
+	o := e.options()
+	o.Warn = func(string) {}
+	o.Tuning.NoJumbo = true // a loopback client proposes jumbo chunks, which only the handshake settles: no data before it
+	o.PathMemory = t.TempDir()
+	key := pathKey("host", netip.MustParseAddr("127.0.0.1"))
+	if err := rememberPath(o.PathMemory, key, pathRecord{At: time.Now().Unix(), RateBps: 50e6, MinRTTus: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := t.TempDir(), t.TempDir()
+	sums := tree(t, src, map[string]int{"f": 2<<20 + 5})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StartBps == 0 || res.Transport != TransportTCP {
+		t.Errorf("start_bps %.0f, transport %q: want data before the handshake, then tcp", res.StartBps, res.Transport)
+	}
+	sameTree(t, dst, sums)
+	if _, ok := recallPath(o.PathMemory, key, time.Now(), time.Second); ok {
 		t.Errorf("the record of a path without UDP is still there")
 	}
 }

@@ -137,7 +137,11 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	if hs != nil && side.sender.ProbeBps > 0 && side.sender.ProbeBps < hs.rate/2 {
 		forgetPath(o.PathMemory, key) // the packet train read under half the remembered rate
 	}
-	if side.sender.CC.MinRTT > 0 && res.DataSeconds >= pathMemoryData.Seconds() && res.WireBytes > 0 {
+	if res.Transport != TransportUDP {
+		// No UDP got through: a remembered rate would send the next push's first data into a
+		// blocked path, and what TCP carried says nothing of the UDP path.
+		forgetPath(o.PathMemory, key)
+	} else if side.sender.CC.MinRTT > 0 && res.DataSeconds >= pathMemoryData.Seconds() && res.WireBytes > 0 {
 		if err := rememberPath(o.PathMemory, key, pathRecord{At: time.Now().Unix(),
 			RateBps: float64(res.WireBytes) * 8 / res.DataSeconds, MinRTTus: side.sender.CC.MinRTT.Microseconds()}); err != nil {
 			o.logf("cannot keep this path's rate for the next copy: %v", err)

@@ -13,6 +13,7 @@ import (
 type Result struct {
 	Direction     string             `json:"direction"` // push or pull
 	Host          string             `json:"host"`
+	Transport     string             `json:"transport"` // what carried the lanes: udp; tcp where no UDP got through, ssh where TCP was blocked too (streams.go)
 	Files         []fcopy.FileResult `json:"files"`
 	Dirs          int                `json:"dirs,omitempty"`       // directories created or kept
 	Symlinks      int                `json:"symlinks,omitempty"`   // symbolic links made, as links
@@ -82,7 +83,7 @@ type Result struct {
 // newResult is the Result of a copy in direction ("push" or "pull") with host, as o asks for it,
 // started now.
 func newResult(direction, host string, o *Options) *Result {
-	return &Result{Direction: direction, Host: host, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
+	return &Result{Direction: direction, Host: host, Transport: TransportUDP, RateBps: o.Rate, Sink: o.Sink, FEC: o.FEC.String(), Compare: o.compareName(), started: time.Now()}
 }
 
 // fillSent fills r with the figures of a copy this end sent (a push): its sender's, and what the

@@ -24,8 +24,10 @@ type Session struct {
 }
 
 // StartSession starts the remote peer on host (over ssh, installing it where needed, or o.Start)
-// with a hello of role, and returns once the peer has said it is ready.
+// with a hello of role, and returns once the peer has said it is ready. Its UDP handshake
+// (OpenPath) never falls back to TCP streams: those are a copy's (the doctor checks UDP itself).
 func StartSession(ctx context.Context, o Options, host, role string) (*Session, error) {
+	o.UDPOnly = true
 	c, ready, err := start(ctx, &o, host, Msg{Role: role}, &Result{})
 	if err != nil {
 		return nil, err

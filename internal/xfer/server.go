@@ -162,6 +162,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		// A pull's probe need not wait for a proven lane there either (SendTrainOnHello).
 		path.SetSSHClient(sshClient)
 		ctl.Mirror(path.SendControlEarly)
+		// A client whose UDP handshake gets no answer asks for TCP streams instead (streams.go).
+		ctl.Aside(KindStreams, offerStreams(ctx, ctl, path, bind, so.Ports, func(err error) { ctl.SendError(err); cancel(err) }))
 	}
 	switch hello.Role {
 	case RoleRecv:

@@ -1,0 +1,261 @@
+package session
+
+// Lanes over TCP, where UDP is blocked (docs/PROTOCOL.md, "TCP streams"). The path keeps its
+// logic: each lane's socket is replaced by a TCP stream that carries the same sealed datagrams as
+// length-prefixed records (lane.Stream), and the handshake runs again over the streams. The
+// server takes a stream only once its first record is an authentic datagram of this session for
+// a lane that has none yet, within streamAuthWait; anything else is closed, never read further.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/farwing/farwing/internal/tcpbench"
+	"github.com/farwing/farwing/lane"
+)
+
+// StreamCC is the congestion control a stream's socket asks for where the kernel has it (the
+// kernel's default otherwise): BBR holds a long path's rate under random loss far better than
+// CUBIC, which is why UDP was wanted in the first place.
+const StreamCC = "bbr"
+
+// streamAuthWait is how long an accepted connection has to send its first record: a client sends
+// its hellos as soon as it has connected.
+const streamAuthWait = 5 * time.Second
+
+// maxStrangers bounds the connections waiting to send their first record at once: beyond it a
+// new one is closed unread.
+const maxStrangers = 16
+
+// ErrStreams: the TCP streams could not be set up.
+var ErrStreams = errors.New("no TCP streams")
+
+// UseStream makes c (a lane.Stream) lane i's conn in place of its socket, which it closes, and
+// forgets what the lane's handshake proved: the handshake runs again over the stream. From the
+// first call on, the path is on streams (OnStreams).
+func (p *Path) UseStream(i int, c lane.PacketConn) {
+	p.onStreams.Store(true)
+	p.trainSent.Store(true) // a packet train measures nothing over a stream
+	p.resetLane(i)
+	p.sendMu[i].Lock()
+	old := p.conns[i].Swap(&connBox{c})
+	p.sendMu[i].Unlock()
+	if old != nil && old.PacketConn != nil {
+		old.Close() // its lane goroutine goes on with c
+	}
+	if p.closed.Load() {
+		c.Close()
+	}
+}
+
+// OnStreams reports whether the lanes are TCP streams: the sender then leaves the rate to TCP's
+// congestion control (up to the user's --rate) and sends no FEC parity.
+func (p *Path) OnStreams() bool { return p.onStreams.Load() }
+
+// resetLane forgets lane i's handshake: the server's proof of the client's address (and the
+// address), the client's answers. The client keeps its peer, the server's address: a sender
+// already running (data before the proof) goes on sending, now on the stream.
+func (p *Path) resetLane(i int) {
+	p.chunkMu.Lock()
+	defer p.chunkMu.Unlock()
+	if p.server {
+		p.peers[i].Store(nil)
+	}
+	p.proven[i].Store(false)
+	p.helloFrom[i].Store(nil)
+	p.jumboFrom[i] = netip.AddrPort{}
+	p.laneChunk[i] = 0
+	p.helloAck[i].Store(false)
+	p.haveCookie[i].Store(false)
+	p.provenAck[i].Store(false)
+	p.fullAck[i].Store(false)
+	p.ackChunk[i].Store(0)
+}
+
+// distrust closes c if it is a stream: an honest peer never sends a record that fails to
+// authenticate on one (a datagram may be anyone's; a stream is the peer's alone).
+func (p *Path) distrust(c lane.PacketConn) {
+	if s, ok := c.(*lane.Stream); ok {
+		s.Close()
+	}
+}
+
+// ListenTCPRange opens the server's listener for the streams on bind's address: on the lowest
+// free port of r, or any port for the zero range.
+func ListenTCPRange(bind string, r PortRange) (*net.TCPListener, error) {
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return nil, err
+	}
+	if r.IsZero() {
+		return listenTCP(net.JoinHostPort(host, "0"))
+	}
+	var last error
+	for port := r.Lo; port <= r.Hi; port++ {
+		ln, err := listenTCP(net.JoinHostPort(host, strconv.Itoa(port)))
+		if err == nil {
+			return ln, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("%w: no free TCP port in %s (%v); choose a range with a free port with --port LO-HI", ErrStreams, r, last)
+}
+
+func listenTCP(addr string) (*net.TCPListener, error) {
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return net.ListenTCP("tcp", a)
+}
+
+// setStreamCC asks for StreamCC on c, silently keeping the kernel's default where it lacks it.
+func setStreamCC(c *net.TCPConn) {
+	if tcpbench.CheckCC(StreamCC) == nil {
+		tcpbench.SetCC(c, StreamCC) //nolint:errcheck // the default serves
+	}
+	c.SetNoDelay(true)
+}
+
+// AcceptStreams (server) takes one stream per lane from the listeners (TCP, and the local
+// socket ssh relays reach) within the given time and makes each its lane's conn (UseStream): a
+// connection counts only once its first record, read within streamAuthWait, is an authentic
+// datagram of this session for a lane that has no stream yet. Others (a wrong key, garbage, an
+// oversized record, a lane taken, silence) are closed and counted in StreamsRefused. It closes
+// the listeners when done; it fails if not every lane has its stream in time.
+func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...net.Listener) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for _, ln := range lns {
+		defer ln.Close()
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		defer stop()
+	}
+	var mu sync.Mutex
+	var taken [Lanes]bool
+	n := 0
+	strangers := make(chan struct{}, maxStrangers)
+	for _, ln := range lns {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return // closed: every lane has its stream, or the time is up
+				}
+				select {
+				case strangers <- struct{}{}:
+				default:
+					p.StreamsRefused.Add(1)
+					c.Close()
+					continue
+				}
+				go func() {
+					defer func() { <-strangers }()
+					i, rec, ok := p.authStream(c)
+					mu.Lock()
+					last := false
+					if ok = ok && !taken[i] && n < Lanes; ok {
+						taken[i] = true
+						n++
+						last = n == Lanes
+					}
+					mu.Unlock()
+					if !ok {
+						p.StreamsRefused.Add(1)
+						c.Close()
+						return
+					}
+					if tc, isTCP := c.(*net.TCPConn); isTCP {
+						setStreamCC(tc)
+					}
+					p.UseStream(i, lane.NewStream(c, rec))
+					if last {
+						cancel() // every lane has its stream: stop accepting
+					}
+				}()
+			}
+		}()
+	}
+	<-ctx.Done()
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case n == Lanes:
+		return nil
+	case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		return fmt.Errorf("%w: %d of %d streams came from the client within %s", ErrStreams, n, Lanes, within)
+	}
+	return context.Cause(ctx)
+}
+
+// authStream reads c's first record within streamAuthWait and reports the lane it is for, if it
+// is an authentic datagram of this session (opened on a copy: the path opens it again, and its
+// replay window marks it then); rec is the record with its length prefix.
+func (p *Path) authStream(c net.Conn) (int, []byte, bool) {
+	c.SetReadDeadline(time.Now().Add(streamAuthWait))
+	rec, err := lane.ReadRecord(c)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return 0, nil, false
+	}
+	pkt := append([]byte(nil), rec[lane.RecordHeader:]...)
+	h, _, err := p.crypto.Open(pkt)
+	if err != nil || int(h.Lane) >= Lanes {
+		p.AuthFailures.Add(1)
+		return 0, nil, false
+	}
+	return int(h.Lane), rec, true
+}
+
+// DialStreams (client) connects one TCP stream per lane to addr, each within timeout and asking
+// for StreamCC, and makes them the lanes' conns (UseConns); Handshake then runs over them.
+func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout time.Duration) error {
+	d := net.Dialer{Timeout: timeout}
+	var conns [Lanes]net.Conn
+	errs := make([]error, Lanes)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			c, err := d.DialContext(ctx, "tcp", addr.String())
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			setStreamCC(c.(*net.TCPConn))
+			conns[i] = c
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+			return fmt.Errorf("%w: connect to %s: %v", ErrStreams, addr, err)
+		}
+	}
+	p.UseConns(conns)
+	return nil
+}
+
+// UseConns (client) makes each of conns (TCP streams, or ssh sessions relaying to the server's
+// local socket) its lane's conn, as streams.
+func (p *Path) UseConns(conns [Lanes]net.Conn) {
+	for i, c := range conns {
+		p.UseStream(i, lane.NewStream(c, nil))
+	}
+}
+
+// ExpectStreams (server) says the client asked for streams: WaitPeers waits for their proofs
+// until within from now, beyond its own time where that is sooner.
+func (p *Path) ExpectStreams(within time.Duration) {
+	p.streamsBy.Store(time.Now().Add(within).UnixNano())
+}

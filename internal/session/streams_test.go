@@ -1,0 +1,210 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/farwing/farwing/cc"
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/wire"
+	"github.com/farwing/farwing/lane"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// streamPair opens a client and a server Path on lanetest's network whose links drop every
+// datagram (UDP blocked), sees the client's UDP handshake fail, and moves both to TCP streams on
+// loopback, as a copy falls back: the server accepts, the client dials and shakes hands again.
+func streamPair(tb testing.TB) (client, server *Path, ln *net.TCPListener, accepted <-chan error) {
+	tb.Helper()
+	n := lanetest.New(lanetest.Link{Drop: func(_, _ netip.AddrPort, _ []byte) bool { return true }}, 1)
+	ca, sa := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	ccr, scr := memCryptos()
+	server = NewPath(memLanes(tb, n, sa), scr, true)
+	client = NewPath(memLanes(tb, n, ca), ccr, false)
+	tb.Cleanup(func() { client.Close(); server.Close() })
+	var dst []netip.AddrPort
+	for _, p := range server.Ports() {
+		dst = append(dst, netip.AddrPortFrom(sa, uint16(p)))
+	}
+	ctx := context.Background()
+	if _, err := client.Handshake(ctx, dst, 300*time.Millisecond, false); !errors.Is(err, ErrNoUDP) {
+		tb.Fatalf("UDP handshake through a network that drops everything: %v, want ErrNoUDP", err)
+	}
+	ln, err := ListenTCPRange("127.0.0.1:0", PortRange{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	acc := make(chan error, 1)
+	go func() { acc <- server.AcceptStreams(ctx, 5*time.Second, ln) }()
+	return client, server, ln, acc // the caller dials: hostile tests dial their own way first
+}
+
+// dialAndShake is the client's side of the fallback once the server listens on ln.
+func dialAndShake(tb testing.TB, client, server *Path, ln *net.TCPListener) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := client.DialStreams(ctx, ln.Addr().(*net.TCPAddr).AddrPort(), 5*time.Second); err != nil {
+		tb.Fatal(err)
+	}
+	var dst []netip.AddrPort
+	for _, p := range server.Ports() {
+		dst = append(dst, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(p)))
+	}
+	if _, err := client.Handshake(ctx, dst, 5*time.Second, false); err != nil {
+		tb.Fatalf("handshake over the streams: %v", err)
+	}
+	if err := server.WaitPeers(ctx, 5*time.Second); err != nil {
+		tb.Fatalf("server, over the streams: %v", err)
+	}
+	if !client.OnStreams() || !server.OnStreams() {
+		tb.Fatal("the paths do not say they are on streams")
+	}
+}
+
+// TestStreamsTransfer: with UDP blocked, the same sender and receiver move files over four TCP
+// streams, every byte verified, with no FEC parity (auto FEC asked for) and nothing declared lost.
+func TestStreamsTransfer(t *testing.T) {
+	st, _ := transferWith(t, 0, 1, []int{3*fcopy.BlockSize + 12345, 1000, 0}, SenderConfig{Window: 8, InitialRTT: time.Millisecond,
+		FEC: fec.Mode{Kind: fec.ModeAuto}}, xferOpts{streams: true})
+	if st.Parity != 0 {
+		t.Errorf("%d parity datagrams sent on streams, want none", st.Parity)
+	}
+	if st.Datagrams == 0 {
+		t.Error("no datagrams sent")
+	}
+}
+
+// TestStreamsRate: on streams the user's --rate still holds the pacer (TCP sets the rate only
+// below it).
+func TestStreamsRate(t *testing.T) {
+	client, server, ln, _ := streamPair(t)
+	dialAndShake(t, client, server, ln)
+	s := NewSender(client, nil, nil, SenderConfig{Rate: 123e6, Policy: cc.Fair, Window: 4})
+	s.cc = cc.New(cc.Config{MaxRate: 123e6, MSS: 1500, Lanes: Lanes}, time.Now())
+	if got := s.pacingRate(); got != 123e6 {
+		t.Errorf("pacing rate on streams with --rate 123M: %.0f", got)
+	}
+	s.cfg.Rate = 0
+	if got := s.pacingRate(); got != streamRate {
+		t.Errorf("pacing rate on streams without --rate: %.0f, want %.0f (TCP governs)", got, streamRate)
+	}
+}
+
+// rawDial connects to ln and writes b.
+func rawDial(t *testing.T, ln *net.TCPListener, b []byte) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// closedByPeer reports whether the server closed c (a read gets EOF or a reset within 6 s).
+func closedByPeer(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(streamAuthWait + time.Second))
+	_, err := c.Read(make([]byte, 64))
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestStreamsHostile: the server takes a stream only with an authentic first record for a free
+// lane: an oversized length, a record under another key, garbage and a fifth stream for a lane
+// already taken are closed and counted, and the copy's own four streams still work after them.
+// Once a stream is taken, a record that fails authentication on it closes it.
+func TestStreamsHostile(t *testing.T) {
+	client, server, ln, accepted := streamPair(t)
+	wrong, _ := memCryptos() // a client's crypto under another key
+	over := binary.BigEndian.AppendUint16(nil, lane.MaxRecord+1)
+	over = append(over, make([]byte, 100)...)
+	cases := map[string][]byte{
+		"oversized length": over,
+		"zero length":      {0, 0, 1, 2, 3},
+		"wrong key":        hello(wrong, 0),
+		"garbage":          lane.AppendRecord(nil, bytes.Repeat([]byte{0x5a}, 200)),
+	}
+	for name, b := range cases {
+		c := rawDial(t, ln, b)
+		if !closedByPeer(c) {
+			t.Errorf("%s: the server kept the stream open", name)
+		}
+	}
+	if got := server.StreamsRefused.Load(); got != uint64(len(cases)) {
+		t.Errorf("%d streams refused, want %d", got, len(cases))
+	}
+	if server.OnStreams() {
+		t.Fatal("a refused stream moved the server to streams")
+	}
+	dialAndShake(t, client, server, ln)
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+	// A forged record on a taken stream: the server counts it and closes the stream.
+	before := server.AuthFailures.Load()
+	if err := client.conn(2).Send(netip.AddrPort{}, [][]byte{hello(wrong, 2)[lane.RecordHeader:]}); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { return server.AuthFailures.Load() > before }) {
+		t.Fatal("a forged record on a stream was not counted")
+	}
+	if !eventually(func() bool { return server.conn(2).Send(netip.AddrPort{}, [][]byte{{1}}) != nil }) {
+		t.Error("the server kept a stream that sent a forged record")
+	}
+}
+
+// TestStreamsTooMany: the server takes one stream per lane: a second authentic stream for a lane
+// already taken is closed, and once every lane has its stream the listener is gone.
+func TestStreamsTooMany(t *testing.T) {
+	client, server, ln, accepted := streamPair(t)
+	rawDial(t, ln, hello(client.crypto, 0))
+	if !eventually(func() bool { return server.OnStreams() }) {
+		t.Fatal("the server did not take an authentic stream")
+	}
+	second := rawDial(t, ln, hello(client.crypto, 0))
+	if !closedByPeer(second) {
+		t.Error("a second stream for lane 0 stayed open")
+	}
+	for i := 1; i < Lanes; i++ {
+		rawDial(t, ln, hello(client.crypto, i))
+	}
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+	if got := server.StreamsRefused.Load(); got != 1 {
+		t.Errorf("%d streams refused, want 1", got)
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Write(hello(client.crypto, 1))
+		if !closedByPeer(c) {
+			t.Error("a fifth stream stayed open")
+		}
+		c.Close()
+	}
+}
+
+// hello is an authentic hello of lane i under c, as a stream record.
+func hello(c *wire.Crypto, i int) []byte {
+	var pt [helloLen]byte
+	return lane.AppendRecord(nil, c.Seal(make([]byte, 0, wire.HeaderLen+helloLen+wire.TagLen), wire.Header{Type: wire.TypeHello, Lane: uint8(i), Seq: 1}, pt[:]))
+}
+
+// eventually reports whether cond holds within 5 s.
+func eventually(cond func() bool) bool {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}

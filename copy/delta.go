@@ -14,7 +14,8 @@ import (
 
 // Changed blocks. A regular file of the list that the destination has with another size or time
 // (one that what is already there, have.go, did not take) is compared block by block: the
-// receiver hashes the blocks of its old file that the source's blocks overlap whole (the same
+// receiver hashes the blocks of its old file that the source's blocks cover whole (offerBlocks;
+// the same
 // digest the transfer gives each block: tree.go, computed for the source's size), and offers them
 // (Offer: the first Blocks blocks); the sender hashes the same blocks of its source and answers
 // which it sends (a bit per offered block); every block past the offer is sent. A file also
@@ -240,7 +241,7 @@ type Deltas struct {
 // FindDeltas looks, below the target, at the regular files of files that are not in have and
 // have bytes: where the destination has, at the name, a regular file of one link (never through
 // a link: a file with other names is sent whole, its blocks could be another name's) that holds
-// at least one of the source's blocks whole, that file is offered for comparison (a file also
+// at least one of the source's blocks whole (offerBlocks), that file is offered for comparison (a file also
 // offered for a resume too: it is compared past what the resume keeps). Nothing is read yet
 // (Hash). whole (--whole-file): none.
 func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
@@ -261,16 +262,28 @@ func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
 		if unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
 			return
 		}
-		n := blocksOf(f.Size)
-		if st.Size < f.Size {
-			n = uint64(st.Size) / BlockSize // the source's last block is longer than what the old file has there
-		}
-		if n = min(n, MaxOfferBlocks); n > 0 {
+		if n := offerBlocks(st.Size, f.Size); n > 0 {
 			ds.olds = append(ds.olds, &oldFile{idx: i, dir: dir, base: base, dev: uint64(st.Dev), ino: uint64(st.Ino),
-				size: st.Size, mtime: st.Mtim, blocks: uint32(n), hashed: make(chan struct{})})
+				size: st.Size, mtime: st.Mtim, blocks: n, hashed: make(chan struct{})})
 		}
 	})
 	return ds
+}
+
+// offerBlocks is how many blocks of a source of size bytes an old file of old bytes is offered
+// for: its whole blocks (BlockSize each) that the source's whole blocks cover, and its last,
+// shorter block too only where the old file has the source's size. The source's size, the
+// sender's word, decides how long its last block is; a receiver that hashed its old file's bytes
+// at that length would give a hostile sender the digest of a prefix of its choosing (a file listed
+// with 1 byte: the digest of the old file's first byte, 256 guesses; a byte more each run), so a
+// digest sent is only ever that of one of the old file's own blocks. A source cut short in a
+// block sends that block.
+func offerBlocks(old, size int64) uint32 {
+	n := blocksOf(size)
+	if old != size {
+		n = uint64(min(old, size)) / BlockSize
+	}
+	return uint32(min(n, MaxOfferBlocks))
 }
 
 // eachDir calls fn for each regular file of files with its directory open (fd, never through a

@@ -400,6 +400,7 @@ func TestInProcessDeltaNoChosenPrefix(t *testing.T) {
 		}{
 			{"a byte", 4096, 1, 0, 0},
 			{"a block and a byte", 3 * bs, bs + 1, 1, 1},
+			{"a block", 3 * bs, bs, 1, 1},
 			{"the same size", 3*bs + 7, 3*bs + 7, 4, 4},
 		} {
 			t.Run(d.name+", "+c.name, func(t *testing.T) {

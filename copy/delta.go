@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -241,10 +242,11 @@ type Deltas struct {
 // FindDeltas looks, below the target, at the regular files of files that are not in have and
 // have bytes: where the destination has, at the name, a regular file of one link (never through
 // a link: a file with other names is sent whole, its blocks could be another name's) that holds
-// at least one of the source's blocks whole (offerBlocks), that file is offered for comparison (a file also
-// offered for a resume too: it is compared past what the resume keeps). Nothing is read yet
-// (Hash). whole (--whole-file): none.
-func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
+// at least one of the source's blocks whole (offerBlocks), and whose replacement would show its
+// bytes to no one it does not (exposes; preserve: -p), that file is offered for comparison (a
+// file also offered for a resume too: it is compared past what the resume keeps). Nothing is
+// read yet (Hash). whole (--whole-file): none.
+func (t *Target) FindDeltas(files []File, have []int, whole, preserve bool) *Deltas {
 	ds := &Deltas{root: t.root}
 	if whole {
 		return ds
@@ -259,7 +261,8 @@ func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
 			return
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		if unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 ||
+			exposes(fd, &st, f, preserve) {
 			return
 		}
 		if n := offerBlocks(st.Size, f.Size); n > 0 {
@@ -268,6 +271,31 @@ func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
 		}
 	})
 	return ds
+}
+
+// exposes says whether the new file f, replacing the old file st in directory dirfd, would let
+// anyone read (or write, or run) what the old one does not: another owner, permission bits the
+// old file lacks, or its group's bits for another group. Its kept blocks are the old file's
+// bytes, and a hostile sender can have them all kept without knowing them (it answers that no
+// block differs, and names as the file's digest the one the receiver's block digests give it):
+// with -p's mode 0644 on a private file of 0600, the old bytes would stand readable by all. Such
+// a file is sent whole.
+func exposes(dirfd int, st *unix.Stat_t, f File, preserve bool) bool {
+	mode := uint32(newMode(f, st, preserve))
+	if int(st.Uid) != os.Geteuid() || mode&^(uint32(st.Mode)&0o777) != 0 {
+		return true
+	}
+	return mode&0o070 != 0 && newGid(dirfd) != st.Gid
+}
+
+// newGid is the group of a file created in directory dirfd: the directory's where it is
+// set-group-ID (and always on the BSDs and macOS), else this process's.
+func newGid(dirfd int) uint32 {
+	var st unix.Stat_t
+	if unix.Fstat(dirfd, &st) == nil && (st.Mode&unix.S_ISGID != 0 || runtime.GOOS != "linux") {
+		return st.Gid
+	}
+	return uint32(os.Getegid())
 }
 
 // offerBlocks is how many blocks of a source of size bytes an old file of old bytes is offered

@@ -2,6 +2,8 @@ package copy
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -150,5 +152,59 @@ func TestTreeByChainingValues(t *testing.T) {
 				t.Fatalf("%d bytes, blocks %b by chaining value: digest %x (%v), want %x", size, mask, tree.sum(), err, want)
 			}
 		}
+	}
+}
+
+// TestFindDeltasExposes: a destination file is offered for comparison only where its replacement
+// shows its bytes to no one its own mode and owner do not: not with -p's wider mode (0644 over
+// 0600; without -p the new file keeps 0600), not a file of another user's, not one whose group
+// may read it under another group than the new file's. Sizes and times alone would offer all.
+func TestFindDeltasExposes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test gives files another owner and group")
+	}
+	old := umask
+	umask = 0o022
+	defer func() { umask = old }()
+	dst := t.TempDir()
+	type file struct {
+		name     string
+		mode     os.FileMode // the old file's
+		uid, gid int         // -1: this process's
+		src      os.FileMode // the source's
+		preserve bool
+		offered  bool
+	}
+	cases := []file{
+		{"same mode", 0o644, -1, -1, 0o644, true, true},
+		{"narrower", 0o644, -1, -1, 0o600, true, true},
+		{"wider with -p", 0o600, -1, -1, 0o644, true, false},
+		{"wider without -p", 0o600, -1, -1, 0o644, false, true},
+		{"another owner", 0o600, 4242, -1, 0o600, false, false},
+		{"another group, group may read", 0o640, -1, 4242, 0o640, false, false},
+		{"another group, group may not read", 0o600, -1, 4242, 0o600, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(dst, strings.ReplaceAll(c.name, " ", "_"))
+			if err := os.WriteFile(p, make([]byte, 2*BlockSize), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, c.uid, c.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, c.mode); err != nil {
+				t.Fatal(err)
+			}
+			files := []File{{Name: filepath.Base(p), Size: 3 * BlockSize, Mode: c.src, MTime: 1}}
+			target, have, err := ResolveTargetHave(p, files, QuickCheck)
+			if err != nil || len(have) != 0 {
+				t.Fatalf("target: %v, have %v", err, have)
+			}
+			offers := target.FindDeltas(files, have, false, c.preserve).Offers()
+			if got := len(offers) == 1; got != c.offered {
+				t.Errorf("old file %v (uid %d, gid %d), source %v, -p %v: offered %v, want %v", c.mode, c.uid, c.gid, c.src, c.preserve, got, c.offered)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -453,5 +454,57 @@ func TestInProcessDeltaNoChosenPrefix(t *testing.T) {
 				fileIs(t, filepath.Join(dst, "f"), newer)
 			})
 		}
+	}
+}
+
+// TestInProcessDeltaNoWiderMode: a hostile sender that answers "keep every block" and names, as
+// the file's digest, that of the old file's own blocks (which the receiver's digests give it)
+// makes the receiver build the new file from its old bytes, under the mode the sender names
+// with -p: a private file (0600) would come back readable by all (0644), its bytes never sent.
+// A file whose new mode would grant what the old one does not is not compared: it is sent
+// whole, and the lie then fails the copy; the old bytes never stand under the wider mode.
+func TestInProcessDeltaNoWiderMode(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	e := newEnv(t, lanetest.Link{}, 13)
+	old := randomBytes(3*bs + 10)
+	p := filepath.Join(dst, "f")
+	writeAged(t, p, old)
+	os.Chmod(p, 0o600)
+	os.WriteFile(filepath.Join(src, "f"), randomBytes(len(old)), 0o644)
+	oldSum, err := fcopy.HashFile(bytes.NewReader(old), int64(len(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := false
+	e.filterServer(func(line []byte) []byte {
+		var m Msg
+		if json.Unmarshal(line, &m) != nil {
+			return line
+		}
+		switch m.T {
+		case KindChanged:
+			compared = true
+			m.Send = make([]byte, len(m.Send))
+		case KindDigest:
+			m.Sum = hex.EncodeToString(oldSum[:])
+		default:
+			return line
+		}
+		return msgLine(t, m)
+	})
+	o := e.options()
+	o.Preserve = true
+	_, err = deltaCopy(t, e, o, false, src, dst, "f")
+	e.wait()
+	st, serr := os.Stat(p)
+	got, _ := os.ReadFile(p)
+	if serr == nil && bytes.Equal(got, old) && st.Mode().Perm()&^0o600 != 0 {
+		t.Errorf("the old file's bytes stand at %s with mode %v (was 0600); copy: %v", p, st.Mode().Perm(), err)
+	}
+	if compared {
+		t.Error("a file whose new mode grants more than the old one's was compared")
+	}
+	if err == nil || CodeOf(err) != CodeVerify {
+		t.Errorf("the lie: %v (code %d), want a failed verification", err, CodeOf(err))
 	}
 }

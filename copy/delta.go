@@ -243,9 +243,10 @@ type Deltas struct {
 // have bytes: where the destination has, at the name, a regular file of one link (never through
 // a link: a file with other names is sent whole, its blocks could be another name's) that holds
 // at least one of the source's blocks whole (offerBlocks), and whose replacement would show its
-// bytes to no one it does not (exposes; preserve: -p), that file is offered for comparison (a
-// file also offered for a resume too: it is compared past what the resume keeps). Nothing is
-// read yet (Hash). whole (--whole-file): none.
+// bytes to no one it does not (exposes; preserve: -p; nor under the other names of the list's
+// hard links to it, -H, in directories that may not guard them as its own does), that file is
+// offered for comparison (a file also offered for a resume too: it is compared past what the
+// resume keeps). Nothing is read yet (Hash). whole (--whole-file): none.
 func (t *Target) FindDeltas(files []File, have []int, whole, preserve bool) *Deltas {
 	ds := &Deltas{root: t.root}
 	if whole {
@@ -255,9 +256,15 @@ func (t *Target) FindDeltas(files []File, have []int, whole, preserve bool) *Del
 	for _, i := range have {
 		not[i] = true
 	}
+	linked := map[string]bool{} // the files other entries link to (-H)
+	for _, f := range files {
+		if f.Hard != "" {
+			linked[f.Hard] = true
+		}
+	}
 	t.eachDir(files, func(i int, fd int, dir, base string) {
 		f := files[i]
-		if not[i] || f.Size == 0 {
+		if not[i] || f.Size == 0 || linked[f.Name] {
 			return
 		}
 		var st unix.Stat_t

@@ -208,3 +208,27 @@ func TestFindDeltasExposes(t *testing.T) {
 		})
 	}
 }
+
+// TestFindDeltasHardLinked: a file that other entries of the list link to (-H) is not compared:
+// a hostile sender could have its old bytes all kept and given other names by those links, in
+// directories that do not guard them as the old file's does (a file of 0644 in a directory of
+// 0700, linked from one of 0755). A file no entry links to is offered.
+func TestFindDeltasHardLinked(t *testing.T) {
+	dst := t.TempDir()
+	os.Mkdir(filepath.Join(dst, "d"), 0o755)
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dst, "d", n), make([]byte, 2*BlockSize), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []File{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/a", Size: 3 * BlockSize, Mode: 0o644, MTime: 1},
+		{Name: "d/b", Size: 3 * BlockSize, Mode: 0o644, MTime: 1}, {Name: "d/c", Hard: "d/a"}}
+	target, have, err := ResolveTargetHave(dst, files, QuickCheck)
+	if err != nil || len(have) != 0 {
+		t.Fatalf("target: %v, have %v", err, have)
+	}
+	offers := target.FindDeltas(files, have, false, false).Offers()
+	if len(offers) != 1 || offers[0].File != 2 {
+		t.Errorf("offers %+v, want only d/b's (file 2)", offers)
+	}
+}

@@ -16,11 +16,10 @@ import (
 // Changed blocks. A regular file of the list that the destination has with another size or time
 // (one that what is already there, have.go, did not take) is compared block by block: the
 // receiver hashes the blocks of its old file that the source's blocks cover whole (offerBlocks;
-// the same
-// digest the transfer gives each block: tree.go, computed for the source's size), and offers them
-// (Offer: the first Blocks blocks); the sender hashes the same blocks of its source and answers
-// which it sends (a bit per offered block); every block past the offer is sent. A file also
-// resumed (resume.go) is compared past the blocks the resume kept. The receiver builds the new
+// the same digest the transfer gives each block: tree.go, computed for the source's size), and
+// offers them (Offer: the first Blocks blocks); the sender hashes the same blocks of its source
+// and answers which it sends (a bit per offered block); every block past the offer is sent. A
+// file also resumed (resume.go) is compared past the blocks the resume kept. The receiver builds the new
 // file in its temporary file, as any other: it copies each kept block from the old file (checking
 // it against its own digest of it) and writes each received one, from the front, so that a resume
 // record counts both; it never writes to the old file, and renames the new one over it only once
@@ -29,7 +28,10 @@ import (
 // What each end can do to the other: a sender's answer can only make the receiver keep blocks it
 // offered, which are its own file's at the same place; a receiver's digests can only make the
 // sender send fewer blocks of a file it asked for, and the receiver's own whole-file check then
-// fails (ErrVerify) and nothing is placed.
+// fails (ErrVerify) and nothing is placed. A sender that knows the receiver's digests can have
+// every offered block kept and name the digest they make, so that the new file holds the old
+// one's bytes without the sender ever knowing them: a file is offered only where that shows them
+// to no one new (FindDeltas), and only with digests of the old file's own blocks (offerBlocks).
 
 // Delta is one file's outcome of the comparison: of the Blocks blocks offered, the ones sent
 // (Send: bit k, LSB first in byte k/8, set for block k), the rest kept; every block past Blocks

@@ -446,9 +446,10 @@ func (ds *Deltas) Digests(ctx context.Context, k int) ([]byte, error) {
 	}
 }
 
-// Answer takes the sender's answer to offer k (the next one): which of its blocks it sends.
-// An answer for another file, or whose bitmap is not of the offer's length, is an error (the
-// sender's).
+// Answer takes the sender's answer to offer k (the next one, after any resume): which of its
+// blocks it sends. An answer for another file, whose bitmap is not of the offer's length, or that
+// keeps a block of a file this end could not read to compare (its digests were zeros, which no
+// block has), is an error (the sender's).
 func (ds *Deltas) Answer(k int, file int, send []byte) (*Delta, error) {
 	o := ds.olds[k]
 	if file != o.idx {
@@ -456,6 +457,12 @@ func (ds *Deltas) Answer(k int, file int, send []byte) (*Delta, error) {
 	}
 	if err := checkBitmap(send, o.blocks); err != nil {
 		return nil, fmt.Errorf("file %d: %v", file, err)
+	}
+	<-o.hashed // a hostile sender may answer before this end's digests went
+	for b := ds.plan.kept[o.idx]; o.bad && b < o.blocks; b++ {
+		if !sendBit(send, b) {
+			return nil, fmt.Errorf("file %d: block %d kept, though this end could not read it to compare it (its digest was zeros)", file, b)
+		}
 	}
 	return &Delta{File: file, Blocks: o.blocks, Send: send}, nil
 }

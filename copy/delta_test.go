@@ -232,3 +232,27 @@ func TestFindDeltasHardLinked(t *testing.T) {
 		t.Errorf("offers %+v, want only d/b's (file 2)", offers)
 	}
 }
+
+// TestDeltaAnswerKeepsUnread: an answer that keeps a block of an old file this end could not
+// read to compare (its digests were zeros, which match no block: an honest sender sends all of
+// it) is the sender's lie, refused as such, not taken for a destination changed during the copy;
+// blocks a resume kept count for nothing.
+func TestDeltaAnswerKeepsUnread(t *testing.T) {
+	p, err := NewPlan([]File{{Name: "a", Size: 3*BlockSize + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashed := make(chan struct{})
+	close(hashed)
+	ds := &Deltas{plan: p, olds: []*oldFile{{idx: 0, blocks: 3, bad: true, hashed: hashed}}}
+	if _, err := ds.Answer(0, 0, []byte{0b101}); err == nil || !strings.Contains(err.Error(), "block 1 kept") {
+		t.Errorf("an answer keeping block 1 of an unread file: %v", err)
+	}
+	if _, err := ds.Answer(0, 0, []byte{0b111}); err != nil {
+		t.Errorf("an answer sending every block: %v", err)
+	}
+	p.kept[0] = 1 // resumed: block 0's bit is clear
+	if _, err := ds.Answer(0, 0, []byte{0b110}); err != nil {
+		t.Errorf("an answer sending every block past the resume: %v", err)
+	}
+}

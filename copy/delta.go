@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -14,11 +15,11 @@ import (
 
 // Changed blocks. A regular file of the list that the destination has with another size or time
 // (one that what is already there, have.go, did not take) is compared block by block: the
-// receiver hashes the blocks of its old file that the source's blocks overlap whole (the same
-// digest the transfer gives each block: tree.go, computed for the source's size), and offers them
-// (Offer: the first Blocks blocks); the sender hashes the same blocks of its source and answers
-// which it sends (a bit per offered block); every block past the offer is sent. A file also
-// resumed (resume.go) is compared past the blocks the resume kept. The receiver builds the new
+// receiver hashes the blocks of its old file that the source's blocks cover whole (offerBlocks;
+// the same digest the transfer gives each block: tree.go, computed for the source's size), and
+// offers them (Offer: the first Blocks blocks); the sender hashes the same blocks of its source
+// and answers which it sends (a bit per offered block); every block past the offer is sent. A
+// file also resumed (resume.go) is compared past the blocks the resume kept. The receiver builds the new
 // file in its temporary file, as any other: it copies each kept block from the old file (checking
 // it against its own digest of it) and writes each received one, from the front, so that a resume
 // record counts both; it never writes to the old file, and renames the new one over it only once
@@ -27,7 +28,10 @@ import (
 // What each end can do to the other: a sender's answer can only make the receiver keep blocks it
 // offered, which are its own file's at the same place; a receiver's digests can only make the
 // sender send fewer blocks of a file it asked for, and the receiver's own whole-file check then
-// fails (ErrVerify) and nothing is placed.
+// fails (ErrVerify) and nothing is placed. A sender that knows the receiver's digests can have
+// every offered block kept and name the digest they make, so that the new file holds the old
+// one's bytes without the sender ever knowing them: a file is offered only where that shows them
+// to no one new (FindDeltas), and only with digests of the old file's own blocks (offerBlocks).
 
 // Delta is one file's outcome of the comparison: of the Blocks blocks offered, the ones sent
 // (Send: bit k, LSB first in byte k/8, set for block k), the rest kept; every block past Blocks
@@ -240,10 +244,12 @@ type Deltas struct {
 // FindDeltas looks, below the target, at the regular files of files that are not in have and
 // have bytes: where the destination has, at the name, a regular file of one link (never through
 // a link: a file with other names is sent whole, its blocks could be another name's) that holds
-// at least one of the source's blocks whole, that file is offered for comparison (a file also
-// offered for a resume too: it is compared past what the resume keeps). Nothing is read yet
-// (Hash). whole (--whole-file): none.
-func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
+// at least one of the source's blocks whole (offerBlocks), and whose replacement would show its
+// bytes to no one it does not (exposes; preserve: -p; nor under the other names of the list's
+// hard links to it, -H, in directories that may not guard them as its own does), that file is
+// offered for comparison (a file also offered for a resume too: it is compared past what the
+// resume keeps). Nothing is read yet (Hash). whole (--whole-file): none.
+func (t *Target) FindDeltas(files []File, have []int, whole, preserve bool) *Deltas {
 	ds := &Deltas{root: t.root}
 	if whole {
 		return ds
@@ -252,25 +258,69 @@ func (t *Target) FindDeltas(files []File, have []int, whole bool) *Deltas {
 	for _, i := range have {
 		not[i] = true
 	}
+	linked := map[string]bool{} // the files other entries link to (-H)
+	for _, f := range files {
+		if f.Hard != "" {
+			linked[f.Hard] = true
+		}
+	}
 	t.eachDir(files, func(i int, fd int, dir, base string) {
 		f := files[i]
-		if not[i] || f.Size == 0 {
+		if not[i] || f.Size == 0 || linked[f.Name] {
 			return
 		}
 		var st unix.Stat_t
-		if unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
+		if unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 ||
+			exposes(fd, &st, f, preserve) {
 			return
 		}
-		n := blocksOf(f.Size)
-		if st.Size < f.Size {
-			n = uint64(st.Size) / BlockSize // the source's last block is longer than what the old file has there
-		}
-		if n = min(n, MaxOfferBlocks); n > 0 {
+		if n := offerBlocks(st.Size, f.Size); n > 0 {
 			ds.olds = append(ds.olds, &oldFile{idx: i, dir: dir, base: base, dev: uint64(st.Dev), ino: uint64(st.Ino),
-				size: st.Size, mtime: st.Mtim, blocks: uint32(n), hashed: make(chan struct{})})
+				size: st.Size, mtime: st.Mtim, blocks: n, hashed: make(chan struct{})})
 		}
 	})
 	return ds
+}
+
+// exposes says whether the new file f, replacing the old file st in directory dirfd, would let
+// anyone read (or write, or run) what the old one does not: another owner, permission bits the
+// old file lacks, or its group's bits for another group. Its kept blocks are the old file's
+// bytes, and a hostile sender can have them all kept without knowing them (it answers that no
+// block differs, and names as the file's digest the one the receiver's block digests give it):
+// with -p's mode 0644 on a private file of 0600, the old bytes would stand readable by all. Such
+// a file is sent whole.
+func exposes(dirfd int, st *unix.Stat_t, f File, preserve bool) bool {
+	mode := uint32(newMode(f, st, preserve))
+	if int(st.Uid) != os.Geteuid() || mode&^(uint32(st.Mode)&0o777) != 0 {
+		return true
+	}
+	return mode&0o070 != 0 && newGid(dirfd) != st.Gid
+}
+
+// newGid is the group of a file created in directory dirfd: the directory's where it is
+// set-group-ID (and always on the BSDs and macOS), else this process's.
+func newGid(dirfd int) uint32 {
+	var st unix.Stat_t
+	if unix.Fstat(dirfd, &st) == nil && (st.Mode&unix.S_ISGID != 0 || runtime.GOOS != "linux") {
+		return st.Gid
+	}
+	return uint32(os.Getegid())
+}
+
+// offerBlocks is how many blocks of a source of size bytes an old file of old bytes is offered
+// for: its whole blocks (BlockSize each) that the source's whole blocks cover, and its last,
+// shorter block too only where the old file has the source's size. The source's size, the
+// sender's word, decides how long its last block is; a receiver that hashed its old file's bytes
+// at that length would give a hostile sender the digest of a prefix of its choosing (a file listed
+// with 1 byte: the digest of the old file's first byte, 256 guesses; a byte more each run), so a
+// digest sent is only ever that of one of the old file's own blocks. A source cut short in a
+// block sends that block.
+func offerBlocks(old, size int64) uint32 {
+	n := blocksOf(size)
+	if old != size {
+		n = uint64(min(old, size)) / BlockSize
+	}
+	return uint32(min(n, MaxOfferBlocks))
 }
 
 // eachDir calls fn for each regular file of files with its directory open (fd, never through a
@@ -396,9 +446,10 @@ func (ds *Deltas) Digests(ctx context.Context, k int) ([]byte, error) {
 	}
 }
 
-// Answer takes the sender's answer to offer k (the next one): which of its blocks it sends.
-// An answer for another file, or whose bitmap is not of the offer's length, is an error (the
-// sender's).
+// Answer takes the sender's answer to offer k (the next one, after any resume): which of its
+// blocks it sends. An answer for another file, whose bitmap is not of the offer's length, or that
+// keeps a block of a file this end could not read to compare (its digests were zeros, which no
+// block has), is an error (the sender's).
 func (ds *Deltas) Answer(k int, file int, send []byte) (*Delta, error) {
 	o := ds.olds[k]
 	if file != o.idx {
@@ -406,6 +457,12 @@ func (ds *Deltas) Answer(k int, file int, send []byte) (*Delta, error) {
 	}
 	if err := checkBitmap(send, o.blocks); err != nil {
 		return nil, fmt.Errorf("file %d: %v", file, err)
+	}
+	<-o.hashed // a hostile sender may answer before this end's digests went
+	for b := ds.plan.kept[o.idx]; o.bad && b < o.blocks; b++ {
+		if !sendBit(send, b) {
+			return nil, fmt.Errorf("file %d: block %d kept, though this end could not read it to compare it (its digest was zeros)", file, b)
+		}
 	}
 	return &Delta{File: file, Blocks: o.blocks, Send: send}, nil
 }

@@ -2,6 +2,8 @@ package copy
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -150,5 +152,107 @@ func TestTreeByChainingValues(t *testing.T) {
 				t.Fatalf("%d bytes, blocks %b by chaining value: digest %x (%v), want %x", size, mask, tree.sum(), err, want)
 			}
 		}
+	}
+}
+
+// TestFindDeltasExposes: a destination file is offered for comparison only where its replacement
+// shows its bytes to no one its own mode and owner do not: not with -p's wider mode (0644 over
+// 0600; without -p the new file keeps 0600), not a file of another user's, not one whose group
+// may read it under another group than the new file's. Sizes and times alone would offer all.
+func TestFindDeltasExposes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test gives files another owner and group")
+	}
+	old := umask
+	umask = 0o022
+	defer func() { umask = old }()
+	dst := t.TempDir()
+	type file struct {
+		name     string
+		mode     os.FileMode // the old file's
+		uid, gid int         // -1: this process's
+		src      os.FileMode // the source's
+		preserve bool
+		offered  bool
+	}
+	cases := []file{
+		{"same mode", 0o644, -1, -1, 0o644, true, true},
+		{"narrower", 0o644, -1, -1, 0o600, true, true},
+		{"wider with -p", 0o600, -1, -1, 0o644, true, false},
+		{"wider without -p", 0o600, -1, -1, 0o644, false, true},
+		{"another owner", 0o600, 4242, -1, 0o600, false, false},
+		{"another group, group may read", 0o640, -1, 4242, 0o640, false, false},
+		{"another group, group may not read", 0o600, -1, 4242, 0o600, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(dst, strings.ReplaceAll(c.name, " ", "_"))
+			if err := os.WriteFile(p, make([]byte, 2*BlockSize), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, c.uid, c.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, c.mode); err != nil {
+				t.Fatal(err)
+			}
+			files := []File{{Name: filepath.Base(p), Size: 3 * BlockSize, Mode: c.src, MTime: 1}}
+			target, have, err := ResolveTargetHave(p, files, QuickCheck)
+			if err != nil || len(have) != 0 {
+				t.Fatalf("target: %v, have %v", err, have)
+			}
+			offers := target.FindDeltas(files, have, false, c.preserve).Offers()
+			if got := len(offers) == 1; got != c.offered {
+				t.Errorf("old file %v (uid %d, gid %d), source %v, -p %v: offered %v, want %v", c.mode, c.uid, c.gid, c.src, c.preserve, got, c.offered)
+			}
+		})
+	}
+}
+
+// TestFindDeltasHardLinked: a file that other entries of the list link to (-H) is not compared:
+// a hostile sender could have its old bytes all kept and given other names by those links, in
+// directories that do not guard them as the old file's does (a file of 0644 in a directory of
+// 0700, linked from one of 0755). A file no entry links to is offered.
+func TestFindDeltasHardLinked(t *testing.T) {
+	dst := t.TempDir()
+	os.Mkdir(filepath.Join(dst, "d"), 0o755)
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dst, "d", n), make([]byte, 2*BlockSize), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []File{{Name: "d", Dir: true, Mode: 0o755}, {Name: "d/a", Size: 3 * BlockSize, Mode: 0o644, MTime: 1},
+		{Name: "d/b", Size: 3 * BlockSize, Mode: 0o644, MTime: 1}, {Name: "d/c", Hard: "d/a"}}
+	target, have, err := ResolveTargetHave(dst, files, QuickCheck)
+	if err != nil || len(have) != 0 {
+		t.Fatalf("target: %v, have %v", err, have)
+	}
+	offers := target.FindDeltas(files, have, false, false).Offers()
+	if len(offers) != 1 || offers[0].File != 2 {
+		t.Errorf("offers %+v, want only d/b's (file 2)", offers)
+	}
+}
+
+// TestDeltaAnswerKeepsUnread: an answer that keeps a block of an old file this end could not
+// read to compare (its digests were zeros, which match no block: an honest sender sends all of
+// it) is the sender's lie, refused as such, not taken for a destination changed during the copy;
+// blocks a resume kept count for nothing.
+func TestDeltaAnswerKeepsUnread(t *testing.T) {
+	p, err := NewPlan([]File{{Name: "a", Size: 3*BlockSize + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashed := make(chan struct{})
+	close(hashed)
+	ds := &Deltas{plan: p, olds: []*oldFile{{idx: 0, blocks: 3, bad: true, hashed: hashed}}}
+	if _, err := ds.Answer(0, 0, []byte{0b101}); err == nil || !strings.Contains(err.Error(), "block 1 kept") {
+		t.Errorf("an answer keeping block 1 of an unread file: %v", err)
+	}
+	if _, err := ds.Answer(0, 0, []byte{0b111}); err != nil {
+		t.Errorf("an answer sending every block: %v", err)
+	}
+	p.kept[0] = 1 // resumed: block 0's bit is clear
+	if _, err := ds.Answer(0, 0, []byte{0b110}); err != nil {
+		t.Errorf("an answer sending every block past the resume: %v", err)
 	}
 }

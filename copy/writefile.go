@@ -362,10 +362,7 @@ func (w *Writer) rename(wf *wfile, f File, fd int) error {
 	if err != nil {
 		return err
 	}
-	mode := f.Mode.Perm() &^ umask
-	if was != nil && !w.preserve && int(was.Uid) == os.Geteuid() {
-		mode = os.FileMode(was.Mode & 0o777) // not the bits of a file someone else put there
-	}
+	mode := newMode(f, was, w.preserve)
 	if err := wf.f.Chmod(mode); err != nil {
 		return writeErr("chmod", wf, err)
 	}
@@ -391,6 +388,16 @@ func (w *Writer) rename(wf *wfile, f File, fd int) error {
 	wf.f.Close()
 	wf.dropRecord()
 	return nil
+}
+
+// newMode is the permission bits of the file f that replaces was (nil: nothing there): the
+// source's less the umask, or, without preserve, those of a regular file of this user's that it
+// replaces (not the bits of a file someone else put there).
+func newMode(f File, was *unix.Stat_t, preserve bool) os.FileMode {
+	if was != nil && !preserve && int(was.Uid) == os.Geteuid() {
+		return os.FileMode(was.Mode & 0o777)
+	}
+	return f.Mode.Perm() &^ umask
 }
 
 // replacedHoldMin is the size from which a file that a copy replaces is kept open across the

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -80,7 +81,8 @@ func directions() []struct {
 // TestInProcessDeltaChanged: a file of 100 blocks with one block changed (1 %), a log that grew by
 // some 10 % from a partial last block, and a file cut short in the middle of a block, each at
 // the destination in its old version with an older time: only the changed block, only the tail
-// from the old file's partial block on, and nothing travel; the destination is then the source's,
+// from the old file's partial block on, and only the short last block (never compared: its
+// digest would be that of a prefix the sender chose) travel; the destination is then the source's,
 // byte for byte, and the result counts the kept and sent blocks.
 func TestInProcessDeltaChanged(t *testing.T) {
 	grownOld := 10*bs + 300<<10
@@ -101,7 +103,7 @@ func TestInProcessDeltaChanged(t *testing.T) {
 		}, 10, 2, int64(grownOld + grownOld/10 - 10*bs)},
 		{"shrank", randomBytes(12*bs + 77), func(old []byte) []byte {
 			return bytes.Clone(old[:8*bs+bs/2])
-		}, 9, 0, 0},
+		}, 8, 1, bs / 2},
 	}
 	for _, d := range directions() {
 		for _, c := range cases {
@@ -381,4 +383,128 @@ func TestInProcessDeltaDestChanged(t *testing.T) {
 	}
 	e.wait()
 	fileIs(t, p, spoilt)
+}
+
+// TestInProcessDeltaNoChosenPrefix: the sender's size decides the length of a file's last block,
+// so a receiver that hashed its old file's bytes at that length would hand a hostile sender the
+// digest of any prefix it names (a file listed with 1 byte: the digest of the old file's first
+// byte, 256 guesses; one more byte each run), not the digests of the old file's own blocks. A
+// short last block is offered only where the old file has the source's size, so that it is the
+// old file's own last block: a source shorter than the old file offers its whole blocks only
+// (none for one shorter than a block), and its last block travels; the copy is the source's.
+func TestInProcessDeltaNoChosenPrefix(t *testing.T) {
+	for _, d := range directions() {
+		for _, c := range []struct {
+			name          string
+			oldLen, size  int
+			offered, kept int64
+		}{
+			{"a byte", 4096, 1, 0, 0},
+			{"a block and a byte", 3 * bs, bs + 1, 1, 1},
+			{"a block", 3 * bs, bs, 1, 1},
+			{"the same size", 3*bs + 7, 3*bs + 7, 4, 4},
+		} {
+			t.Run(d.name+", "+c.name, func(t *testing.T) {
+				src, dst := t.TempDir(), t.TempDir()
+				e := newEnv(t, lanetest.Link{}, 12)
+				old := randomBytes(c.oldLen)
+				newer := bytes.Clone(old[:c.size])
+				os.WriteFile(filepath.Join(src, "f"), newer, 0o644)
+				writeAged(t, filepath.Join(dst, "f"), old)
+				var offered int64 = -1
+				var hashed []byte
+				watch := func(line []byte) []byte {
+					var m Msg
+					if json.Unmarshal(line, &m) == nil {
+						switch m.T {
+						case KindHave, KindAccept:
+							offered = 0
+							for _, o := range m.Delta {
+								offered += int64(o.Blocks)
+							}
+						case KindHashes:
+							hashed = append(hashed, m.Digests...)
+						}
+					}
+					return line
+				}
+				o := e.options()
+				if d.push {
+					e.filterServer(watch)
+				} else {
+					o.Start = e.filterClient(watch)
+				}
+				res, err := deltaCopy(t, e, o, d.push, src, dst, "f")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if offered != c.offered || int64(len(hashed)) != 32*c.offered || res.KeptBlocks != c.kept {
+					t.Errorf("old file of %d bytes, source of %d: offered %d blocks, sent %d bytes of digests, kept %d; want %d offered, %d kept",
+						c.oldLen, c.size, offered, len(hashed), res.KeptBlocks, c.offered, c.kept)
+				}
+				// No digest sent is that of a prefix the sender chose: each is one of the old
+				// file's own whole blocks (or its own last block), as the transfer digests it.
+				prefixes := blockDigests(t, old[:c.size])
+				for k := 0; k+32 <= len(hashed) && k+32 <= len(prefixes); k += 32 {
+					short := min(c.size, (k/32+1)*bs) < min(c.oldLen, (k/32+1)*bs)
+					if short && bytes.Equal(hashed[k:k+32], prefixes[k:k+32]) {
+						t.Errorf("block %d's digest is that of the first %d bytes of the old file's block", k/32, c.size-k/32*bs)
+					}
+				}
+				fileIs(t, filepath.Join(dst, "f"), newer)
+			})
+		}
+	}
+}
+
+// TestInProcessDeltaNoWiderMode: a hostile sender that answers "keep every block" and names, as
+// the file's digest, that of the old file's own blocks (which the receiver's digests give it)
+// makes the receiver build the new file from its old bytes, under the mode the sender names
+// with -p: a private file (0600) would come back readable by all (0644), its bytes never sent.
+// A file whose new mode would grant what the old one does not is not compared: it is sent
+// whole, and the lie then fails the copy; the old bytes never stand under the wider mode.
+func TestInProcessDeltaNoWiderMode(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	e := newEnv(t, lanetest.Link{}, 13)
+	old := randomBytes(3*bs + 10)
+	p := filepath.Join(dst, "f")
+	writeAged(t, p, old)
+	os.Chmod(p, 0o600)
+	os.WriteFile(filepath.Join(src, "f"), randomBytes(len(old)), 0o644)
+	oldSum, err := fcopy.HashFile(bytes.NewReader(old), int64(len(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compared := false
+	e.filterServer(func(line []byte) []byte {
+		var m Msg
+		if json.Unmarshal(line, &m) != nil {
+			return line
+		}
+		switch m.T {
+		case KindChanged:
+			compared = true
+			m.Send = make([]byte, len(m.Send))
+		case KindDigest:
+			m.Sum = hex.EncodeToString(oldSum[:])
+		default:
+			return line
+		}
+		return msgLine(t, m)
+	})
+	o := e.options()
+	o.Preserve = true
+	_, err = deltaCopy(t, e, o, false, src, dst, "f")
+	e.wait()
+	st, serr := os.Stat(p)
+	got, _ := os.ReadFile(p)
+	if serr == nil && bytes.Equal(got, old) && st.Mode().Perm()&^0o600 != 0 {
+		t.Errorf("the old file's bytes stand at %s with mode %v (was 0600); copy: %v", p, st.Mode().Perm(), err)
+	}
+	if compared {
+		t.Error("a file whose new mode grants more than the old one's was compared")
+	}
+	if err == nil || CodeOf(err) != CodeVerify {
+		t.Errorf("the lie: %v (code %d), want a failed verification", err, CodeOf(err))
+	}
 }

@@ -84,7 +84,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		if len(parts.Offers()) > 0 {
 			parts.Hash(plan) // while the offer travels
 		}
-		deltas = target.FindDeltas(files.Files, have, o.WholeFile)
+		deltas = target.FindDeltas(files.Files, have, o.WholeFile, o.Preserve)
 		deltas.Hash(ctx, plan)
 		o.tellSkipped(plan)
 		n, b := plan.SkippedFiles()

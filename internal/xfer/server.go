@@ -191,7 +191,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 			parts = target.FindPartials(hello.Files, have, hello.NoResume)
 			defer parts.Close(target)
-			deltas = target.FindDeltas(hello.Files, have, hello.WholeFile)
+			deltas = target.FindDeltas(hello.Files, have, hello.WholeFile, hello.Preserve)
 		}
 		if err := plan.Skip(have); err != nil {
 			return failLinger(err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type copyOptions struct {
 	json, verbose, quiet       bool
 	checksum, ignoreTimes      bool
 	ssh                        sshFlags
+	filters                    []filterArg     // --exclude, --include, --exclude-from, --include-from, in order
+	filesFrom                  string          // --files-from
 	tun                        tuning.Settings // the environment's switches (run reads them)
 }
 
@@ -53,6 +56,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.checksum, "checksum", false, "a destination file counts as already there (and is not sent) when its size and BLAKE3 digest are the source's, not its size and modification time")
 	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "send every file, even those the destination already has with the same size and modification time")
 	fs.BoolVar(&c.o.NoResume, "no-resume", false, "start over: do not resume files an interrupted copy left at the destination (and remove them), and leave none if this copy is interrupted")
+	c.registerFilters(fs)
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
 }
@@ -171,6 +175,11 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		return fail(exitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))
 	}
 	srcs, dst := pos[:len(pos)-1], pos[len(pos)-1]
+	var co fcopy.CollectOptions
+	if err := c.filterOptions(&co, stdin, slices.Contains(srcs, "-")); err != nil {
+		return fail(exitUsage, err)
+	}
+	o.Filter, o.FilesFrom = co.Filter, co.FilesFrom
 	dstHost, dstPath, dstRemote := splitRemote(dst)
 	for _, s := range srcs {
 		if s == "-" && len(srcs) > 1 {

@@ -29,6 +29,12 @@ type Options struct {
 	Recursive bool
 	Follow    bool // -L: send what symbolic links point to, not the links
 	HardLinks bool // -H: files with several names are sent once, as hard links
+	// Filter leaves out what its rules exclude (--exclude, --include; nil: nothing), applied by
+	// the sending side: this end's Collect on a push, the remote's on a pull.
+	Filter *fcopy.Filter
+	// FilesFrom (--files-from, not nil) lists the paths to send, relative to the one source
+	// directory; they land below the destination directory under these names.
+	FilesFrom []string
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
 	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any).
@@ -135,7 +141,7 @@ func takeHave(plan *fcopy.Plan, c fcopy.Compare, sink bool, have []int) error {
 }
 
 func (o *Options) collect() fcopy.CollectOptions {
-	return fcopy.CollectOptions{Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks}
+	return fcopy.CollectOptions{Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Filter: o.Filter, FilesFrom: o.FilesFrom}
 }
 
 // skipped records and reports (Warn) what the sending side left out.

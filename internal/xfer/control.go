@@ -27,7 +27,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 17
+const Proto = 18
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -56,6 +56,10 @@ type Msg struct {
 	Compare   string   `json:"compare,omitempty"`   // what counts as already there: "" size and mtime, "checksum", "none" (fcopy.Compare)
 	NoResume  bool     `json:"no_resume,omitempty"` // --no-resume: no partial file is kept or resumed
 	MTU       int      `json:"mtu,omitempty"`       // --mtu: from session.JumboMTU the client may propose large datagrams, which only the lanes' proof settles
+	// pull: the filter rules (--exclude, --include, in order) and the --files-from list, which
+	// the server applies to its Collect after checking them (fcopy.NewFilter, CheckFilesFrom)
+	Filter    []fcopy.Rule `json:"filter,omitempty"`
+	FilesFrom []string     `json:"files_from,omitempty"`
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -315,10 +319,12 @@ const (
 	bulkDigests
 	bulkZ
 	bulkErr
+	bulkFilter
+	bulkFilesFrom
 )
 
 // bulkNames are the bulk fields' JSON names, in the order of their bits.
-var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err"}
+var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err", "filter", "files_from"}
 
 // lineRule is what a line of one message type may take: limit bytes in all, and its bulk fields.
 type lineRule struct {
@@ -388,6 +394,12 @@ func checkLine(line []byte) (Kind, error) {
 	}
 	if n := sh.elems[0]; rule.bulk&bulkPaths != 0 && n > maxHelloPaths {
 		return "", fmt.Errorf("%w: control channel: a %s message of %d paths, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, maxHelloPaths)
+	}
+	if n := sh.elems[6]; rule.bulk&bulkFilter != 0 && n > fcopy.MaxRules {
+		return "", fmt.Errorf("%w: control channel: a %s message of %d filter rules, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, fcopy.MaxRules)
+	}
+	if n := sh.elems[7]; rule.bulk&bulkFilesFrom != 0 && n > fcopy.MaxFilesFrom {
+		return "", fmt.Errorf("%w: control channel: a %s message of %d --files-from paths, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, fcopy.MaxFilesFrom)
 	}
 	return sh.t, nil
 }

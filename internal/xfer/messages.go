@@ -138,7 +138,7 @@ type message struct {
 // loop (engine.go, benchpeer, doctorpeer) refuses a kind it does not expect where it is.
 var messages = map[Kind]message{
 	KindReady: {from: byServer, roles: inAll},
-	KindHello: {from: byClient, roles: inAll, line: lineRule{maxHelloLine, bulkPaths}},
+	KindHello: {from: byClient, roles: inAll, line: lineRule{maxHelloLine, bulkPaths | bulkFilter | bulkFilesFrom}},
 	KindError: {from: byEither, roles: inAll, line: lineRule{maxErrorLine, bulkErr}},
 	KindBye:   {from: byEither, roles: inAll},
 

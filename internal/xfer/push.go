@@ -27,6 +27,7 @@ func prepareSender(window int) func() *session.SenderMemory {
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
 	res := newResult("push", host, &o)
+	dst = intoDir(dst, o.FilesFrom)
 	sources, err := fcopy.Collect(srcs, o.collect())
 	if err != nil {
 		return nil, err

@@ -230,6 +230,13 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		}
 		return err
 	case RoleSend:
+		filter, err := fcopy.NewFilter(hello.Filter)
+		if err == nil && hello.FilesFrom != nil {
+			err = fcopy.CheckFilesFrom(hello.FilesFrom)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
+		}
 		var paths []string
 		for _, p := range hello.Paths {
 			// A pattern ("dir/*.bin") is expanded here, as scp's remote shell would, but with
@@ -240,7 +247,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 			paths = append(paths, ms...)
 		}
-		sources, err := fcopy.Collect(paths, fcopy.CollectOptions{Recursive: hello.Recursive, Follow: hello.Follow, HardLinks: hello.HardLinks})
+		sources, err := fcopy.Collect(paths, fcopy.CollectOptions{Recursive: hello.Recursive, Follow: hello.Follow, HardLinks: hello.HardLinks,
+			Filter: filter, FilesFrom: hello.FilesFrom})
 		if err != nil {
 			return fail(err)
 		}

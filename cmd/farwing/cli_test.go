@@ -63,6 +63,8 @@ func TestUsageErrors(t *testing.T) {
 		{"copy", "--files-from", "/dev/null", "a", "h:b"},
 		{"copy", "--files-from", "-", "--exclude-from", "-", "a", "h:b"},
 		{"copy", "--files-from", "-", "-", "h:b"},
+		{"copy", "--delete", "a", "h:b"},
+		{"copy", "-r", "--delete", "--sink", "a", "h:b"},
 		{"bench", "--runs", "0", "h"},
 		{"bench", "--size", "huge", "h"},
 		{"bench", "--rows", "ftp", "h"},

@@ -57,6 +57,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "send every file, even those the destination already has with the same size and modification time")
 	fs.BoolVar(&c.o.NoResume, "no-resume", false, "start over: do not resume files an interrupted copy left at the destination (and remove them), and leave none if this copy is interrupted")
 	c.registerFilters(fs)
+	fs.BoolVar(&c.o.Delete, "delete", false, "with -r: once every file is verified and in place, delete what the destination's directories of the copy hold and the source does not (what --exclude leaves out is kept)")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
 }
@@ -180,6 +181,9 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		return fail(exitUsage, err)
 	}
 	o.Filter, o.FilesFrom = co.Filter, co.FilesFrom
+	if err := o.CheckDelete(); err != nil {
+		return fail(exitUsage, err)
+	}
 	dstHost, dstPath, dstRemote := splitRemote(dst)
 	for _, s := range srcs {
 		if s == "-" && len(srcs) > 1 {
@@ -281,7 +285,7 @@ func summary(r *xfer.Result) {
 		links += fmt.Sprintf(", %d hard link(s)", r.HardLinks)
 	}
 	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified%s\n",
-		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r))
+		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r)+deletedNote(r))
 	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
 		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
 	}
@@ -345,4 +349,16 @@ func pathMemory() string {
 		return ""
 	}
 	return filepath.Join(base, "farwing", "paths")
+}
+
+// deletedNote is the summary's account of what --delete removed ("" when nothing was).
+func deletedNote(r *xfer.Result) string {
+	if r.Deleted == 0 {
+		return ""
+	}
+	whose := ""
+	if r.Direction == "push" {
+		whose = ", as the remote reports"
+	}
+	return fmt.Sprintf("; deleted %d entries the source does not have (--delete%s)", r.Deleted, whose)
 }

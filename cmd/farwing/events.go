@@ -139,6 +139,7 @@ func (e *events) hook(o *xfer.Options) {
 	o.File = e.file
 	o.Skip = func(name string, size int64) { e.skip(name, size, reason) }
 	o.LeftOut = e.leftOut
+	o.Deleted = e.deleted
 }
 
 // begin writes the start event with what the command line asks for.
@@ -179,6 +180,17 @@ func (e *events) leftOut(s fcopy.Skipped) {
 	if s.Loops > 0 {
 		e.emit("skip", skipEvent{Reason: "loop", Count: s.Loops, Example: s.LoopExample})
 	}
+}
+
+// deleted reports an entry a pull's --delete removed here.
+func (e *events) deleted(d fcopy.Deletion) {
+	e.emit("delete", deleteEvent{Name: d.Name, Path: d.Path, Dir: d.Dir})
+}
+
+type deleteEvent struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Dir  bool   `json:"dir,omitempty"`
 }
 
 func (e *events) warning(msg string) { e.emit("warning", warningEvent{msg}) }

@@ -300,10 +300,16 @@ func FilterTree(t testing.TB, root string) string {
 // its error; it skips the test, saying so, where rsync is not installed.
 func Rsync(t testing.TB, args ...string) {
 	t.Helper()
-	if _, err := exec.LookPath("rsync"); err != nil {
-		t.Skip("rsync is not installed (scripts/setup.sh installs it): it is these tests' oracle")
-	}
+	NeedRsync(t)
 	if out, err := exec.Command("rsync", args...).CombinedOutput(); err != nil {
 		t.Fatalf("rsync %q: %v: %s", args, err, out)
+	}
+}
+
+// NeedRsync skips the test, saying so, where rsync is not installed.
+func NeedRsync(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("rsync"); err != nil {
+		t.Skip("rsync is not installed (scripts/setup.sh installs it): it is these tests' oracle")
 	}
 }

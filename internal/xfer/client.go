@@ -35,8 +35,14 @@ type Options struct {
 	// FilesFrom (--files-from, not nil) lists the paths to send, relative to the one source
 	// directory; they land below the destination directory under these names.
 	FilesFrom []string
-	Preserve  bool
-	Sink      bool // the receiving side verifies but does not write
+	// Delete (--delete, with Recursive): once every file is placed and verified, the receiver
+	// removes what the destination's directories of the list hold and the list does not, except
+	// what Filter excludes (fcopy.Target.Delete): the remote on a push, this end on a pull.
+	Delete bool
+	// Deleted, when set, is told of each entry a pull's --delete removes here.
+	Deleted  func(fcopy.Deletion)
+	Preserve bool
+	Sink     bool // the receiving side verifies but does not write
 	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any).
 	Ports session.PortRange
 	// MTU (--mtu) is the path MTU the user says the path carries, in bytes (0: not said). From
@@ -174,4 +180,34 @@ func (o *Options) logf(format string, args ...any) {
 	if o.Log != nil {
 		o.Log(format, args...)
 	}
+}
+
+// deleter is a pull's --delete for runRecv (nil without it).
+func (o *Options) deleter(target *fcopy.Target, files []fcopy.File) func() (int, error) {
+	return deleter(o.Delete && !o.Sink, target, files, o.Filter, o.Deleted)
+}
+
+// deleter is --delete for runRecv where on is set: what target's directories of files hold and
+// files do not is removed, except what filter excludes (nil where on is not set).
+func deleter(on bool, target *fcopy.Target, files []fcopy.File, filter *fcopy.Filter, done func(fcopy.Deletion)) func() (int, error) {
+	if !on {
+		return nil
+	}
+	return func() (int, error) { return target.Delete(files, filter, false, done) }
+}
+
+// CheckDelete refuses --delete where it would not be rsync's: without -r, with --files-from
+// (whose directories above the listed paths are not the source's whole directories), or with
+// --sink.
+func (o *Options) CheckDelete() error {
+	switch {
+	case !o.Delete:
+	case !o.Recursive:
+		return fmt.Errorf("--delete needs -r: it deletes what the copy's directories hold and the source does not")
+	case o.FilesFrom != nil:
+		return fmt.Errorf("--delete and --files-from cannot be given together")
+	case o.Sink:
+		return fmt.Errorf("--delete and --sink cannot be given together: --sink writes nothing")
+	}
+	return nil
 }

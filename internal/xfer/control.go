@@ -57,9 +57,13 @@ type Msg struct {
 	NoResume  bool     `json:"no_resume,omitempty"` // --no-resume: no partial file is kept or resumed
 	MTU       int      `json:"mtu,omitempty"`       // --mtu: from session.JumboMTU the client may propose large datagrams, which only the lanes' proof settles
 	// pull: the filter rules (--exclude, --include, in order) and the --files-from list, which
-	// the server applies to its Collect after checking them (fcopy.NewFilter, CheckFilesFrom)
+	// the server applies to its Collect after checking them (fcopy.NewFilter, CheckFilesFrom);
+	// push, with Delete: the rules, which protect what they exclude from deletion
 	Filter    []fcopy.Rule `json:"filter,omitempty"`
 	FilesFrom []string     `json:"files_from,omitempty"`
+	// push: --delete, the server removes what the destination's directories of the list hold and
+	// the list does not (the filter rules protect what they exclude), once every file is placed
+	Delete bool `json:"delete,omitempty"`
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -151,6 +155,9 @@ type PeerStats struct {
 	WindowSeconds float64 `json:"window_seconds,omitempty"`
 	SourceSeconds float64 `json:"source_seconds,omitempty"`
 	Cores         int     `json:"cores,omitempty"` // the reporting end's CPUs
+
+	// What --delete removed at the receiver ("done"), after every file was placed.
+	Deleted int `json:"deleted,omitempty"`
 }
 
 // Drops counts the datagrams one end refused, by reason: a flood of forged or replayed datagrams

@@ -17,6 +17,9 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res := newResult("pull", host, &o)
 	window := o.window(0, 1<<30)
 	dst = intoDir(dst, o.FilesFrom)
+	if err := o.CheckDelete(); err != nil {
+		return nil, err
+	}
 	hello := Msg{T: KindHello, Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String(),
 		Filter: o.Filter.Rules(), FilesFrom: o.FilesFrom}
@@ -130,7 +133,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, o.Tuning, plan, target, o.Tuning.Writer(fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog)
+		Records: !o.NoResume, Resume: parts, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog, o.deleter(target, files.Files))
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,9 @@ func prepareSender(window int) func() *session.SenderMemory {
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
 	res := newResult("push", host, &o)
 	dst = intoDir(dst, o.FilesFrom)
+	if err := o.CheckDelete(); err != nil {
+		return nil, err
+	}
 	sources, err := fcopy.Collect(srcs, o.collect())
 	if err != nil {
 		return nil, err
@@ -47,7 +50,8 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
 	c, ready, err := start(ctx, &o, host, Msg{Role: RoleRecv, Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume,
-		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
+		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(),
+		Delete: o.Delete, Filter: o.Filter.Rules()}, res)
 	if err != nil {
 		return nil, err
 	}

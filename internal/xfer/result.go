@@ -23,6 +23,7 @@ type Result struct {
 	SkippedBytes  int64              `json:"skipped_bytes"`        // their bytes
 	ResumedFiles  int                `json:"resumed_files"`        // files resumed from an interrupted copy's partial file
 	ResumedBytes  int64              `json:"resumed_bytes"`        // the bytes of theirs kept, not sent (each block checked against the source's digest)
+	Deleted       int                `json:"deleted"`              // entries --delete removed at the destination (on a push, the remote's word)
 	Bytes         int64              `json:"bytes"`                // bytes of the files sent (skipped ones not counted)
 	Seconds       float64            `json:"seconds"`              // whole command: start to verified files
 	DataSeconds   float64            `json:"data_seconds"`         // first data datagram to verified end
@@ -94,6 +95,7 @@ func (r *Result) fillSent(side *sideResult, c *conn, plan *fcopy.Plan) {
 	r.TailSeconds = side.tailSeconds()
 	r.ControlCopied = c.ctl.Copied.Load()
 	if ps := side.peerStats; ps != nil {
+		r.Deleted = max(ps.Deleted, 0)
 		r.FECRebuilt, r.FECRepaired, r.FECChunks = ps.FECRebuilt, ps.FECRepaired, ps.FECChunks
 		r.Duplicates, r.FeedbackHeld = ps.Duplicates, ps.Held
 		r.setPeerLanes(ps.Lanes)
@@ -110,6 +112,7 @@ func (r *Result) fillSent(side *sideResult, c *conn, plan *fcopy.Plan) {
 // what the sending peer reported.
 func (r *Result) fillReceived(side *sideResult, c *conn, plan *fcopy.Plan) {
 	r.fill(side, c, plan)
+	r.Deleted = side.deleted
 	if ps := side.peerStats; ps != nil {
 		r.Retransmitted, r.Lost, r.WireBytes, r.CC = ps.Retransmitted, ps.Lost, ps.WireBytes, ps.CC
 		r.LostByTime = ps.LostByTime

@@ -165,6 +165,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	switch hello.Role {
 	case RoleRecv:
+		filter, err := fcopy.NewFilter(hello.Filter) // --delete's protection
+		if err != nil {
+			return failLinger(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
+		}
 		// The file list follows the hello in chunks, each checked as it arrives.
 		if hello.Files, err = recvList(ctx, ctl, hello.Entries); err != nil {
 			var re *RemoteError
@@ -224,7 +228,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}()
 		}
 		_, err = runRecv(rctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
-			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
+			Records: !hello.NoResume, Resume: parts, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil,
+			deleter(hello.Delete && !hello.Sink, target, hello.Files, filter, nil))
 		if cause := context.Cause(rctx); err != nil && errors.Is(cause, session.ErrNoUDP) {
 			return cause // runRecv has sent it
 		}

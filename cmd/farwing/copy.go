@@ -57,6 +57,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "send every file, even those the destination already has with the same size and modification time")
 	fs.BoolVar(&c.o.NoResume, "no-resume", false, "start over: do not resume files an interrupted copy left at the destination (and remove them), and leave none if this copy is interrupted")
 	c.registerFilters(fs)
+	fs.BoolVarP(&c.o.DryRun, "dry-run", "n", false, "connect and list what the copy would send (and, with --delete, delete) on standard output, without doing either")
 	fs.BoolVar(&c.o.Delete, "delete", false, "with -r: once every file is verified and in place, delete what the destination's directories of the copy hold and the source does not (what --exclude leaves out is kept)")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
@@ -170,6 +171,8 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	}
 	if ev != nil {
 		ev.hook(&o)
+	} else {
+		listChanges(&o, c.verbose)
 	}
 	pos := fs.Args()
 	if len(pos) < 2 {
@@ -181,7 +184,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		return fail(exitUsage, err)
 	}
 	o.Filter, o.FilesFrom = co.Filter, co.FilesFrom
-	if err := o.CheckDelete(); err != nil {
+	if err := o.CheckFlags(); err != nil {
 		return fail(exitUsage, err)
 	}
 	dstHost, dstPath, dstRemote := splitRemote(dst)
@@ -193,6 +196,8 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	switch {
 	case dst == "-" && c.json:
 		return fail(exitUsage, fmt.Errorf("--json and - as the destination both write to standard output; give one"))
+	case dst == "-" && o.DryRun:
+		return fail(exitUsage, fmt.Errorf("--dry-run lists on standard output, and - as the destination writes it; give one"))
 	case dst == "-" && o.Sink:
 		return fail(exitUsage, fmt.Errorf("--sink writes nothing, and - as the destination writes standard output; give one"))
 	}
@@ -249,7 +254,10 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		}
 		return fail(exitCode(err), err)
 	}
-	if !c.quiet {
+	if !c.quiet && res.DryRun {
+		fmt.Fprintf(stderr, "farwing: dry run: would send %d file(s), %s; would delete %d entries; nothing was sent or deleted\n",
+			res.WouldSendFiles, units.Size(res.WouldSendBytes), res.Deleted)
+	} else if !c.quiet {
 		summary(res)
 	}
 	if ev != nil {
@@ -361,4 +369,15 @@ func deletedNote(r *xfer.Result) string {
 		whose = ", as the remote reports"
 	}
 	return fmt.Sprintf("; deleted %d entries the source does not have (--delete%s)", r.Deleted, whose)
+}
+
+// listChanges prints on stdout, as rsync -v does, what a --dry-run copy would send (a name a line)
+// and what --delete deletes ("deleting NAME"): with --dry-run always, otherwise with -v.
+func listChanges(o *xfer.Options, verbose bool) {
+	if o.DryRun {
+		o.WouldSend = func(name string, _ int64) { fmt.Fprintln(stdout, escape.Text(name)) }
+	}
+	if o.DryRun || verbose {
+		o.Deleted = func(d fcopy.Deletion) { fmt.Fprintln(stdout, "deleting "+escape.Text(d.Name)) }
+	}
 }

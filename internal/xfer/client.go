@@ -39,10 +39,16 @@ type Options struct {
 	// removes what the destination's directories of the list hold and the list does not, except
 	// what Filter excludes (fcopy.Target.Delete): the remote on a push, this end on a pull.
 	Delete bool
-	// Deleted, when set, is told of each entry a pull's --delete removes here.
-	Deleted  func(fcopy.Deletion)
-	Preserve bool
-	Sink     bool // the receiving side verifies but does not write
+	// Deleted, when set, is told of each entry a pull's --delete removes here (with DryRun, of
+	// each entry a push or a pull would remove).
+	Deleted func(fcopy.Deletion)
+	// DryRun (--dry-run): the copy connects and learns what the destination has, reports what it
+	// would send (WouldSend) and delete (Deleted), and sends and deletes nothing.
+	DryRun bool
+	// WouldSend, when set, is told of each regular file a DryRun copy would send.
+	WouldSend func(name string, size int64)
+	Preserve  bool
+	Sink      bool // the receiving side verifies but does not write
 	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any).
 	Ports session.PortRange
 	// MTU (--mtu) is the path MTU the user says the path carries, in bytes (0: not said). From
@@ -196,11 +202,13 @@ func deleter(on bool, target *fcopy.Target, files []fcopy.File, filter *fcopy.Fi
 	return func() (int, error) { return target.Delete(files, filter, false, done) }
 }
 
-// CheckDelete refuses --delete where it would not be rsync's: without -r, with --files-from
+// CheckFlags refuses --delete where it would not be rsync's: without -r, with --files-from
 // (whose directories above the listed paths are not the source's whole directories), or with
-// --sink.
-func (o *Options) CheckDelete() error {
+// --sink; and --dry-run with --sink.
+func (o *Options) CheckFlags() error {
 	switch {
+	case o.DryRun && o.Sink:
+		return fmt.Errorf("--dry-run and --sink cannot be given together")
 	case !o.Delete:
 	case !o.Recursive:
 		return fmt.Errorf("--delete needs -r: it deletes what the copy's directories hold and the source does not")
@@ -210,4 +218,19 @@ func (o *Options) CheckDelete() error {
 		return fmt.Errorf("--delete and --sink cannot be given together: --sink writes nothing")
 	}
 	return nil
+}
+
+// dryRun fills res with what a --dry-run copy of files would send: the regular files plan does
+// not skip (the destination lacks them), each told to WouldSend.
+func (o *Options) dryRun(res *Result, files []fcopy.File, plan *fcopy.Plan) {
+	res.DryRun = true
+	for i, f := range files {
+		if f.Regular() && f.Hard == "" && !plan.Skipped(i) {
+			res.WouldSendFiles++
+			res.WouldSendBytes += f.Size
+			if o.WouldSend != nil {
+				o.WouldSend(f.Name, f.Size)
+			}
+		}
+	}
 }

@@ -64,6 +64,8 @@ type Msg struct {
 	// push: --delete, the server removes what the destination's directories of the list hold and
 	// the list does not (the filter rules protect what they exclude), once every file is placed
 	Delete bool `json:"delete,omitempty"`
+	// push: --dry-run, the server answers the list with have (and Deleting) and stops
+	DryRun bool `json:"dry_run,omitempty"`
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -86,6 +88,9 @@ type Msg struct {
 	// have / accept: the receiver's offers to resume files from the blocks an interrupted copy
 	// left (fcopy.Offer); resumed (receiver → sender): the blocks kept of each, all or none
 	Resume []fcopy.Offer `json:"resume,omitempty"`
+	// have (push, --dry-run with --delete): the entries the server would delete, as the list
+	// would name them (its word, escaped before it is shown)
+	Deleting []string `json:"deleting,omitempty"`
 	// sums (sender → receiver): the block digests of an offer's blocks, 32 bytes each (base64)
 	Digests []byte `json:"digests,omitempty"`
 
@@ -328,10 +333,11 @@ const (
 	bulkErr
 	bulkFilter
 	bulkFilesFrom
+	bulkDeleting
 )
 
 // bulkNames are the bulk fields' JSON names, in the order of their bits.
-var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err", "filter", "files_from"}
+var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err", "filter", "files_from", "deleting"}
 
 // lineRule is what a line of one message type may take: limit bytes in all, and its bulk fields.
 type lineRule struct {
@@ -396,7 +402,7 @@ func checkLine(line []byte) (Kind, error) {
 		return "", fmt.Errorf("%w: control channel: a %s message whose fields other than %s take %d bytes, more than %d",
 			ErrProtocol, escape.Quote(string(sh.t)), strings.Join(names, " and "), rest, smallLine)
 	}
-	if n := sh.elems[1] + sh.elems[2]; rule.bulk&(bulkHave|bulkResume) != 0 && n > maxListEntries {
+	if n := sh.elems[1] + sh.elems[2] + sh.elems[8]; rule.bulk&(bulkHave|bulkResume) != 0 && n > maxListEntries {
 		return "", fmt.Errorf("%w: control channel: a %s message of %d entries, more than the %d files of a list", ErrProtocol, escape.Quote(string(sh.t)), n, maxListEntries)
 	}
 	if n := sh.elems[0]; rule.bulk&bulkPaths != 0 && n > maxHelloPaths {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +15,13 @@ import (
 	"github.com/farwing/farwing/lane/lanetest"
 )
 
-// staleDest makes at dst what an older copy of top left, and more: top's tree (by rsync), with
+// staleDest makes at dst what an older copy of top left, and more: top's tree (by rsync -t), with
 // files and a tree the source no longer has, a *.tmp file and a directory holding one (which the
 // tests' rules protect), a symbolic link to a directory outside (to be removed as a link, never
 // followed), and a sibling of the copy's directory (not the copy's: never touched).
 func staleDest(t *testing.T, top, dst, outside string) {
 	t.Helper()
-	treetest.Rsync(t, "-rl", top, dst+"/")
+	treetest.Rsync(t, "-rlt", top, dst+"/")
 	d := filepath.Join(dst, filepath.Base(top))
 	for _, p := range []string{"old/tree/x", "keepdir/y.txt", "keepdir/x.tmp", "src/stale.tmp", "src/sub dir/gone.txt", ".old-hidden", "deep/a/b/c/gone"} {
 		os.MkdirAll(filepath.Dir(filepath.Join(d, p)), 0o755)
@@ -159,6 +160,99 @@ func TestDeleteNeedsACompleteCopy(t *testing.T) {
 	for _, o := range []Options{{Delete: true}, {Delete: true, Recursive: true, FilesFrom: []string{"a"}}} {
 		if _, err := Push(ctx, o, []string{top}, "host", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--delete") {
 			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// rsyncDry runs rsync -rlin --delete with args from top into dst: the files it would send and
+// the entries it would delete.
+func rsyncDry(t *testing.T, top, dst string, args ...string) (send, del []string) {
+	t.Helper()
+	treetest.NeedRsync(t)
+	out, err := exec.Command("rsync", append(append([]string{"-rlin", "--delete"}, args...), top, dst+"/")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsync: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "*deleting "):
+			del = append(del, strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(l, "*deleting ")), "/"))
+		case strings.HasPrefix(l, ">f"):
+			send = append(send, l[12:])
+		}
+	}
+	sort.Strings(send)
+	sort.Strings(del)
+	return send, del
+}
+
+// TestInProcessDryRun: a push and a pull with --dry-run --delete (and a rule) report the files
+// rsync -n would send and the entries it would delete, and change nothing at the destination.
+func TestInProcessDryRun(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: time.Millisecond}, 5)
+	root, outside := t.TempDir(), t.TempDir()
+	top := treetest.FilterTree(t, root)
+	dst := t.TempDir()
+	staleDest(t, top, dst, outside)
+	os.WriteFile(filepath.Join(top, "new.txt"), []byte("new"), 0o644)
+	os.WriteFile(filepath.Join(top, "src", "main.go"), []byte("changed"), 0o644)
+	wantSend, wantDel := rsyncDry(t, top, dst, "--exclude", "*.tmp")
+	if strings.Join(wantSend, "|") != "t/new.txt|t/src/main.go" || len(wantDel) == 0 {
+		t.Fatalf("rsync -n would send %q and delete %q", wantSend, wantDel)
+	}
+	before := treetest.Snapshot(t, dst)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, pull := range []bool{false, true} {
+		o := e.options()
+		o.Recursive, o.Delete, o.DryRun, o.Filter = true, true, true, rsyncFilters(t, "--exclude", "*.tmp")
+		var send, del []string
+		o.WouldSend = func(name string, _ int64) { send = append(send, name) }
+		o.Deleted = func(d fcopy.Deletion) { del = append(del, d.Name) }
+		var res *Result
+		var err error
+		if pull {
+			res, err = Pull(ctx, o, "host", []string{top}, dst)
+		} else {
+			res, err = Push(ctx, o, []string{top}, "host", dst)
+		}
+		if err != nil {
+			t.Fatalf("dry run (pull %v): %v", pull, err)
+		}
+		sort.Strings(send)
+		sort.Strings(del)
+		if strings.Join(send, "|") != strings.Join(wantSend, "|") || strings.Join(del, "|") != strings.Join(wantDel, "|") {
+			t.Errorf("dry run (pull %v): would send %q, delete %q; rsync -n: %q, %q", pull, send, del, wantSend, wantDel)
+		}
+		if !res.DryRun || res.WouldSendFiles != len(send) || res.Deleted != len(del) || len(res.Files) != 0 {
+			t.Errorf("dry run (pull %v): result %+v", pull, res)
+		}
+		treetest.Compare(t, "dry run", before, treetest.Snapshot(t, dst), treetest.Options{})
+	}
+}
+
+// TestDryPushRefusesWhatWasNotAsked: a remote that answers a dry run without --delete with
+// entries to delete, or with offers to resume, or with a name longer than a path, is refused.
+func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
+	for _, c := range []struct {
+		have   Msg
+		delete bool
+	}{
+		{Msg{T: KindHave, Deleting: []string{"t/x"}}, false},
+		{Msg{T: KindHave, Resume: []fcopy.Offer{{File: 0, Blocks: 1}}}, false},
+		{Msg{T: KindHave, Deleting: []string{strings.Repeat("x", maxResultPath+1)}}, true},
+	} {
+		e := newEnv(t, lanetest.Link{}, 1)
+		e.serve = hostileServer(func(ctl *Control, hello Msg) error { return ctl.Send(c.have) }, nil)
+		o := e.options()
+		o.Recursive, o.DryRun, o.Delete = true, true, c.delete
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := Push(ctx, o, []string{src}, "host", "dst")
+		cancel()
+		if CodeOf(err) != CodeProtocol {
+			t.Errorf("%+v: %v (exit %d)", c, err, CodeOf(err))
 		}
 	}
 }

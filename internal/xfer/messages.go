@@ -144,7 +144,7 @@ var messages = map[Kind]message{
 
 	KindList:    {from: byEither, roles: inCopy, line: lineRule{maxChunkWire, bulkZ}, chunk: "file list"},
 	KindFiles:   {from: byServer, roles: inCopy},
-	KindHave:    {from: byServer, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume}},
+	KindHave:    {from: byServer, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume | bulkDeleting}},
 	KindAccept:  {from: byClient, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume}},
 	KindSums:    {from: byEither, roles: inCopy, line: lineRule{maxSumsLine, bulkDigests}},
 	KindResumed: {from: byEither, roles: inCopy, line: lineRule{maxMessage, bulkResume}},

@@ -17,7 +17,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res := newResult("pull", host, &o)
 	window := o.window(0, 1<<30)
 	dst = intoDir(dst, o.FilesFrom)
-	if err := o.CheckDelete(); err != nil {
+	if err := o.CheckFlags(); err != nil {
 		return nil, err
 	}
 	hello := Msg{T: KindHello, Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
@@ -88,6 +88,13 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 		if err := plan.Skip(have); err != nil {
 			return nil, err
+		}
+		if o.DryRun {
+			o.dryRun(res, files.Files, plan)
+			if o.Delete {
+				res.Deleted, err = target.Delete(files.Files, o.Filter, true, o.Deleted)
+			}
+			return res, err
 		}
 		parts = target.FindPartials(files.Files, have, o.NoResume)
 		defer parts.Close(target)

@@ -190,6 +190,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			if target, have, err = fcopy.ResolveTargetHave(expandHome(hello.Dest), hello.Files, cmp); err != nil {
 				return failLinger(err)
 			}
+			if hello.DryRun {
+				return dryRecv(ctl, hello, target, have, filter)
+			}
 			parts = target.FindPartials(hello.Files, have, hello.NoResume)
 			defer parts.Close(target)
 		}
@@ -330,4 +333,17 @@ func expandHome(p string) string {
 		return home + "/" + p
 	}
 	return p
+}
+
+// dryRecv answers a --dry-run push: what this end has, and with --delete what it would delete
+// (fcopy.Target.Delete, dry); nothing is written or removed.
+func dryRecv(ctl *Control, hello Msg, target *fcopy.Target, have []int, filter *fcopy.Filter) error {
+	m := Msg{T: KindHave, Have: have}
+	if hello.Delete && target != nil {
+		if _, err := target.Delete(hello.Files, filter, true, func(d fcopy.Deletion) { m.Deleting = append(m.Deleting, d.Name) }); err != nil {
+			ctl.SendError(err)
+			return err
+		}
+	}
+	return ctl.Send(m)
 }

@@ -64,6 +64,8 @@ func TestUsageErrors(t *testing.T) {
 		{"copy", "--files-from", "-", "--exclude-from", "-", "a", "h:b"},
 		{"copy", "--files-from", "-", "-", "h:b"},
 		{"copy", "--delete", "a", "h:b"},
+		{"copy", "-r", "--delete", "h:'d/*'", "b"},
+		{"copy", "-n", "h:a", "-"},
 		{"copy", "-r", "--delete", "--sink", "a", "h:b"},
 		{"bench", "--runs", "0", "h"},
 		{"bench", "--size", "huge", "h"},

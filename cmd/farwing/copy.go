@@ -184,7 +184,7 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		return fail(exitUsage, err)
 	}
 	o.Filter, o.FilesFrom = co.Filter, co.FilesFrom
-	if err := o.CheckFlags(); err != nil {
+	if err := o.CheckFlags(nil); err != nil {
 		return fail(exitUsage, err)
 	}
 	dstHost, dstPath, dstRemote := splitRemote(dst)
@@ -235,6 +235,9 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 			}
 			host = h
 			paths = append(paths, p)
+		}
+		if err := o.CheckFlags(paths); err != nil {
+			return fail(exitUsage, err)
 		}
 		if ev != nil {
 			ev.begin("pull", host, paths, dst)

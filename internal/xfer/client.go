@@ -11,6 +11,7 @@ import (
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
 )
@@ -204,8 +205,14 @@ func deleter(on bool, target *fcopy.Target, files []fcopy.File, filter *fcopy.Fi
 
 // CheckFlags refuses --delete where it would not be rsync's: without -r, with --files-from
 // (whose directories above the listed paths are not the source's whole directories), or with
-// --sink; and --dry-run with --sink.
-func (o *Options) CheckFlags() error {
+// --sink; on a pull of the remote paths pulled, with a pattern, which would let the remote choose
+// which of the destination's directories it mirrors (and so empties); and --dry-run with --sink.
+func (o *Options) CheckFlags(pulled []string) error {
+	for _, p := range pulled {
+		if o.Delete && fcopy.IsPattern(p) {
+			return fmt.Errorf("--delete cannot take a pattern (%s): the remote would choose which directories of the destination to mirror; name them", escape.Text(p))
+		}
+	}
 	switch {
 	case o.DryRun && o.Sink:
 		return fmt.Errorf("--dry-run and --sink cannot be given together")

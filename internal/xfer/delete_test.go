@@ -157,6 +157,9 @@ func TestDeleteNeedsACompleteCopy(t *testing.T) {
 		_, err := Pull(ctx, *o, "host", []string{top}, linked)
 		return err
 	})
+	if _, err := Pull(ctx, Options{Delete: true, Recursive: true}, "host", []string{"d/*"}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--delete") {
+		t.Errorf("--delete with a pattern: %v", err)
+	}
 	for _, o := range []Options{{Delete: true}, {Delete: true, Recursive: true, FilesFrom: []string{"a"}}} {
 		if _, err := Push(ctx, o, []string{top}, "host", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--delete") {
 			t.Errorf("%+v: %v", o, err)

@@ -17,7 +17,7 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 	res := newResult("pull", host, &o)
 	window := o.window(0, 1<<30)
 	dst = intoDir(dst, o.FilesFrom)
-	if err := o.CheckFlags(); err != nil {
+	if err := o.CheckFlags(srcs); err != nil {
 		return nil, err
 	}
 	hello := Msg{T: KindHello, Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,

@@ -28,7 +28,7 @@ func prepareSender(window int) func() *session.SenderMemory {
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
 	res := newResult("push", host, &o)
 	dst = intoDir(dst, o.FilesFrom)
-	if err := o.CheckFlags(); err != nil {
+	if err := o.CheckFlags(nil); err != nil {
 		return nil, err
 	}
 	sources, err := fcopy.Collect(srcs, o.collect())

@@ -51,7 +51,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	// still starting, and answers with its UDP ports in the same message.
 	c, ready, err := start(ctx, &o, host, Msg{Role: RoleRecv, Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume,
 		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(),
-		Delete: o.Delete, Filter: o.Filter.Rules(), DryRun: o.DryRun}, res)
+		Delete: o.Delete, Filter: protecting(&o), DryRun: o.DryRun}, res)
 	if err != nil {
 		return nil, err
 	}
@@ -180,4 +180,13 @@ func dryPush(ctx context.Context, o *Options, c *conn, res *Result, files []fcop
 		}
 	}
 	return res, nil
+}
+
+// protecting are the rules a push's server needs: with --delete, those that protect what they
+// exclude from deletion (nil otherwise: the rules are this end's).
+func protecting(o *Options) []fcopy.Rule {
+	if !o.Delete {
+		return nil
+	}
+	return o.Filter.Rules()
 }

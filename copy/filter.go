@@ -266,7 +266,8 @@ func parseClass(rs []rune) (*charClass, int, error) {
 // number of tokens, so a match costs len(name) × len(toks), never more.
 func match(toks []token, name string, anchored bool) bool {
 	n := len(toks)
-	cur, next := make([]bool, n+1), make([]bool, n+1)
+	buf := make([]bool, 2*(n+1))
+	cur, next := buf[:n+1], buf[n+1:]
 	// add puts state i in set, with the states after it that stars let it reach without a
 	// character; a state already in set has its followers there too.
 	add := func(set []bool, i int) {

@@ -142,3 +142,23 @@ func TestServeRefusesBadFilters(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestPullFilesFromStaysBelow: a --files-from path through a symbolic link of the remote's
+// source directory (to a directory outside it) is refused by the remote (exit 3), never followed;
+// nothing is written.
+func TestPullFilesFromStaysBelow(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	src, outside := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("x"), 0o600)
+	os.Symlink(outside, filepath.Join(src, "out"))
+	o := e.options()
+	o.FilesFrom = []string{"out/secret"}
+	dst := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Pull(ctx, o, "host", []string{src}, dst)
+	if CodeOf(err) != CodeSource || !strings.Contains(fmt.Sprint(err), "never followed") {
+		t.Errorf("%v (exit %d)", err, CodeOf(err))
+	}
+	treetest.Empty(t, dst)
+}

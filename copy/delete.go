@@ -30,8 +30,8 @@ type Deletion struct {
 // the target's root one element at a time without following a symbolic link (openat,
 // O_NOFOLLOW), what it holds is looked at and removed through that descriptor (fstatat,
 // unlinkat), and a directory to remove is opened the same way, so a symbolic link is removed as
-// a link, never followed; a directory of the list that is a link now stops it (ErrDest). An empty
-// list deletes nothing. With dry it removes nothing and reports what it would remove. done (nil:
+// a link, never followed; a directory of the list that is a link now stops it (ErrDest), and one
+// that is not there is passed over. An empty list deletes nothing. With dry it removes nothing and reports what it would remove. done (nil:
 // none) is told of each entry as it is removed; the count is returned.
 func (t *Target) Delete(files []File, filter *Filter, dry bool, done func(Deletion)) (int, error) {
 	if len(files) == 0 {
@@ -53,6 +53,9 @@ func (t *Target) Delete(files []File, filter *Filter, dry bool, done func(Deleti
 			continue
 		}
 		fd, err := dirs.walk(t.rel(f.Name), 0, false)
+		if errors.Is(err, unix.ENOENT) {
+			continue // not there (yet: a dry run): nothing in it to delete
+		}
 		if err != nil {
 			return d.n, err
 		}

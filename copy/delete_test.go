@@ -62,3 +62,17 @@ func TestDelete(t *testing.T) {
 		t.Errorf("through the link: %v", err)
 	}
 }
+
+// TestDeleteNotThere: a directory of the list that the destination does not have (a dry run
+// before the copy makes it) has nothing to delete.
+func TestDeleteNotThere(t *testing.T) {
+	dst := t.TempDir()
+	files := []File{{Name: "t", Dir: true}, {Name: "t/sub", Dir: true}}
+	target, err := ResolveTarget(dst, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := target.Delete(files, nil, true, nil); n != 0 || err != nil {
+		t.Errorf("%d, %v", n, err)
+	}
+}

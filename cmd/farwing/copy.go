@@ -258,8 +258,8 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		return fail(exitCode(err), err)
 	}
 	if !c.quiet && res.DryRun {
-		fmt.Fprintf(stderr, "farwing: dry run: would send %d file(s), %s; would delete %d entries; nothing was sent or deleted\n",
-			res.WouldSendFiles, units.Size(res.WouldSendBytes), res.Deleted)
+		fmt.Fprintf(stderr, "farwing: dry run: would send %d file(s), %s; would delete %s; nothing was sent or deleted\n",
+			res.WouldSendFiles, units.Size(res.WouldSendBytes), entries(res.Deleted))
 	} else if !c.quiet {
 		summary(res)
 	}
@@ -371,7 +371,7 @@ func deletedNote(r *xfer.Result) string {
 	if r.Direction == "push" {
 		whose = ", as the remote reports"
 	}
-	return fmt.Sprintf("; deleted %d entries the source does not have (--delete%s)", r.Deleted, whose)
+	return fmt.Sprintf("; deleted %s the source does not have (--delete%s)", entries(r.Deleted), whose)
 }
 
 // listChanges prints on stdout, as rsync -v does, what a --dry-run copy would send (a name a line)
@@ -383,4 +383,12 @@ func listChanges(o *xfer.Options, verbose bool) {
 	if o.DryRun || verbose {
 		o.Deleted = func(d fcopy.Deletion) { fmt.Fprintln(stdout, "deleting "+escape.Text(d.Name)) }
 	}
+}
+
+// entries is "1 entry" or "N entries".
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }

@@ -46,7 +46,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.window, "window", 0, "receive window in MiB (0: from rate and round trip)")
 	fs.IntVar(&c.o.MTU, "mtu", 0, "the path's MTU in bytes, where it is known to carry large datagrams (e.g. 9001 within an AWS region, 8500 over its inter-region VPC peering): from 8286 the copy proposes 8 KiB chunks (FEC off), used only if every lane proves them each way in the handshake; 0: standard 1,406-byte chunks off loopback")
 	fs.StringVar(&c.ports, "port", "", "the remote peer's UDP ports: it binds its four lanes inside LO-HI (e.g. 40000-40003, the ports to open in its firewall); default: any")
-	fs.BoolVar(&c.json, "json", false, "print events as JSON lines on stdout (start, progress, file, skip, warning, error, summary; docs/EVENTS.md)")
+	fs.BoolVar(&c.json, "json", false, "print events as JSON lines on stdout (start, progress, file, skip, send, delete, warning, error, summary; docs/EVENTS.md)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "show progress details and ssh's own messages")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&c.o.Recursive, "recursive", "r", false, "copy directories recursively")

@@ -259,7 +259,9 @@ func parseClass(rs []rune) (*charClass, int, error) {
 
 // match reports whether toks match name: the whole name when anchored, otherwise any part of it
 // that starts at its beginning or after a "/" and runs to its end (rsync's rule: a pattern
-// without a "/" then matches the last element, one with a "/" the name's last elements).
+// without a "/" then matches the last element, one with a "/" the name's last elements). As in
+// rsync, an unanchored pattern that starts with "**" is matched against the name with a "/" in
+// front, so that "**/x" matches a top-level "x" too.
 //
 // It runs the pattern's automaton: state i is "toks[:i] matched so far", a set of states is
 // advanced over each character, and a star token keeps its state. Each step costs at most the
@@ -279,7 +281,7 @@ func match(toks []token, name string, anchored bool) bool {
 		}
 	}
 	add(cur, 0)
-	for _, r := range name {
+	step := func(r rune) {
 		clear(next)
 		for i := range n {
 			if !cur[i] {
@@ -310,6 +312,12 @@ func match(toks []token, name string, anchored bool) bool {
 			add(next, 0)
 		}
 		cur, next = next, cur
+	}
+	if !anchored && n > 0 && toks[0].kind == tokStars {
+		step('/')
+	}
+	for _, r := range name {
+		step(r)
 	}
 	return cur[n]
 }

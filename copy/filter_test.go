@@ -2,6 +2,7 @@ package copy
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -59,6 +60,9 @@ func TestFilterRules(t *testing.T) {
 		{[]Rule{ex("src/***")}, "t/src/a/b", false, true},
 		{[]Rule{ex("/t/**.c")}, "t/a/b/x.c", false, true},
 		{[]Rule{ex("a/**/b")}, "t/a/b", false, false}, // "/**/" is at least one "/", as in rsync
+		{[]Rule{ex("**/t")}, "t", true, true},         // a leading "**/" matches nothing too, unanchored
+		{[]Rule{ex("/**/t")}, "t", true, false},
+		{[]Rule{ex("/**/a")}, "t/a", false, true},
 		{[]Rule{ex("a/**/b")}, "t/a/x/y/b", false, true},
 		{[]Rule{ex("?.txt")}, "t/a.txt", false, true},
 		{[]Rule{ex("?.txt")}, "t/ab.txt", false, false},
@@ -175,7 +179,11 @@ func refExcluded(rules []Rule, name string, dir bool) bool {
 			prefix = `^`
 		}
 		for _, toks := range [][]token{c.toks, c.also} {
-			if toks != nil && regexp.MustCompile(prefix+refRegexp(toks)+`$`).MatchString(name) {
+			subject := name
+			if !c.anchored && len(toks) > 0 && toks[0].kind == tokStars {
+				subject = "/" + name
+			}
+			if toks != nil && regexp.MustCompile(prefix+refRegexp(toks)+`$`).MatchString(subject) {
 				return !r.Include
 			}
 		}
@@ -418,4 +426,40 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestCollectFilterRsyncRandom: 60 lists of one to three rules, made at random (seeded) from
+// pieces of the tree's names and every wildcard, anchored or not, for directories or not, list
+// with Collect what rsync -rl leaves with the same rules.
+func TestCollectFilterRsyncRandom(t *testing.T) {
+	root := t.TempDir()
+	top := treetest.FilterTree(t, root)
+	rng := rand.New(rand.NewPCG(41, 1))
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	element := func() string {
+		return pick("a.txt", "*.tmp", "*.txt", "src", "s*", "?.t*", "[a-c]*", "[!.]*", ".*", "*", "**", "sub dir", "deep", "b.tmp", "[ab].*", "*i*", "c", "x.tmp", "d*.txt")
+	}
+	for range 60 {
+		var args []string
+		for range 1 + rng.IntN(3) {
+			p := element()
+			for rng.IntN(3) == 0 {
+				p = element() + "/" + p
+			}
+			if rng.IntN(4) == 0 {
+				p = "/t/" + p
+			}
+			if rng.IntN(4) == 0 {
+				p += "/"
+			}
+			args = append(args, pick("--exclude", "--exclude", "--include"), p)
+		}
+		dst := t.TempDir()
+		treetest.Rsync(t, append(append([]string{"-rl"}, args...), top, dst+"/")...)
+		s, err := Collect([]string{top}, CollectOptions{Recursive: true, Filter: excludes(t, ruleArgs(args)...)})
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		sameNames(t, strings.Join(args, " "), names(s), rsyncNames(t, dst))
+	}
 }

@@ -2,6 +2,7 @@ package copy
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -461,5 +462,49 @@ func TestCollectFilterRsyncRandom(t *testing.T) {
 			t.Fatalf("%q: %v", args, err)
 		}
 		sameNames(t, strings.Join(args, " "), names(s), rsyncNames(t, dst))
+	}
+}
+
+// TestCollectFilesFromRsyncRandom: 40 --files-from lists of the tree's paths made at random
+// (seeded), with and without -r, some with a rule, list with Collect what rsync leaves.
+func TestCollectFilesFromRsyncRandom(t *testing.T) {
+	root := t.TempDir()
+	top := treetest.FilterTree(t, root)
+	var all []string
+	for n := range treetest.Snapshot(t, top) {
+		if n != "." {
+			all = append(all, n)
+		}
+	}
+	sort.Strings(all)
+	rng := rand.New(rand.NewPCG(41, 2))
+	list := filepath.Join(root, "list")
+	for range 40 {
+		var lines []string
+		for range 1 + rng.IntN(5) {
+			lines = append(lines, all[rng.IntN(len(all))])
+		}
+		os.WriteFile(list, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+		args := []string{"-l", "--files-from", list}
+		recursive := rng.IntN(2) == 0
+		if recursive {
+			args[0] = "-rl"
+		}
+		var filter []string
+		if rng.IntN(2) == 0 {
+			filter = []string{"--exclude", []string{"*.tmp", "*.txt", "sub dir/", "/deep/a", "c"}[rng.IntN(5)]}
+		}
+		args = append(args, filter...)
+		dst := t.TempDir()
+		treetest.Rsync(t, append(args, top, dst+"/")...)
+		paths, err := ReadFilesFrom(must(os.Open(list)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Collect([]string{top}, CollectOptions{Recursive: recursive, FilesFrom: paths, Filter: excludes(t, ruleArgs(filter)...)})
+		if err != nil {
+			t.Fatalf("%q %q: %v", lines, args, err)
+		}
+		sameNames(t, fmt.Sprintf("%q %s", lines, strings.Join(args[3:], " ")), names(s), rsyncNames(t, dst))
 	}
 }

@@ -1,6 +1,8 @@
 package copy
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -74,5 +76,51 @@ func TestDeleteNotThere(t *testing.T) {
 	}
 	if n, err := target.Delete(files, nil, true, nil); n != 0 || err != nil {
 		t.Errorf("%d, %v", n, err)
+	}
+}
+
+// TestDeleteRsyncRandom: 30 destinations with stale entries made at random (seeded: files and
+// directories at any depth, some the rules exclude), and a random rule or none: after the files
+// are in place, Delete leaves what rsync -rl --delete leaves with the same rules.
+func TestDeleteRsyncRandom(t *testing.T) {
+	root := t.TempDir()
+	top := treetest.FilterTree(t, root)
+	rng := rand.New(rand.NewPCG(41, 3))
+	dirs := []string{"t", "t/src", "t/src/sub dir", "t/deep/a", "t/deep/a/b/c", "t/empty", "t/.git", "t/docs/b.tmp"}
+	for range 30 {
+		var args []string
+		if rng.IntN(3) > 0 {
+			args = []string{"--exclude", []string{"*.tmp", "*.txt", "old*/", "/t/deep/", "stale*"}[rng.IntN(5)]}
+		}
+		want, got := t.TempDir(), t.TempDir()
+		for _, dst := range []string{want, got} {
+			treetest.Rsync(t, "-rl", top, dst+"/")
+		}
+		r := rand.New(rand.NewPCG(rng.Uint64(), 0))
+		for range 1 + rng.IntN(6) {
+			p := dirs[r.IntN(len(dirs))]
+			for r.IntN(2) == 0 {
+				p += "/" + []string{"old", "olddir", "x.tmp", "stale.txt"}[r.IntN(4)]
+			}
+			p += "/" + []string{"f.tmp", "g.txt", "stale", "h"}[r.IntN(4)]
+			for _, dst := range []string{want, got} {
+				os.MkdirAll(filepath.Dir(filepath.Join(dst, p)), 0o755)
+				os.WriteFile(filepath.Join(dst, p), []byte(p), 0o644)
+			}
+		}
+		treetest.Rsync(t, append(append([]string{"-rl", "--delete"}, args...), top, want+"/")...)
+		filter := excludes(t, ruleArgs(args)...)
+		s, err := Collect([]string{top}, CollectOptions{Recursive: true, Filter: filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, err := ResolveTarget(got, s.Files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := target.Delete(s.Files, filter, false, nil); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		treetest.Compare(t, fmt.Sprintf("--delete %q", args), treetest.Snapshot(t, want), treetest.Snapshot(t, got), treetest.Options{})
 	}
 }

@@ -133,7 +133,7 @@ func (d *dirs) walk(rel string, perm os.FileMode, create bool) (int, error) {
 				return -1, fmt.Errorf("%w: refusing to write below %s: it is a symbolic link or not a directory",
 					ErrDest, escape.Text(filepath.Join(d.root, done)))
 			}
-			return -1, fmt.Errorf("%w: %s: %v", ErrDest, escape.Text(filepath.Join(d.root, done)), err)
+			return -1, fmt.Errorf("%w: %s: %w", ErrDest, escape.Text(filepath.Join(d.root, done)), err)
 		}
 		fd = next
 	}

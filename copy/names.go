@@ -178,7 +178,73 @@ func cutLast(name string) (dir, base string, ok bool) {
 // It returns the top-level names that only the remote chose (those of requests for "", "~", "."
 // or "x/.."): the destination must not have them already (Target.Fresh), or a remote could fill
 // ~/bin or ~/Documents by naming its home directory so.
+//
+// With o.FilesFrom, the names must be the listed paths, the directories above them, and with
+// o.Recursive what is below a listed directory (matchFilesFrom). With o.Filter, no name may be
+// one its rules exclude (but the directories above listed paths, which the rules do not leave
+// out): the remote applies them, and one that sends what they exclude is refused.
 func MatchRequest(paths []string, o CollectOptions, files []File) (fresh []string, err error) {
+	var above map[string]bool
+	if o.FilesFrom != nil {
+		above, err = matchFilesFrom(o, files)
+	} else {
+		fresh, err = matchPaths(paths, o, files)
+	}
+	if err != nil || o.Filter == nil {
+		return fresh, err
+	}
+	for _, f := range files {
+		if !above[f.Name] && o.Filter.Excluded(f.Name, f.Dir) {
+			return nil, fmt.Errorf("%w: the remote sent %q, which the filter rules leave out", ErrName, f.Name)
+		}
+	}
+	return fresh, nil
+}
+
+// matchFilesFrom is MatchRequest's check of a --files-from pull: each name is a listed path, a
+// directory above one, or (with o.Recursive) below a listed directory; a symbolic link comes only
+// without o.Follow, a hard link only with o.HardLinks. It returns the directories above listed
+// paths.
+func matchFilesFrom(o CollectOptions, files []File) (map[string]bool, error) {
+	listed := make(map[string]bool, len(o.FilesFrom))
+	above := map[string]bool{}
+	for _, p := range o.FilesFrom {
+		listed[p] = true
+		for d, _, ok := cutLast(p); ok; d, _, ok = cutLast(d) {
+			above[d] = true
+		}
+	}
+	for _, f := range files {
+		switch {
+		case f.Link != "" && o.Follow:
+			return nil, fmt.Errorf("%w: the remote sent %q as a symbolic link, but -L follows them", ErrName, f.Name)
+		case f.Hard != "" && !o.HardLinks:
+			return nil, fmt.Errorf("%w: the remote sent %q as a hard link, but -H was not given", ErrName, f.Name)
+		case listed[f.Name]:
+		case above[f.Name]:
+			if !f.Dir {
+				return nil, fmt.Errorf("%w: the remote sent %q as %s, but listed paths are below it", ErrName, f.Name, f.what())
+			}
+		case o.Recursive && belowListed(listed, f.Name):
+		default:
+			return nil, fmt.Errorf("%w: the remote sent %q, which the --files-from list does not name", ErrName, f.Name)
+		}
+	}
+	return above, nil
+}
+
+// belowListed reports whether one of the directories above name is listed.
+func belowListed(listed map[string]bool, name string) bool {
+	for d, _, ok := cutLast(name); ok; d, _, ok = cutLast(d) {
+		if listed[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// matchPaths is MatchRequest's check of the names against the requested paths.
+func matchPaths(paths []string, o CollectOptions, files []File) (fresh []string, err error) {
 	want := map[string]bool{} // base names asked for
 	var patterns []string     // base names that are patterns
 	free := 0                 // requests whose base name only the remote knows

@@ -33,6 +33,9 @@ type Sources struct {
 	args   []string
 	argOf  []int32
 	follow bool
+	// relative: the names are relative to the one argument, a directory (--files-from), not
+	// headed by its base name.
+	relative bool
 }
 
 // CollectOptions are how Collect walks the sources.
@@ -44,6 +47,14 @@ type CollectOptions struct {
 	// HardLinks (-H): a regular file whose device and inode were already listed is sent as a
 	// hard link to that earlier entry, not as a second copy of its bytes.
 	HardLinks bool
+	// Filter leaves out the entries its rules exclude, and does not descend into an excluded
+	// directory (nil: none).
+	Filter *Filter
+	// FilesFrom (--files-from), when not nil, lists what to send: paths relative to the one
+	// source argument, a directory (ReadFilesFrom; a peer's list is checked here again). They
+	// keep these names, with the directories above them; a listed directory brings what is
+	// below it only with Recursive.
+	FilesFrom []string
 }
 
 // Skipped counts what Collect leaves out, with one path of each kind as an example: devices,
@@ -100,6 +111,9 @@ func (s *Skipped) loop(p string) {
 // read, never changed.
 func Collect(args []string, o CollectOptions) (*Sources, error) {
 	c := &collector{o: o, s: &Sources{args: args, follow: o.Follow}, inodes: map[devIno]string{}}
+	if o.FilesFrom != nil {
+		return c.s, c.filesFrom(args)
+	}
 	seen := map[string]bool{}
 	for ai, a := range args {
 		c.arg = int32(ai)
@@ -116,6 +130,9 @@ func Collect(args []string, o CollectOptions) (*Sources, error) {
 			return nil, fmt.Errorf("%w: two sources are both named %q", ErrSource, base)
 		}
 		seen[base] = true
+		if o.Filter.Excluded(base, st.IsDir()) {
+			continue
+		}
 		switch {
 		case st.Mode().IsRegular():
 			if err := c.file(a, base, st); err != nil {
@@ -172,6 +189,8 @@ type collector struct {
 	inodes map[devIno]string // HardLinks: the first name listed for a file with several links
 	blocks uint64            // the blocks of the regular files listed so far (at most MaxBlocks)
 	arg    int32             // the index of the argument being walked
+	// listed are the names listed so far, with --files-from only, whose paths can overlap.
+	listed map[string]bool
 }
 
 // add lists the entry f found at p; its name must pass ValidName: a name the receiver would
@@ -184,6 +203,9 @@ func (c *collector) add(f File, p string) error {
 	// what a list of long names costs the sending side.
 	if n := len(p) - len(f.Name); n > 0 && p[n-1] == os.PathSeparator && p[n:] == f.Name {
 		f.Name = p[n:]
+	}
+	if c.listed != nil {
+		c.listed[f.Name] = true
 	}
 	c.s.Files = append(c.s.Files, f)
 	c.s.Paths = append(c.s.Paths, p)
@@ -229,6 +251,9 @@ func (c *collector) file(p, name string, st fs.FileInfo) error {
 func (c *collector) dir(p, name string, st fs.FileInfo, dirfd int, ancestors []devIno) error {
 	if err := c.add(File{Name: name, Mode: st.Mode().Perm(), MTime: st.ModTime().UnixNano(), Dir: true}, p); err != nil {
 		return err
+	}
+	if !c.o.Recursive {
+		return nil // a directory --files-from lists, without -r
 	}
 	names, err := readNames(dirfd)
 	if err != nil {
@@ -292,6 +317,9 @@ func (c *collector) entry(p, name string, lst fs.FileInfo, dirfd int, ancestors 
 	link := lst.Mode()&fs.ModeSymlink != 0
 	if link {
 		if !c.o.Follow {
+			if c.o.Filter.Excluded(name, false) {
+				return nil
+			}
 			target, err := readlinkAt(dirfd, base)
 			if err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrSource, escape.Text(p), err)
@@ -307,6 +335,9 @@ func (c *collector) entry(p, name string, lst fs.FileInfo, dirfd int, ancestors 
 			return fmt.Errorf("%w: %s is a symbolic link to %s, which -L cannot follow (%v); copy without -L to keep it as a link",
 				ErrSource, escape.Text(p), escape.Quote(target), err)
 		}
+	}
+	if c.o.Filter.Excluded(name, st.IsDir()) {
+		return nil // an excluded directory is not descended, as in rsync
 	}
 	switch {
 	case st.IsDir():
@@ -449,6 +480,9 @@ func (o *opener) open(i int) (io.ReaderAt, io.Closer, error) {
 	}
 	arg := s.args[s.argOf[i]]
 	_, rest, below := strings.Cut(f.Name, "/")
+	if s.relative {
+		rest, below = f.Name, true
+	}
 	if !below { // the argument itself, followed as Collect followed it
 		fd, err := unix.Open(arg, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 		return o.checked(fd, err, f, p)
@@ -543,3 +577,98 @@ func unwrapPath(err error) error {
 
 // HasTrailingSlash reports whether a path argument ends in a separator.
 func HasTrailingSlash(p string) bool { return strings.HasSuffix(p, "/") }
+
+// filesFrom lists the paths of --files-from (c.o.FilesFrom) below the one argument, a directory:
+// in name order, so that a directory comes before what is below it; each with the directories
+// above it (listed as they are, not filtered: rsync's implied directories), each once. The
+// directories on a path are opened one by one below the argument, never through a symbolic link,
+// so no listed path leads out of it; what stands at the path itself is listed as a tree's entry
+// (a link as a link, or followed with -L; a directory with its contents only with -r).
+func (c *collector) filesFrom(args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("%w: --files-from takes one source, the directory its paths are in (%d given)", ErrSource, len(args))
+	}
+	if err := CheckFilesFrom(c.o.FilesFrom); err != nil {
+		return err
+	}
+	a := args[0]
+	st, err := os.Stat(a)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSource, a, unwrapPath(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory (--files-from lists paths inside the source directory)", ErrSource, a)
+	}
+	root, err := openDir(unix.AT_FDCWD, a, a, st, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	c.s.relative, c.listed = true, map[string]bool{}
+	paths := slices.Clone(c.o.FilesFrom)
+	slices.Sort(paths)
+	for _, name := range paths {
+		if c.listed[name] {
+			continue // below a directory listed before it, with -r
+		}
+		if err := c.listedPath(a, root, idOf(st), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listedPath lists the --files-from path name below the argument a (opened as root, rootID).
+func (c *collector) listedPath(a string, root int, rootID devIno, name string) error {
+	elems := strings.Split(name, "/")
+	dirfd, ancestors := root, []devIno{rootID}
+	var implied []File // the directories above name, not listed yet
+	defer func() {
+		if dirfd != root {
+			unix.Close(dirfd)
+		}
+	}()
+	for i, e := range elems[:len(elems)-1] {
+		dn := strings.Join(elems[:i+1], "/")
+		dp := filepath.Join(a, filepath.FromSlash(dn))
+		lst, err := statAt(dirfd, e, false)
+		if err != nil {
+			return fmt.Errorf("%w: %s (from --files-from): %v", ErrSource, escape.Text(dp), err)
+		}
+		if !lst.IsDir() {
+			return fmt.Errorf("%w: %s (on the path of %s, from --files-from) is not a directory; a symbolic link there is never followed", ErrSource, escape.Text(dp), escape.Quote(name))
+		}
+		if !c.listed[dn] {
+			implied = append(implied, File{Name: dn, Mode: lst.Mode().Perm(), MTime: lst.ModTime().UnixNano(), Dir: true})
+		}
+		fd, err := openDir(dirfd, e, dp, lst, false)
+		if err != nil {
+			return err
+		}
+		if dirfd != root {
+			unix.Close(dirfd)
+		}
+		dirfd, ancestors = fd, append(ancestors, idOf(lst))
+	}
+	p := filepath.Join(a, filepath.FromSlash(name))
+	lst, err := statAt(dirfd, elems[len(elems)-1], false)
+	if err != nil {
+		return fmt.Errorf("%w: %s (from --files-from): %v", ErrSource, escape.Text(p), err)
+	}
+	if c.o.Filter != nil {
+		// The directories above an excluded path are not listed for it (as in rsync).
+		dir := lst.IsDir()
+		if st, err := statAt(dirfd, elems[len(elems)-1], true); err == nil && c.o.Follow {
+			dir = st.IsDir()
+		}
+		if c.o.Filter.Excluded(name, dir) {
+			return nil
+		}
+	}
+	for _, f := range implied {
+		if err := c.add(f, filepath.Join(a, filepath.FromSlash(f.Name))); err != nil {
+			return err
+		}
+	}
+	return c.entry(p, name, lst, dirfd, ancestors)
+}

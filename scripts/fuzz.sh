@@ -2,9 +2,9 @@
 # Runs every fuzz target and prints the executions of each. Every decoder of untrusted input has
 # one: datagram header, data and feedback frames, the sequence window, AEAD opening, FEC shards,
 # the packet train, hellos, data frames and feedback at the engines, control messages, file lists
-# and names, resume offers and records, changed files' offers and answers, a TCP stream's records, the bootstrap's status
-# line and upload acknowledgements, the terminal escaper. Seeds
-# are in the tests (f.Add) and in testdata/fuzz.
+# and names, resume offers and records, changed files' offers and answers, a TCP stream's
+# records, filter rules, the bootstrap's status line and upload acknowledgements, the terminal
+# escaper. Seeds are in the tests (f.Add) and in testdata/fuzz.
 #
 # Usage: scripts/fuzz.sh          a bounded run of each target by execution count (CI: ~3 s each)
 #        scripts/fuzz.sh 60s      each target for a duration (the closing notes' figures)
@@ -22,7 +22,7 @@ targets=( # package target executions-in-CI
 	"./internal/wire FuzzSeqWindow 10000" "./internal/wire FuzzOpen 20000"
 	"./internal/session FuzzTrainRate 30000" "./internal/session FuzzHello 20000"
 	"./internal/session FuzzReceiverData 20000" "./internal/session FuzzSenderFeedback 1500" "./internal/session FuzzControl 20000"
-	"./internal/xfer FuzzControl 20000" "./internal/xfer FuzzListChunk 10000" "./internal/xfer FuzzListChunkText 10000" "./copy FuzzPlan 40000" "./copy FuzzResume 20000" "./copy FuzzDelta 20000" "./bootstrap FuzzStatus 60000" "./bootstrap FuzzUploadLine 30000"
+	"./internal/xfer FuzzControl 20000" "./internal/xfer FuzzListChunk 10000" "./internal/xfer FuzzListChunkText 10000" "./copy FuzzPlan 40000" "./copy FuzzResume 20000" "./copy FuzzDelta 20000" "./copy FuzzFilter 40000" "./bootstrap FuzzStatus 60000" "./bootstrap FuzzUploadLine 30000"
 	"./internal/escape FuzzText 40000" "./lane FuzzStreamRecords 20000"
 )
 for tg in "${targets[@]}"; do

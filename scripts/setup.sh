@@ -2,7 +2,7 @@
 # Installs what Farwing's tests and lab need on a Debian machine: OpenSSH (client and server, for
 # the real ssh/scp bootstrap), iproute2 (network namespaces), iperf3 (TCP comparisons), the login
 # shells a remote account may have (zsh, ksh, fish, csh, tcsh: the bootstrap must start under
-# each), shellcheck (the remote scripts' lint), and qemu-user-static with binfmt_misc, so that a
+# each), rsync (the filter and --delete tests' oracle), shellcheck (the remote scripts' lint), and qemu-user-static with binfmt_misc, so that a
 # remote "linux/arm64" account in the lab runs the arm64 peer.
 # Safe to run again; does nothing when everything is there. Needs root to install.
 set -euo pipefail
@@ -11,6 +11,7 @@ command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-serve
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+command -v rsync >/dev/null 2>&1 || need+=(rsync)
 for sh in zsh ksh fish csh tcsh; do command -v $sh >/dev/null 2>&1 || need+=($sh); done
 command -v perl >/dev/null 2>&1 || need+=(perl-base)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type copyOptions struct {
 	json, verbose, quiet       bool
 	checksum, ignoreTimes      bool
 	ssh                        sshFlags
+	filters                    []filterArg     // --exclude, --include, --exclude-from, --include-from, in order
+	filesFrom                  string          // --files-from
 	tun                        tuning.Settings // the environment's switches (run reads them)
 }
 
@@ -44,7 +47,7 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.o.MTU, "mtu", 0, "the path's MTU in bytes, where it is known to carry large datagrams (e.g. 9001 within an AWS region, 8500 over its inter-region VPC peering): from 8284 the copy proposes 8 KiB chunks, used only if every lane proves them each way in the handshake; 0: standard 1,406-byte chunks off loopback")
 	fs.StringVar(&c.ports, "port", "", "the remote peer's UDP ports: it binds its four lanes inside LO-HI (e.g. 40000-40003, the ports to open in its firewall), and its TCP port where UDP is blocked; default: any")
 	fs.BoolVar(&c.o.UDPOnly, "udp-only", false, "where no UDP gets through, fail (exit 6) instead of carrying the data over TCP streams")
-	fs.BoolVar(&c.json, "json", false, "print events as JSON lines on stdout (start, progress, file, skip, warning, error, summary; docs/EVENTS.md)")
+	fs.BoolVar(&c.json, "json", false, "print events as JSON lines on stdout (start, progress, file, skip, send, delete, warning, error, summary; docs/EVENTS.md)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "show progress details and ssh's own messages")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "print nothing but errors")
 	fs.BoolVarP(&c.o.Recursive, "recursive", "r", false, "copy directories recursively")
@@ -55,6 +58,9 @@ func (c *copyOptions) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.ignoreTimes, "ignore-times", false, "replace every file, even those the destination already has with the same size and modification time (compared block by block unless --whole-file)")
 	fs.BoolVarP(&c.o.WholeFile, "whole-file", "W", false, "send changed files whole: do not compare a destination file of another size or time block by block with the source to send only the blocks that differ")
 	fs.BoolVar(&c.o.NoResume, "no-resume", false, "start over: do not resume files an interrupted copy left at the destination (and remove them), and leave none if this copy is interrupted")
+	c.registerFilters(fs)
+	fs.BoolVarP(&c.o.DryRun, "dry-run", "n", false, "connect and list what the copy would send (and, with --delete, delete) on standard output, without doing either")
+	fs.BoolVar(&c.o.Delete, "delete", false, "with -r: once every file is verified and in place, delete what the destination's directories of the copy hold and the source does not (what --exclude leaves out is kept)")
 	fs.BoolVar(&c.o.Sink, "sink", false, "receiving side verifies but discards the data (memory-to-memory measurement)")
 	c.ssh.register(fs)
 }
@@ -167,12 +173,22 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	}
 	if ev != nil {
 		ev.hook(&o)
+	} else {
+		listChanges(&o, c.verbose)
 	}
 	pos := fs.Args()
 	if len(pos) < 2 {
 		return fail(exitUsage, fmt.Errorf("copy needs a source and a destination, one of them host:path; see 'farwing copy --help'"))
 	}
 	srcs, dst := pos[:len(pos)-1], pos[len(pos)-1]
+	var co fcopy.CollectOptions
+	if err := c.filterOptions(&co, stdin, slices.Contains(srcs, "-")); err != nil {
+		return fail(exitUsage, err)
+	}
+	o.Filter, o.FilesFrom = co.Filter, co.FilesFrom
+	if err := o.CheckFlags(nil); err != nil {
+		return fail(exitUsage, err)
+	}
 	dstHost, dstPath, dstRemote := splitRemote(dst)
 	for _, s := range srcs {
 		if s == "-" && len(srcs) > 1 {
@@ -182,6 +198,8 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 	switch {
 	case dst == "-" && c.json:
 		return fail(exitUsage, fmt.Errorf("--json and - as the destination both write to standard output; give one"))
+	case dst == "-" && o.DryRun:
+		return fail(exitUsage, fmt.Errorf("--dry-run lists on standard output, and - as the destination writes it; give one"))
 	case dst == "-" && o.Sink:
 		return fail(exitUsage, fmt.Errorf("--sink writes nothing, and - as the destination writes standard output; give one"))
 	}
@@ -220,6 +238,9 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 			host = h
 			paths = append(paths, p)
 		}
+		if err := o.CheckFlags(paths); err != nil {
+			return fail(exitUsage, err)
+		}
 		if ev != nil {
 			ev.begin("pull", host, paths, dst)
 		}
@@ -238,7 +259,10 @@ func cmdCopy(ctx context.Context, tun tuning.Settings, stdin io.Reader, args []s
 		}
 		return fail(exitCode(err), err)
 	}
-	if !c.quiet {
+	if !c.quiet && res.DryRun {
+		fmt.Fprintf(stderr, "farwing: dry run: would send %d file(s), %s; would delete %s; nothing was sent or deleted\n",
+			res.WouldSendFiles, units.Size(res.WouldSendBytes), entries(res.Deleted))
+	} else if !c.quiet {
 		summary(res)
 	}
 	if ev != nil {
@@ -274,7 +298,7 @@ func summary(r *xfer.Result) {
 		links += fmt.Sprintf(", %d hard link(s)", r.HardLinks)
 	}
 	fmt.Fprintf(stderr, "farwing: %s %d file(s)%s, %s in %.2f s (data %.2f s, %s)%s%s, verified%s\n",
-		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r)+keptNote(r))
+		what, len(r.Files), links, units.Size(r.Bytes), r.Seconds, r.DataSeconds, units.Rate(r.GoodputBps), retx, digest, skippedNote(r)+resumedNote(r)+keptNote(r)+deletedNote(r))
 	if r.Limiter != nil && r.Bytes >= 64<<20 { // below that the start dominates: no verdict worth reading
 		fmt.Fprintf(stderr, "farwing: rate held by %s\n", r.Limiter.Detail)
 	}
@@ -348,4 +372,35 @@ func pathMemory() string {
 		return ""
 	}
 	return filepath.Join(base, "farwing", "paths")
+}
+
+// deletedNote is the summary's account of what --delete removed ("" when nothing was).
+func deletedNote(r *xfer.Result) string {
+	if r.Deleted == 0 {
+		return ""
+	}
+	whose := ""
+	if r.Direction == "push" {
+		whose = ", as the remote reports"
+	}
+	return fmt.Sprintf("; deleted %s the source does not have (--delete%s)", entries(r.Deleted), whose)
+}
+
+// listChanges prints on stdout, as rsync -v does, what a --dry-run copy would send (a name a line)
+// and what --delete deletes ("deleting NAME"): with --dry-run always, otherwise with -v.
+func listChanges(o *xfer.Options, verbose bool) {
+	if o.DryRun {
+		o.WouldSend = func(name string, _ int64) { fmt.Fprintln(stdout, escape.Text(name)) }
+	}
+	if o.DryRun || verbose {
+		o.Deleted = func(d fcopy.Deletion) { fmt.Fprintln(stdout, "deleting "+escape.Text(d.Name)) }
+	}
+}
+
+// entries is "1 entry" or "N entries".
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }

@@ -167,7 +167,7 @@ func jsonEvents(t *testing.T, out string) ([]map[string]any, map[string]any) {
 			t.Fatalf("--json event %d of %d is %v: want start first, summary last, each once", i+1, len(evs), ev["event"])
 		}
 		switch ev["event"] {
-		case "start", "progress", "file", "skip", "warning", "error", "summary":
+		case "start", "progress", "file", "skip", "send", "delete", "warning", "error", "summary":
 		default:
 			t.Fatalf("--json event %d is %v", i+1, ev["event"])
 		}

@@ -139,6 +139,11 @@ func (e *events) hook(o *xfer.Options) {
 	o.File = e.file
 	o.Skip = func(name string, size int64) { e.skip(name, size, reason) }
 	o.LeftOut = e.leftOut
+	if o.DryRun {
+		o.WouldSend = func(name string, size int64) { e.emit("send", sendEvent{Name: name, Size: size, DryRun: true}) }
+	}
+	dry := o.DryRun
+	o.Deleted = func(d fcopy.Deletion) { e.deleted(d, dry) }
 }
 
 // begin writes the start event with what the command line asks for.
@@ -179,6 +184,25 @@ func (e *events) leftOut(s fcopy.Skipped) {
 	if s.Loops > 0 {
 		e.emit("skip", skipEvent{Reason: "loop", Count: s.Loops, Example: s.LoopExample})
 	}
+}
+
+// deleted reports an entry a pull's --delete removed here.
+func (e *events) deleted(d fcopy.Deletion, dry bool) {
+	e.emit("delete", deleteEvent{Name: d.Name, Path: d.Path, Dir: d.Dir, DryRun: dry})
+}
+
+type deleteEvent struct {
+	Name   string `json:"name"`
+	Path   string `json:"path,omitempty"`
+	Dir    bool   `json:"dir,omitempty"`
+	DryRun bool   `json:"dry_run,omitempty"`
+}
+
+// sendEvent is a file a --dry-run copy would send.
+type sendEvent struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	DryRun bool   `json:"dry_run"`
 }
 
 func (e *events) warning(msg string) { e.emit("warning", warningEvent{msg}) }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"syscall"
@@ -270,5 +271,45 @@ func Empty(t testing.TB, dir string) {
 	t.Helper()
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("%s holds %s after a refused copy", dir, ents[0].Name())
+	}
+}
+
+// FilterTree makes the tree the filter tests copy, under root/t, and returns root/t: nested
+// directories, dot files and a .git directory, *.tmp files (and a directory named b.tmp), names
+// with spaces, a symbolic link, an empty directory.
+func FilterTree(t testing.TB, root string) string {
+	t.Helper()
+	top := filepath.Join(root, "t")
+	for _, d := range []string{".git/objects", "src/sub dir", "build", "docs/b.tmp", "deep/a/b/c", "empty"} {
+		if err := os.MkdirAll(filepath.Join(top, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, f := range []string{"a.txt", "b.tmp", "keep.tmp", ".hidden", ".git/config", ".git/objects/x.tmp",
+		"src/main.go", "src/main.tmp", "src/sub dir/file one.txt", "src/sub dir/x.tmp", "build/out.o",
+		"docs/b.tmp/inner.txt", "docs/readme.txt", "deep/a/b/c/d.txt", "deep/a/b.txt", "c d.txt"} {
+		Random(t, filepath.Join(top, f), 10+i*7, 0o644)
+	}
+	if err := os.Symlink("a.txt", filepath.Join(top, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// Rsync runs rsync with args (the oracle of the filter and --delete tests), failing the test on
+// its error; it skips the test, saying so, where rsync is not installed.
+func Rsync(t testing.TB, args ...string) {
+	t.Helper()
+	NeedRsync(t)
+	if out, err := exec.Command("rsync", args...).CombinedOutput(); err != nil {
+		t.Fatalf("rsync %q: %v: %s", args, err, out)
+	}
+}
+
+// NeedRsync skips the test, saying so, where rsync is not installed.
+func NeedRsync(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("rsync"); err != nil {
+		t.Skip("rsync is not installed (scripts/setup.sh installs it): it is these tests' oracle")
 	}
 }

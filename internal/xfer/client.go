@@ -11,6 +11,7 @@ import (
 	"github.com/farwing/farwing/cc"
 	fcopy "github.com/farwing/farwing/copy"
 	"github.com/farwing/farwing/fec"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/tuning"
 )
@@ -29,6 +30,24 @@ type Options struct {
 	Recursive bool
 	Follow    bool // -L: send what symbolic links point to, not the links
 	HardLinks bool // -H: files with several names are sent once, as hard links
+	// Filter leaves out what its rules exclude (--exclude, --include; nil: nothing), applied by
+	// the sending side: this end's Collect on a push, the remote's on a pull.
+	Filter *fcopy.Filter
+	// FilesFrom (--files-from, not nil) lists the paths to send, relative to the one source
+	// directory; they land below the destination directory under these names.
+	FilesFrom []string
+	// Delete (--delete, with Recursive): once every file is placed and verified, the receiver
+	// removes what the destination's directories of the list hold and the list does not, except
+	// what Filter excludes (fcopy.Target.Delete): the remote on a push, this end on a pull.
+	Delete bool
+	// Deleted, when set, is told of each entry a pull's --delete removes here (with DryRun, of
+	// each entry a push or a pull would remove).
+	Deleted func(fcopy.Deletion)
+	// DryRun (--dry-run): the copy connects and learns what the destination has, reports what it
+	// would send (WouldSend) and delete (Deleted), and sends and deletes nothing.
+	DryRun bool
+	// WouldSend, when set, is told of each regular file a DryRun copy would send.
+	WouldSend func(name string, size int64)
 	Preserve  bool
 	Sink      bool // the receiving side verifies but does not write
 	// Ports is the range the remote peer binds its four UDP lanes in (--port LO-HI; zero: any),
@@ -141,7 +160,7 @@ func takeHave(plan *fcopy.Plan, c fcopy.Compare, sink bool, have []int) error {
 }
 
 func (o *Options) collect() fcopy.CollectOptions {
-	return fcopy.CollectOptions{Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks}
+	return fcopy.CollectOptions{Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Filter: o.Filter, FilesFrom: o.FilesFrom}
 }
 
 // skipped records and reports (Warn) what the sending side left out.
@@ -181,5 +200,58 @@ func (o *Options) logDelta(plan *fcopy.Plan) {
 func (o *Options) logf(format string, args ...any) {
 	if o.Log != nil {
 		o.Log(format, args...)
+	}
+}
+
+// deleter is a pull's --delete for runRecv (nil without it).
+func (o *Options) deleter(target *fcopy.Target, files []fcopy.File) func() (int, error) {
+	return deleter(o.Delete && !o.Sink, target, files, o.Filter, o.Deleted)
+}
+
+// deleter is --delete for runRecv where on is set: what target's directories of files hold and
+// files do not is removed, except what filter excludes (nil where on is not set).
+func deleter(on bool, target *fcopy.Target, files []fcopy.File, filter *fcopy.Filter, done func(fcopy.Deletion)) func() (int, error) {
+	if !on {
+		return nil
+	}
+	return func() (int, error) { return target.Delete(files, filter, false, done) }
+}
+
+// CheckFlags refuses --delete where it would not be rsync's: without -r, with --files-from
+// (whose directories above the listed paths are not the source's whole directories), or with
+// --sink; on a pull of the remote paths pulled, with a pattern, which would let the remote choose
+// which of the destination's directories it mirrors (and so empties); and --dry-run with --sink.
+func (o *Options) CheckFlags(pulled []string) error {
+	for _, p := range pulled {
+		if o.Delete && fcopy.IsPattern(p) {
+			return fmt.Errorf("--delete cannot take a pattern (%s): the remote would choose which directories of the destination to mirror; name them", escape.Text(p))
+		}
+	}
+	switch {
+	case o.DryRun && o.Sink:
+		return fmt.Errorf("--dry-run and --sink cannot be given together")
+	case !o.Delete:
+	case !o.Recursive:
+		return fmt.Errorf("--delete needs -r: it deletes what the copy's directories hold and the source does not")
+	case o.FilesFrom != nil:
+		return fmt.Errorf("--delete and --files-from cannot be given together")
+	case o.Sink:
+		return fmt.Errorf("--delete and --sink cannot be given together: --sink writes nothing")
+	}
+	return nil
+}
+
+// dryRun fills res with what a --dry-run copy of files would send: the regular files plan does
+// not skip (the destination lacks them), each told to WouldSend.
+func (o *Options) dryRun(res *Result, files []fcopy.File, plan *fcopy.Plan) {
+	res.DryRun = true
+	for i, f := range files {
+		if f.Regular() && f.Hard == "" && !plan.Skipped(i) {
+			res.WouldSendFiles++
+			res.WouldSendBytes += f.Size
+			if o.WouldSend != nil {
+				o.WouldSend(f.Name, f.Size)
+			}
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,7 +28,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 20
+const Proto = 21
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -57,6 +58,16 @@ type Msg struct {
 	NoResume  bool     `json:"no_resume,omitempty"`  // --no-resume: no partial file is kept or resumed
 	WholeFile bool     `json:"whole_file,omitempty"` // --whole-file: no file is compared block by block
 	MTU       int      `json:"mtu,omitempty"`        // --mtu: from session.JumboMTU the client may propose large datagrams, which only the lanes' proof settles
+	// pull: the filter rules (--exclude, --include, in order) and the --files-from list, which
+	// the server applies to its Collect after checking them (fcopy.NewFilter, CheckFilesFrom);
+	// push, with Delete: the rules, which protect what they exclude from deletion
+	Filter    []fcopy.Rule `json:"filter,omitempty"`
+	FilesFrom []string     `json:"files_from,omitempty"`
+	// push: --delete, the server removes what the destination's directories of the list hold and
+	// the list does not (the filter rules protect what they exclude), once every file is placed
+	Delete bool `json:"delete,omitempty"`
+	// push: --dry-run, the server answers the list with have (and Deleting) and stops
+	DryRun bool `json:"dry_run,omitempty"`
 
 	// ready
 	Ports []int  `json:"ports,omitempty"`
@@ -82,6 +93,9 @@ type Msg struct {
 	// have / accept: the receiver's offers to compare changed files block by block (fcopy.Offer:
 	// the first blocks of each, which its old file holds whole)
 	Delta []fcopy.Offer `json:"delta,omitempty"`
+	// have (push, --dry-run with --delete): the entries the server would delete, as the list
+	// would name them (its word, escaped before it is shown)
+	Deleting []string `json:"deleting,omitempty"`
 	// sums (sender → receiver): the block digests of an offer's blocks, 32 bytes each (base64);
 	// hashes (receiver → sender): the same of a compared file's old blocks
 	Digests []byte `json:"digests,omitempty"`
@@ -160,6 +174,9 @@ type PeerStats struct {
 	WindowSeconds float64 `json:"window_seconds,omitempty"`
 	SourceSeconds float64 `json:"source_seconds,omitempty"`
 	Cores         int     `json:"cores,omitempty"` // the reporting end's CPUs
+
+	// What --delete removed at the receiver ("done"), after every file was placed.
+	Deleted int `json:"deleted,omitempty"`
 }
 
 // Drops counts the datagrams one end refused, by reason: a flood of forged or replayed datagrams
@@ -345,10 +362,13 @@ const (
 	bulkErr
 	bulkDelta
 	bulkSend
+	bulkFilter
+	bulkFilesFrom
+	bulkDeleting
 )
 
 // bulkNames are the bulk fields' JSON names, in the order of their bits.
-var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err", "delta", "send"}
+var bulkNames = [...]string{"paths", "have", "resume", "digests", "z", "err", "delta", "send", "filter", "files_from", "deleting"}
 
 // lineRule is what a line of one message type may take: limit bytes in all, and its bulk fields.
 type lineRule struct {
@@ -372,6 +392,9 @@ type lineShape struct {
 	bytes [len(bulkNames)]int
 	elems [len(bulkNames)]int
 }
+
+// count is the elements of the arrays of the bulk field b (one of the bulk constants).
+func (sh *lineShape) count(b int) int { return sh.elems[bits.TrailingZeros(uint(b))] }
 
 // checkLine bounds a line by its message's type, before it is decoded: the line, the members
 // other than the type's bulk fields, and the elements of those (lineRuleOf). It returns the type it
@@ -413,11 +436,17 @@ func checkLine(line []byte) (Kind, error) {
 		return "", fmt.Errorf("%w: control channel: a %s message whose fields other than %s take %d bytes, more than %d",
 			ErrProtocol, escape.Quote(string(sh.t)), andList(names), rest, smallLine)
 	}
-	if n := sh.elems[1] + sh.elems[2] + sh.elems[6]; rule.bulk&(bulkHave|bulkResume|bulkDelta) != 0 && n > maxListEntries {
+	if n := sh.count(bulkHave) + sh.count(bulkResume) + sh.count(bulkDelta) + sh.count(bulkDeleting); rule.bulk&(bulkHave|bulkResume|bulkDelta|bulkDeleting) != 0 && n > maxListEntries {
 		return "", fmt.Errorf("%w: control channel: a %s message of %d entries, more than the %d files of a list", ErrProtocol, escape.Quote(string(sh.t)), n, maxListEntries)
 	}
-	if n := sh.elems[0]; rule.bulk&bulkPaths != 0 && n > maxHelloPaths {
+	if n := sh.count(bulkPaths); rule.bulk&bulkPaths != 0 && n > maxHelloPaths {
 		return "", fmt.Errorf("%w: control channel: a %s message of %d paths, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, maxHelloPaths)
+	}
+	if n := sh.count(bulkFilter); rule.bulk&bulkFilter != 0 && n > fcopy.MaxRules {
+		return "", fmt.Errorf("%w: control channel: a %s message of %d filter rules, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, fcopy.MaxRules)
+	}
+	if n := sh.count(bulkFilesFrom); rule.bulk&bulkFilesFrom != 0 && n > fcopy.MaxFilesFrom {
+		return "", fmt.Errorf("%w: control channel: a %s message of %d --files-from paths, more than %d", ErrProtocol, escape.Quote(string(sh.t)), n, fcopy.MaxFilesFrom)
 	}
 	return sh.t, nil
 }

@@ -37,6 +37,7 @@ type sideResult struct {
 	start     time.Time // first data datagram sent / engine start
 	end       time.Time // verified end
 	peerStats *PeerStats
+	deleted   int // the receiver: entries --delete removed
 }
 
 // tailSeconds is the sender's time from its last new data datagram to the receiver's verdict.
@@ -423,11 +424,13 @@ func verdicts(c cc.Stats) []Verdict {
 }
 
 // runRecv receives the plan's files into target (nil in sink mode), confirms each to the sender as
-// it is placed (confirmer: in chunks, a few times a second) and ends with done. window
+// it is placed (confirmer: in chunks, a few times a second) and ends with done. del (nil: none)
+// is --delete's, run once every file is placed and verified and before done, which carries its
+// count; its error ends the copy as failed. window
 // is the agreed receive window in blocks; autoWindow says it was not set with --window, and then
 // a loopback path uses tuning.LoopbackWindow (tuning.ReceiveWindow).
 func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.Settings, plan *fcopy.Plan, target *fcopy.Target,
-	o fcopy.WriterOptions, window int, autoWindow, waitBye bool, prog ProgressFunc) (*sideResult, error) {
+	o fcopy.WriterOptions, window int, autoWindow, waitBye bool, prog ProgressFunc, del func() (int, error)) (*sideResult, error) {
 	window = tuning.ReceiveWindow(path.Loopback(), window, autoWindow)
 	tun.TuneGC()
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -509,6 +512,14 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 	st := PeerStats{Datagrams: res.receiver.Datagrams, AuthFailures: path.AuthFailures.Load(), Drops: ptr(pathDrops(path, res.receiver.Invalid)), Seconds: res.end.Sub(res.start).Seconds(), MaxRSS: maxRSS(), CPUSeconds: cpuSeconds(), Cores: runtime.NumCPU(),
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
+	if del != nil {
+		if res.deleted, err = del(); err != nil {
+			conf.close()
+			ctl.SendError(err)
+			return res, err
+		}
+		st.Deleted = res.deleted
+	}
 	doneSent.Store(true)
 	if err := conf.done(&st); err != nil {
 		return res, err

@@ -141,13 +141,13 @@ type message struct {
 // loop (engine.go, benchpeer, doctorpeer) refuses a kind it does not expect where it is.
 var messages = map[Kind]message{
 	KindReady: {from: byServer, roles: inAll},
-	KindHello: {from: byClient, roles: inAll, line: lineRule{maxHelloLine, bulkPaths}},
+	KindHello: {from: byClient, roles: inAll, line: lineRule{maxHelloLine, bulkPaths | bulkFilter | bulkFilesFrom}},
 	KindError: {from: byEither, roles: inAll, line: lineRule{maxErrorLine, bulkErr}},
 	KindBye:   {from: byEither, roles: inAll},
 
 	KindList:    {from: byEither, roles: inCopy, line: lineRule{maxChunkWire, bulkZ}, chunk: "file list"},
 	KindFiles:   {from: byServer, roles: inCopy},
-	KindHave:    {from: byServer, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume | bulkDelta}},
+	KindHave:    {from: byServer, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume | bulkDelta | bulkDeleting}},
 	KindAccept:  {from: byClient, roles: inCopy, line: lineRule{maxMessage, bulkHave | bulkResume | bulkDelta}},
 	KindSums:    {from: byEither, roles: inCopy, line: lineRule{maxSumsLine, bulkDigests}},
 	KindResumed: {from: byEither, roles: inCopy, line: lineRule{maxMessage, bulkResume}},

@@ -4,8 +4,10 @@ package xfer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	fcopy "github.com/farwing/farwing/copy"
 )
@@ -14,8 +16,17 @@ import (
 func Pull(ctx context.Context, o Options, host string, srcs []string, dst string) (*Result, error) {
 	res := newResult("pull", host, &o)
 	window := o.window(0, 1<<30)
-	c, ready, err := start(ctx, &o, host, Msg{Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
-		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String()}, res)
+	dst = intoDir(dst, o.FilesFrom)
+	if err := o.CheckFlags(srcs); err != nil {
+		return nil, err
+	}
+	hello := Msg{T: KindHello, Role: RoleSend, Paths: srcs, Window: window, Compare: o.Compare.String(), NoResume: o.NoResume,
+		Recursive: o.Recursive, Follow: o.Follow, HardLinks: o.HardLinks, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(), FEC: o.FEC.String(),
+		Filter: o.Filter.Rules(), FilesFrom: o.FilesFrom}
+	if err := helloFits(hello); err != nil {
+		return nil, err
+	}
+	c, ready, err := start(ctx, &o, host, hello, res)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +90,13 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		if err := plan.Skip(have); err != nil {
 			return nil, err
 		}
+		if o.DryRun {
+			o.dryRun(res, files.Files, plan)
+			if o.Delete {
+				res.Deleted, err = target.Delete(files.Files, o.Filter, true, o.Deleted)
+			}
+			return res, err
+		}
 		parts = target.FindPartials(files.Files, have, o.NoResume)
 		defer parts.Close(target)
 		if len(parts.Offers()) > 0 {
@@ -130,10 +148,30 @@ func Pull(ctx context.Context, o Options, host string, srcs []string, dst string
 		}
 	}
 	side, err := runRecv(ctx, c.ctl, c.path, o.Tuning, plan, target, o.Tuning.Writer(fcopy.WriterOptions{Sink: o.Sink, Preserve: o.Preserve,
-		Records: !o.NoResume, Resume: parts, Delta: deltas, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog)
+		Records: !o.NoResume, Resume: parts, Delta: deltas, Done: o.File, CheckpointEvery: o.CheckpointEvery}), window, o.Window == 0, true, prog, o.deleter(target, files.Files))
 	if err != nil {
 		return nil, err
 	}
 	res.fillReceived(side, c, plan)
 	return res, nil
+}
+
+// intoDir is the destination dst of a copy with a --files-from list (listed not nil): a
+// directory, which receives the listed paths under their names (as if dst ended in "/": it must
+// exist). dst is unchanged without a list, and when it is "" (the remote home directory).
+func intoDir(dst string, listed []string) string {
+	if listed == nil || dst == "" || strings.HasSuffix(dst, "/") {
+		return dst
+	}
+	return dst + "/"
+}
+
+// helloFits refuses a pull's request that the remote would refuse as too long: its paths, filter
+// rules and --files-from list travel in the one hello line.
+func helloFits(hello Msg) error {
+	b, err := json.Marshal(hello)
+	if err == nil && len(b) > maxHelloLine {
+		err = fmt.Errorf("the request (its paths, filter rules and --files-from list) takes %d bytes, more than the %d one pull may send; split the list", len(b), maxHelloLine)
+	}
+	return err
 }

@@ -27,6 +27,10 @@ func prepareSender(window int) func() *session.SenderMemory {
 // Push copies local sources to host:dst.
 func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Result, error) {
 	res := newResult("push", host, &o)
+	dst = intoDir(dst, o.FilesFrom)
+	if err := o.CheckFlags(nil); err != nil {
+		return nil, err
+	}
 	sources, err := fcopy.Collect(srcs, o.collect())
 	if err != nil {
 		return nil, err
@@ -46,13 +50,17 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 	// The file list travels with the hello, so the remote checks its destination while ssh is
 	// still starting, and answers with its UDP ports in the same message.
 	c, ready, err := start(ctx, &o, host, Msg{Role: RoleRecv, Dest: dst, Files: sources.Files, Compare: o.Compare.String(), NoResume: o.NoResume, WholeFile: o.WholeFile,
-		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String()}, res)
+		Window: window, AutoWindow: o.Window == 0, Preserve: o.Preserve, Sink: o.Sink, Rate: o.Rate, MinRate: o.MinRate, Policy: o.Policy.String(),
+		Delete: o.Delete, Filter: protecting(&o), DryRun: o.DryRun}, res)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { c.close(closeGrace) }()
 	ctx = c.ctx
 	c.copy = true
+	if o.DryRun {
+		return dryPush(ctx, &o, c, res, sources.Files, plan)
+	}
 	// The lanes and the handshake are prepared first; a path remembered from an earlier push
 	// (pathmem.go) then takes data before the handshake has answered, the handshake beside it.
 	if err := c.openPath(ctx, &o, host, ready, c.crypto, true, true); err != nil {
@@ -148,4 +156,46 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		}
 	}
 	return res, nil
+}
+
+// dryPush is a --dry-run push once the hello and the list are on their way: no UDP, no data; the
+// remote answers with what it has and, with --delete, what it would delete (its word, each name
+// escaped where it is shown, at most as many as a list's entries and each no longer than a path).
+func dryPush(ctx context.Context, o *Options, c *conn, res *Result, files []fcopy.File, plan *fcopy.Plan) (*Result, error) {
+	have, err := c.ctl.Expect(ctx, KindHave, haveWithin(o.Compare, plan.TotalBytes()))
+	if err == nil {
+		err = takeHave(plan, o.Compare, o.Sink, have.Have)
+	}
+	if err == nil && (len(have.Resume) > 0 || !o.Delete && len(have.Deleting) > 0) {
+		err = fmt.Errorf("%w: the receiver answered a dry run with offers to resume or entries to delete it was not asked for", ErrProtocol)
+	}
+	for _, name := range have.Deleting {
+		if err == nil && (name == "" || len(name) > maxResultPath) {
+			err = fmt.Errorf("%w: the receiver would delete an entry of a name of %d bytes", ErrProtocol, len(name))
+		}
+	}
+	if err != nil {
+		var re *RemoteError
+		if !errors.As(err, &re) {
+			c.ctl.SendError(err)
+		}
+		return nil, err
+	}
+	o.dryRun(res, files, plan)
+	res.Deleted = len(have.Deleting)
+	if o.Deleted != nil {
+		for _, name := range have.Deleting {
+			o.Deleted(fcopy.Deletion{Name: name})
+		}
+	}
+	return res, nil
+}
+
+// protecting are the rules a push's server needs: with --delete, those that protect what they
+// exclude from deletion (nil otherwise: the rules are this end's).
+func protecting(o *Options) []fcopy.Rule {
+	if !o.Delete {
+		return nil
+	}
+	return o.Filter.Rules()
 }

@@ -167,6 +167,10 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 	}
 	switch hello.Role {
 	case RoleRecv:
+		filter, err := fcopy.NewFilter(hello.Filter) // --delete's protection
+		if err != nil {
+			return failLinger(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
+		}
 		// The file list follows the hello in chunks, each checked as it arrives.
 		if hello.Files, err = recvList(ctx, ctl, hello.Entries); err != nil {
 			var re *RemoteError
@@ -188,6 +192,9 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 		if !hello.Sink {
 			if target, have, err = fcopy.ResolveTargetHave(expandHome(hello.Dest), hello.Files, cmp); err != nil {
 				return failLinger(err)
+			}
+			if hello.DryRun {
+				return dryRecv(ctl, hello, target, have, filter)
 			}
 			parts = target.FindPartials(hello.Files, have, hello.NoResume)
 			defer parts.Close(target)
@@ -234,12 +241,20 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}()
 		}
 		_, err = runRecv(rctx, ctl, path, so.Tuning, plan, target, so.Tuning.Writer(fcopy.WriterOptions{Sink: hello.Sink, Preserve: hello.Preserve,
-			Records: !hello.NoResume, Resume: parts, Delta: deltas, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil)
+			Records: !hello.NoResume, Resume: parts, Delta: deltas, CheckpointEvery: so.CheckpointEvery}), window, hello.AutoWindow, true, nil,
+			deleter(hello.Delete && !hello.Sink, target, hello.Files, filter, nil))
 		if cause := context.Cause(rctx); err != nil && errors.Is(cause, session.ErrNoUDP) {
 			return cause // runRecv has sent it
 		}
 		return err
 	case RoleSend:
+		filter, err := fcopy.NewFilter(hello.Filter)
+		if err == nil && hello.FilesFrom != nil {
+			err = fcopy.CheckFilesFrom(hello.FilesFrom)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("%w: hello: %v", ErrProtocol, err))
+		}
 		var paths []string
 		for _, p := range hello.Paths {
 			// A pattern ("dir/*.bin") is expanded here, as scp's remote shell would, but with
@@ -250,7 +265,8 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, clientPub string, so S
 			}
 			paths = append(paths, ms...)
 		}
-		sources, err := fcopy.Collect(paths, fcopy.CollectOptions{Recursive: hello.Recursive, Follow: hello.Follow, HardLinks: hello.HardLinks})
+		sources, err := fcopy.Collect(paths, fcopy.CollectOptions{Recursive: hello.Recursive, Follow: hello.Follow, HardLinks: hello.HardLinks,
+			Filter: filter, FilesFrom: hello.FilesFrom})
 		if err != nil {
 			return fail(err)
 		}
@@ -331,4 +347,17 @@ func expandHome(p string) string {
 		return home + "/" + p
 	}
 	return p
+}
+
+// dryRecv answers a --dry-run push: what this end has, and with --delete what it would delete
+// (fcopy.Target.Delete, dry); nothing is written or removed.
+func dryRecv(ctl *Control, hello Msg, target *fcopy.Target, have []int, filter *fcopy.Filter) error {
+	m := Msg{T: KindHave, Have: have}
+	if hello.Delete && target != nil {
+		if _, err := target.Delete(hello.Files, filter, true, func(d fcopy.Deletion) { m.Deleting = append(m.Deleting, d.Name) }); err != nil {
+			ctl.SendError(err)
+			return err
+		}
+	}
+	return ctl.Send(m)
 }

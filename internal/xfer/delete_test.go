@@ -1,0 +1,261 @@
+package xfer
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/treetest"
+	"github.com/farwing/farwing/lane/lanetest"
+)
+
+// staleDest makes at dst what an older copy of top left, and more: top's tree (by rsync -t), with
+// files and a tree the source no longer has, a *.tmp file and a directory holding one (which the
+// tests' rules protect), a symbolic link to a directory outside (to be removed as a link, never
+// followed), and a sibling of the copy's directory (not the copy's: never touched).
+func staleDest(t *testing.T, top, dst, outside string) {
+	t.Helper()
+	treetest.Rsync(t, "-rlt", top, dst+"/")
+	d := filepath.Join(dst, filepath.Base(top))
+	for _, p := range []string{"old/tree/x", "keepdir/y.txt", "keepdir/x.tmp", "src/stale.tmp", "src/sub dir/gone.txt", ".old-hidden", "deep/a/b/c/gone"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(d, p)), 0o755)
+		os.WriteFile(filepath.Join(d, p), []byte(p), 0o644)
+	}
+	if err := os.Symlink(outside, filepath.Join(d, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dst, "sibling"), []byte("not the copy's"), 0o644)
+}
+
+// rsyncDeletes runs rsync -rl --delete with args from top into dst and returns how many entries
+// it deleted.
+func rsyncDeletes(t *testing.T, top, dst string, args ...string) int {
+	t.Helper()
+	treetest.NeedRsync(t)
+	cmd := exec.Command("rsync", append(append([]string{"-rli", "--delete"}, args...), top, dst+"/")...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsync: %v: %s", err, out)
+	}
+	return strings.Count(string(out), "*deleting ")
+}
+
+// TestInProcessDelete: a push and a pull with --delete (and filter rules) leave the destination
+// rsync -rl --delete with the same rules leaves, and delete as many entries: what the source no
+// longer has goes, deepest first; what the rules exclude stays (and the directory holding it); a
+// symbolic link to a directory outside is removed as a link, and nothing outside changes; the
+// destination's entries beside the copy's directory stay.
+func TestInProcessDelete(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: time.Millisecond}, 5)
+	root, outside := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("outside"), 0o644)
+	before := treetest.Snapshot(t, outside)
+	top := treetest.FilterTree(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for _, filter := range [][]string{nil, {"--exclude", "*.tmp"}, {"--exclude", "*.tmp", "--exclude", "/t/deep/"}} {
+		want := t.TempDir()
+		staleDest(t, top, want, outside)
+		n := rsyncDeletes(t, top, want, filter...)
+		what := strings.Join(filter, " ")
+		o := e.options()
+		o.Recursive, o.Delete, o.Filter = true, true, rsyncFilters(t, filter...)
+		var deleted []fcopy.Deletion
+		o.Deleted = func(d fcopy.Deletion) { deleted = append(deleted, d) }
+
+		pushed := t.TempDir()
+		staleDest(t, top, pushed, outside)
+		res, err := Push(ctx, o, []string{top}, "host", pushed)
+		if err != nil {
+			t.Fatalf("push --delete %s: %v", what, err)
+		}
+		treetest.Compare(t, "push --delete "+what, treetest.Snapshot(t, want), treetest.Snapshot(t, pushed), treetest.Options{})
+		if res.Deleted != n || n == 0 {
+			t.Errorf("push --delete %s: %d deleted, rsync %d", what, res.Deleted, n)
+		}
+
+		pulled := t.TempDir()
+		staleDest(t, top, pulled, outside)
+		if res, err = Pull(ctx, o, "host", []string{top}, pulled); err != nil {
+			t.Fatalf("pull --delete %s: %v", what, err)
+		}
+		treetest.Compare(t, "pull --delete "+what, treetest.Snapshot(t, want), treetest.Snapshot(t, pulled), treetest.Options{})
+		if res.Deleted != n || len(deleted) != n {
+			t.Errorf("pull --delete %s: %d deleted, %d reported, rsync %d", what, res.Deleted, len(deleted), n)
+		}
+		for _, d := range deleted {
+			if !strings.HasPrefix(d.Path, filepath.Join(pulled, "t")+"/") {
+				t.Errorf("pull --delete %s: deleted %s (%s)", what, d.Path, d.Name)
+			}
+		}
+		treetest.Compare(t, "outside", before, treetest.Snapshot(t, outside), treetest.Options{MTimes: true})
+	}
+}
+
+// TestDeleteNeedsACompleteCopy: --delete deletes nothing when the list is empty (everything
+// excluded), when the copy fails (a hostile remote that lists a directory and sends no data, or
+// names outside the destination), or through a directory of the destination that is a symbolic
+// link (the copy refuses to write below it); and it is refused without -r or with --files-from.
+func TestDeleteNeedsACompleteCopy(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("outside"), 0o644)
+	top := treetest.FilterTree(t, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	unchanged := func(what, dst string, prep func(), do func(o *Options) error) {
+		t.Helper()
+		staleDest(t, top, dst, outside)
+		prep()
+		want, wantOut := treetest.Snapshot(t, dst), treetest.Snapshot(t, outside)
+		o := newEnv(t, lanetest.Link{}, 1).options()
+		o.Recursive, o.Delete = true, true
+		err := do(&o)
+		if what != "nothing listed" && err == nil {
+			t.Errorf("%s: the copy succeeded", what)
+		}
+		treetest.Compare(t, what, want, treetest.Snapshot(t, dst), treetest.Options{})
+		treetest.Compare(t, what+": outside", wantOut, treetest.Snapshot(t, outside), treetest.Options{MTimes: true})
+	}
+	none := func() {}
+	empty := t.TempDir()
+	unchanged("nothing listed", empty, none, func(o *Options) error {
+		o.Filter = rsyncFilters(t, "--exclude", "t")
+		res, err := Pull(ctx, *o, "host", []string{top}, empty)
+		if err == nil && res.Deleted != 0 {
+			t.Errorf("nothing listed: %d deleted", res.Deleted)
+		}
+		return err
+	})
+	for _, hostile := range [][]fcopy.File{
+		{{Name: "t", Dir: true, Mode: 0o755}},                                         // then no data
+		{{Name: "t", Dir: true, Mode: 0o755}, {Name: "t/../x", Size: 1, Mode: 0o644}}, // outside
+		{},
+	} {
+		dst := t.TempDir()
+		unchanged("a hostile remote", dst, none, func(o *Options) error {
+			e := newEnv(t, lanetest.Link{}, 1)
+			e.serve = hostileServer(func(ctl *Control, hello Msg) error {
+				return sendFiles(ctl, Msg{T: KindFiles}, hostile)
+			}, nil)
+			o.Start, o.Lanes = e.start, e.lanes(clientHost)
+			_, err := Pull(ctx, *o, "host", []string{"t"}, dst)
+			return err
+		})
+	}
+	linked := t.TempDir()
+	unchanged("a linked directory", linked, func() {
+		d := filepath.Join(linked, "t", "src")
+		os.RemoveAll(d)
+		os.Symlink(outside, d)
+	}, func(o *Options) error {
+		_, err := Pull(ctx, *o, "host", []string{top}, linked)
+		return err
+	})
+	if _, err := Pull(ctx, Options{Delete: true, Recursive: true}, "host", []string{"d/*"}, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--delete") {
+		t.Errorf("--delete with a pattern: %v", err)
+	}
+	for _, o := range []Options{{Delete: true}, {Delete: true, Recursive: true, FilesFrom: []string{"a"}}} {
+		if _, err := Push(ctx, o, []string{top}, "host", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--delete") {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// rsyncDry runs rsync -rlin --delete with args from top into dst: the files it would send and
+// the entries it would delete.
+func rsyncDry(t *testing.T, top, dst string, args ...string) (send, del []string) {
+	t.Helper()
+	treetest.NeedRsync(t)
+	out, err := exec.Command("rsync", append(append([]string{"-rlin", "--delete"}, args...), top, dst+"/")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsync: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "*deleting "):
+			del = append(del, strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(l, "*deleting ")), "/"))
+		case strings.HasPrefix(l, ">f"):
+			send = append(send, l[12:])
+		}
+	}
+	sort.Strings(send)
+	sort.Strings(del)
+	return send, del
+}
+
+// TestInProcessDryRun: a push and a pull with --dry-run --delete (and a rule) report the files
+// rsync -n would send and the entries it would delete, and change nothing at the destination.
+func TestInProcessDryRun(t *testing.T) {
+	e := newEnv(t, lanetest.Link{Delay: time.Millisecond}, 5)
+	root, outside := t.TempDir(), t.TempDir()
+	top := treetest.FilterTree(t, root)
+	dst := t.TempDir()
+	staleDest(t, top, dst, outside)
+	os.WriteFile(filepath.Join(top, "new.txt"), []byte("new"), 0o644)
+	os.WriteFile(filepath.Join(top, "src", "main.go"), []byte("changed"), 0o644)
+	wantSend, wantDel := rsyncDry(t, top, dst, "--exclude", "*.tmp")
+	if strings.Join(wantSend, "|") != "t/new.txt|t/src/main.go" || len(wantDel) == 0 {
+		t.Fatalf("rsync -n would send %q and delete %q", wantSend, wantDel)
+	}
+	before := treetest.Snapshot(t, dst)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, pull := range []bool{false, true} {
+		o := e.options()
+		o.Recursive, o.Delete, o.DryRun, o.Filter = true, true, true, rsyncFilters(t, "--exclude", "*.tmp")
+		var send, del []string
+		o.WouldSend = func(name string, _ int64) { send = append(send, name) }
+		o.Deleted = func(d fcopy.Deletion) { del = append(del, d.Name) }
+		var res *Result
+		var err error
+		if pull {
+			res, err = Pull(ctx, o, "host", []string{top}, dst)
+		} else {
+			res, err = Push(ctx, o, []string{top}, "host", dst)
+		}
+		if err != nil {
+			t.Fatalf("dry run (pull %v): %v", pull, err)
+		}
+		sort.Strings(send)
+		sort.Strings(del)
+		if strings.Join(send, "|") != strings.Join(wantSend, "|") || strings.Join(del, "|") != strings.Join(wantDel, "|") {
+			t.Errorf("dry run (pull %v): would send %q, delete %q; rsync -n: %q, %q", pull, send, del, wantSend, wantDel)
+		}
+		if !res.DryRun || res.WouldSendFiles != len(send) || res.Deleted != len(del) || len(res.Files) != 0 {
+			t.Errorf("dry run (pull %v): result %+v", pull, res)
+		}
+		treetest.Compare(t, "dry run", before, treetest.Snapshot(t, dst), treetest.Options{})
+	}
+}
+
+// TestDryPushRefusesWhatWasNotAsked: a remote that answers a dry run without --delete with
+// entries to delete, or with offers to resume, or with a name longer than a path, is refused.
+func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
+	for _, c := range []struct {
+		have   Msg
+		delete bool
+	}{
+		{Msg{T: KindHave, Deleting: []string{"t/x"}}, false},
+		{Msg{T: KindHave, Resume: []fcopy.Offer{{File: 0, Blocks: 1}}}, false},
+		{Msg{T: KindHave, Deleting: []string{strings.Repeat("x", maxResultPath+1)}}, true},
+	} {
+		e := newEnv(t, lanetest.Link{}, 1)
+		e.serve = hostileServer(func(ctl *Control, hello Msg) error { return ctl.Send(c.have) }, nil)
+		o := e.options()
+		o.Recursive, o.DryRun, o.Delete = true, true, c.delete
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := Push(ctx, o, []string{src}, "host", "dst")
+		cancel()
+		if CodeOf(err) != CodeProtocol {
+			t.Errorf("%+v: %v (exit %d)", c, err, CodeOf(err))
+		}
+	}
+}

@@ -32,7 +32,9 @@ type LabConfig struct {
 	CopyFlags []string // added to every farwing copy (as Config.CopyFlags)
 	Rows      []Row    // of LabRows
 	Runs      int
-	Level     string        // the samples' level: the path without random loss
+	Level     string        // the samples' level
+	Loss      float64       // its random loss each way (the fairness and halving rows: 0)
+	Size      int64         // the copy rows' file size (--size)
 	Rate      float64       // the lab's rate each way, IP bits/s
 	RTT       time.Duration // its base round trip
 	Queue     int           // its queue in bytes (0: one BDP)
@@ -56,9 +58,9 @@ func (s *Series) add(t float64, st lab.PathStats) {
 // sampleEvery is how often the lab rows read the lab's counters.
 const sampleEvery = 20 * time.Millisecond
 
-// RunLab measures the lab rows, Runs times each, with the path at cfg's rate and round trip and
-// no random loss, and returns their samples (with what finished when ctx ends early). The path
-// is left as it was found.
+// RunLab measures the lab rows, Runs times each, with the path at cfg's rate, round trip and
+// loss, and returns their samples (with what finished when ctx ends early). The path is left as
+// it was found.
 func RunLab(ctx context.Context, cfg LabConfig) ([]Sample, error) {
 	dir, err := os.MkdirTemp("", "farwing-bench-lab-")
 	if err != nil {
@@ -78,7 +80,7 @@ func RunLab(ctx context.Context, cfg LabConfig) ([]Sample, error) {
 			if ctx.Err() != nil {
 				return samples, ctx.Err()
 			}
-			r.setPath(cfg.Rate)
+			r.setPath(cfg.Rate, false)
 			s := Sample{Row: row.ID, Table: TableName(row.Kind), Level: cfg.Level, Run: i,
 				Detail: map[string]any{"load_client": hostinfo.Load()}}
 			what := fmt.Sprintf("[%s] %s run %d/%d", cfg.Level, row.ID, i, cfg.Runs)
@@ -89,6 +91,8 @@ func RunLab(ctx context.Context, cfg LabConfig) ([]Sample, error) {
 				r.fairness(ctx, what, &s)
 			case Halving:
 				r.halving(ctx, what, &s)
+			case Copy:
+				r.tcpFallback(ctx, &s)
 			}
 			s.End = time.Now().UTC()
 			r.progress(what+": "+s.labText(), true)
@@ -104,6 +108,7 @@ func RunLab(ctx context.Context, cfg LabConfig) ([]Sample, error) {
 type labRunner struct {
 	cfg LabConfig
 	dir string
+	sum string // the copy rows' random file's BLAKE3, once written
 }
 
 func (r *labRunner) progress(line string, final bool) {
@@ -113,15 +118,65 @@ func (r *labRunner) progress(line string, final bool) {
 }
 
 // setPath sets both directions to rate, the lab's round trip, its queue (kept in bytes when it
-// was one BDP) and no random loss.
-func (r *labRunner) setPath(rate float64) {
+// was one BDP) and the level's random loss; with dropUDP the path carries no UDP (a firewall).
+func (r *labRunner) setPath(rate float64, dropUDP bool) {
 	q := r.cfg.Queue
 	if q <= 0 {
 		q = lab.DefaultQueueBytes(r.cfg.Rate, r.cfg.RTT/2)
 	}
 	for _, d := range []lab.Direction{lab.AtoB, lab.BtoA} {
-		r.cfg.Lab.SetPath(d, lab.Path{RateBps: rate, Delay: r.cfg.RTT / 2, QueueBytes: q})
+		r.cfg.Lab.SetPath(d, lab.Path{RateBps: rate, Delay: r.cfg.RTT / 2, QueueBytes: q, Loss: r.cfg.Loss, DropUDP: dropUDP})
 	}
+}
+
+// tcpFallback is the "Farwing, TCP fallback" copy row: with UDP blocked on the path, a copy of a
+// random file of Size to the lab host's disk, as a user would run it, timed from the command's
+// start to its verified end: the wait for a UDP answer, the warning, the TCP streams and the
+// data. --ignore-times --whole-file send every byte each run (the destination is the same file). The peer is installed
+// and the shared ssh connection opened first, with UDP open (warmup), and the summary's transport
+// must be tcp and its BLAKE3 the file's.
+func (r *labRunner) tcpFallback(ctx context.Context, s *Sample) {
+	src := filepath.Join(r.dir, "random")
+	sum, err := r.randomFile(ctx, src)
+	if err == nil {
+		err = r.warmup(ctx, s)
+	}
+	if err != nil {
+		s.Outcome, s.Error = Failed, escape.Text(err.Error())
+		return
+	}
+	r.setPath(r.cfg.Rate, true)
+	defer r.setPath(r.cfg.Rate, false)
+	argv := []string{"ip", "netns", "exec", r.cfg.Lab.NSA, r.cfg.Farwing, "copy", "--json", "-q", "--ignore-times", "--whole-file"}
+	argv = append(argv, r.cfg.SSHArgs...)
+	argv = append(argv, r.cfg.CopyFlags...)
+	argv = append(argv, src, r.cfg.Host+":farwing-bench-tcp-fallback")
+	out, el, err := command(ctx, r.cfg.Limit, argv, nil, s)
+	res, err := copySummary(out, err, s)
+	switch {
+	case err != nil:
+		s.Outcome, s.Error = outcome(ctx, err), escape.Text(err.Error())
+	case res["transport"] != "tcp":
+		s.Outcome, s.Error = Failed, fmt.Sprintf("the copy went over %v, not TCP streams", res["transport"])
+	case res["blake3"] != sum:
+		s.Outcome, s.Error = Failed, fmt.Sprintf("the copy's BLAKE3 %v is not the file's %s", res["blake3"], sum)
+	default:
+		s.Outcome, s.Seconds = OK, el.Seconds()
+		s.Detail["size"] = r.cfg.Size
+	}
+}
+
+// randomFile writes Size random bytes to path once per run of the bench, and returns their
+// BLAKE3 (hex).
+func (r *labRunner) randomFile(ctx context.Context, path string) (string, error) {
+	if r.sum != "" {
+		return r.sum, nil
+	}
+	sum, err := benchpeer.RandomFile(ctx, path, r.cfg.Size)
+	if err == nil {
+		r.sum = sum
+	}
+	return sum, err
 }
 
 func (s Sample) labText() string {
@@ -369,7 +424,7 @@ func (r *labRunner) halving(ctx context.Context, what string, s *Sample) {
 		change = c.now()
 	}
 	c.wait(s)
-	r.setPath(r.cfg.Rate)
+	r.setPath(r.cfg.Rate, false)
 	s.Detail["change"] = change
 	switch {
 	case change < 0 && c.err == nil:

@@ -221,15 +221,19 @@ func TestHalvingMarkdown(t *testing.T) {
 }
 
 func TestSelectLabRows(t *testing.T) {
-	rows, err := SelectRows("halving,farwing,fairness")
+	rows, err := SelectRows("halving,farwing,fairness,farwing-tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, r := range rows {
-		got = append(got, TableName(r.Kind)+":"+r.ID+":"+map[bool]string{true: "lab", false: "any"}[r.IsLab()])
+		where := map[bool]string{true: "lab", false: "any"}[r.IsLab()]
+		if r.EveryLevel() {
+			where += "-every-level"
+		}
+		got = append(got, TableName(r.Kind)+":"+r.ID+":"+where)
 	}
-	if want := "throughput:farwing:any copy:farwing:any fairness:fairness:lab halving:halving:lab"; strings.Join(got, " ") != want {
+	if want := "throughput:farwing:any copy:farwing:any fairness:fairness:lab halving:halving:lab copy:farwing-tcp:lab-every-level"; strings.Join(got, " ") != want {
 		t.Errorf("rows %v, want %s", got, want)
 	}
 	all, _ := SelectRows("")

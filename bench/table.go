@@ -45,11 +45,13 @@ var Rows = []Row{
 }
 
 // LabRows are the rows only `farwing bench --lab` measures, because they work the emulated path
-// itself: one shares it with a TCP CUBIC flow of the bench's, the other halves its rate under a
-// copy. They are never in the default set.
+// itself: one shares it with a TCP CUBIC flow of the bench's, one halves its rate under a copy,
+// and one blocks UDP on it (Farwing's fallback to TCP streams, in the copy table beside scp and
+// HTTP, at every loss level). They are never in the default set.
 var LabRows = []Row{
 	{"fairness", "Fairness", Fairness},
 	{"halving", "Capacity halved", Halving},
+	{"farwing-tcp", "Farwing, TCP fallback", Copy},
 }
 
 // SelectRows returns the rows a --rows list names (comma separated IDs; "farwing" is both
@@ -86,7 +88,11 @@ func SelectRows(list string) ([]Row, error) {
 func (r Row) Name() string { return TableName(r.Kind) + ":" + r.ID }
 
 // IsLab reports whether r is one of the LabRows.
-func (r Row) IsLab() bool { return r.Kind == Fairness || r.Kind == Halving }
+func (r Row) IsLab() bool { return slices.Contains(LabRows, r) }
+
+// EveryLevel reports whether a lab row runs at each of the lab's loss levels (the copy table's
+// rows), not only on the path without loss.
+func (r Row) EveryLevel() bool { return r.IsLab() && r.Kind == Copy }
 
 // Outcome is how one run ended.
 type Outcome string

@@ -56,7 +56,7 @@ func (b *benchOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&b.runs, "runs", 3, "runs of each row at each level (the median is shown, with the fastest and slowest)")
 	fs.DurationVar(&b.duration, "duration", 20*time.Second, "length of each throughput run")
 	fs.DurationVar(&b.limit, "limit", 5*time.Minute, "time limit of each copy run: a copy not checked by then stalled")
-	fs.StringVar(&b.rows, "rows", "", "rows to measure, comma separated (default all but the lab rows): farwing, tcp-8bbr, tcp-bbr, tcp-cubic, tcp, farwing-first, http, scp; with --lab also fairness, halving")
+	fs.StringVar(&b.rows, "rows", "", "rows to measure, comma separated (default all but the lab rows): farwing, tcp-8bbr, tcp-bbr, tcp-cubic, tcp, farwing-first, http, scp; with --lab also fairness, halving, farwing-tcp (UDP blocked)")
 	fs.StringArrayVar(&b.copyFlags, "copy-flag", nil, "a farwing copy flag for the Farwing rows, as --NAME=VALUE (repeatable): --rate, --min-rate, --policy, --fec, --window, --port")
 	fs.BoolVar(&b.pull, "pull", false, "measure from the host to this one (default: this one to the host)")
 	fs.StringVar(&b.jsonFile, "json", "", "write the evidence ledger (every sample, command, host and path fact) to this file")
@@ -229,7 +229,8 @@ func cmdBench(ctx context.Context, tun tuning.Settings, args []string) int {
 		fmt.Fprint(stderr, "Usage:\n  farwing bench [flags] [user@]host\n  farwing bench --lab [flags]\n  farwing bench --report LEDGER...\n\n"+
 			"Measures Farwing, TCP (default, CUBIC, BBR, 8 × BBR) and scp on one path and prints the\n"+
 			"published tables: medians with the fastest and slowest run. With --lab, --rows fairness,halving\n"+
-			"also measure Farwing sharing the emulated path with TCP CUBIC and under a halved rate.\n"+
+			"also measure Farwing sharing the emulated path with TCP CUBIC and under a halved rate, and\n"+
+			"--rows farwing-tcp a copy with UDP blocked on it (Farwing's fallback to TCP streams).\n"+
 			"--report prints, for each ledger that --json wrote, the tables its run printed, after a header\n"+
 			"of its command line, dates, both hosts and the path; it measures nothing, so it takes no other flag.\n\nFlags:\n")
 		fs.PrintDefaults()

@@ -191,6 +191,8 @@ func (s Sample) labText() string {
 		return fmt.Sprintf("≤ capacity after %.2f s (%.1f RTTs), then %.1f Mbit/s, intact %v", h.Seconds, h.RTTs, h.GoodputAfterMbps, h.Intact)
 	case s.Halving != nil:
 		return fmt.Sprintf("never ≤ capacity, intact %v", s.Halving.Intact)
+	case s.Outcome == OK && s.Seconds > 0:
+		return fmt.Sprintf("%.2f s", s.Seconds)
 	}
 	return string(s.Outcome)
 }

@@ -29,8 +29,11 @@ const StreamCC = "bbr"
 // its hellos as soon as it has connected.
 const streamAuthWait = 5 * time.Second
 
-// maxStrangers bounds the connections waiting to send their first record at once: beyond it a
-// new one is closed unread.
+// maxStrangers bounds the connections waiting to send their first record at once: beyond it the
+// one that has waited longest is closed unread to make room for the new one. Refusing the new
+// one instead let anyone who can reach the port keep the client's streams out with this many
+// silent connections; an honest stream sends its first record at once, so only a flood of
+// connections faster than that can push one out.
 const maxStrangers = 16
 
 // ErrStreams: the TCP streams could not be set up.
@@ -140,7 +143,7 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...n
 	var mu sync.Mutex
 	var taken [Lanes]bool
 	n := 0
-	strangers := make(chan struct{}, maxStrangers)
+	var waiting strangers
 	for _, ln := range lns {
 		go func() {
 			for {
@@ -148,16 +151,10 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...n
 				if err != nil {
 					return // closed: every lane has its stream, or the time is up
 				}
-				select {
-				case strangers <- struct{}{}:
-				default:
-					p.StreamsRefused.Add(1)
-					c.Close()
-					continue
-				}
+				waiting.add(c)
 				go func() {
-					defer func() { <-strangers }()
 					i, rec, ok := p.authStream(c)
+					ok = waiting.remove(c) && ok // false: pushed out (closed) by a newer one
 					mu.Lock()
 					last := false
 					if ok = ok && !taken[i] && n < Lanes; ok {
@@ -192,6 +189,39 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...n
 		return fmt.Errorf("%w: %d of %d streams came from the client within %s", ErrStreams, n, Lanes, within)
 	}
 	return context.Cause(ctx)
+}
+
+// strangers are the accepted connections that have not yet sent their first record, oldest
+// first, at most maxStrangers.
+type strangers struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// add takes c in, closing the oldest waiting connection where there is no room (its first read
+// then fails and it is refused).
+func (s *strangers) add(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) == maxStrangers {
+		s.conns[0].Close()
+		s.conns = s.conns[1:]
+	}
+	s.conns = append(s.conns, c)
+}
+
+// remove lets c out once its first record is read (or its time is up), and reports whether it
+// was still waiting: not pushed out by a newer connection.
+func (s *strangers) remove(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, w := range s.conns {
+		if w == c {
+			s.conns = append(s.conns[:k], s.conns[k+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // authStream reads c's first record within streamAuthWait and reports the lane it is for, if it

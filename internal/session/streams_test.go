@@ -208,3 +208,17 @@ func eventually(cond func() bool) bool {
 	}
 	return cond()
 }
+
+// TestStreamsSilentStrangers: connections that never send a record (anyone who can reach the
+// port, no key needed) cannot keep the copy's own streams out: with the server's room for
+// strangers full of silent ones, the client's four streams are still taken and shake hands.
+func TestStreamsSilentStrangers(t *testing.T) {
+	client, server, ln, accepted := streamPair(t)
+	for range maxStrangers {
+		rawDial(t, ln, nil)
+	}
+	dialAndShake(t, client, server, ln)
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+}

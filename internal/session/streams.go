@@ -4,15 +4,20 @@ package session
 // logic: each lane's socket is replaced by a TCP stream that carries the same sealed datagrams as
 // length-prefixed records (lane.Stream), and the handshake runs again over the streams. The
 // server takes a stream only once its first record is an authentic datagram of this session for
-// a lane that has none yet, within streamAuthWait; anything else is closed, never read further.
+// a lane that has none yet, within streamAuthWait, after the session's StreamToken; anything else
+// is closed, never read further.
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +43,30 @@ const maxStrangers = 16
 
 // ErrStreams: the TCP streams could not be set up.
 var ErrStreams = errors.New("no TCP streams")
+
+// A StreamToken opens every stream, before its first record: the server makes it when the client
+// asks for streams and tells only the client, over the control channel. Without it an eavesdropper
+// who saw the client's UDP hellos (sent, and unanswered, before the streams) could replay one on a
+// stream of its own ahead of the client's, and the lane taken by it would be lost to the copy.
+type StreamToken [tcpbench.TokenLen]byte
+
+// NewStreamToken is a fresh random token.
+func NewStreamToken() StreamToken { return StreamToken(tcpbench.NewToken()) }
+
+// ParseStreamToken reads a token in its text form (String): exactly 32 lowercase hex digits.
+func ParseStreamToken(s string) (StreamToken, error) {
+	var t StreamToken
+	if len(s) != 2*len(t) || strings.ToLower(s) != s {
+		return t, fmt.Errorf("not %d lowercase hex digits", 2*len(t))
+	}
+	if _, err := hex.Decode(t[:], []byte(s)); err != nil {
+		return t, fmt.Errorf("not %d lowercase hex digits", 2*len(t))
+	}
+	return t, nil
+}
+
+// String is the token as lowercase hex, as the control channel carries it.
+func (t StreamToken) String() string { return hex.EncodeToString(t[:]) }
 
 // UseStream makes c (a lane.Stream) lane i's conn in place of its socket, which it closes, and
 // forgets what the lane's handshake proved: the handshake runs again over the stream. From the
@@ -129,10 +158,11 @@ func setStreamCC(c *net.TCPConn) {
 // AcceptStreams (server) takes one stream per lane from the listeners (TCP, and the local
 // socket ssh relays reach) within the given time and makes each its lane's conn (UseStream): a
 // connection counts only once its first record, read within streamAuthWait, is an authentic
-// datagram of this session for a lane that has no stream yet. Others (a wrong key, garbage, an
-// oversized record, a lane taken, silence) are closed and counted in StreamsRefused. It closes
-// the listeners when done; it fails if not every lane has its stream in time.
-func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...net.Listener) error {
+// datagram of this session for a lane that has no stream yet, after tok. Others (no token or
+// another, a wrong key, garbage, an oversized record, a lane taken, silence) are closed and counted
+// in StreamsRefused. It closes the listeners when done; it fails if not every lane has its stream
+// in time.
+func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, tok StreamToken, lns ...net.Listener) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for _, ln := range lns {
@@ -153,7 +183,7 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, lns ...n
 				}
 				waiting.add(c)
 				go func() {
-					i, rec, ok := p.authStream(c)
+					i, rec, ok := p.authStream(c, tok)
 					ok = waiting.remove(c) && ok // false: pushed out (closed) by a newer one
 					mu.Lock()
 					last := false
@@ -224,12 +254,20 @@ func (s *strangers) remove(c net.Conn) bool {
 	return false
 }
 
-// authStream reads c's first record within streamAuthWait and reports the lane it is for, if it
-// is an authentic datagram of this session (opened on a copy: the path opens it again, and its
-// replay window marks it then); rec is the record with its length prefix.
-func (p *Path) authStream(c net.Conn) (int, []byte, bool) {
+// authStream reads c's token and first record within streamAuthWait and reports the lane it is
+// for, if the token is tok and the record an authentic datagram of this session (opened on a
+// copy: the path opens it again, and its replay window marks it then); rec is the record with its
+// length prefix.
+func (p *Path) authStream(c net.Conn, tok StreamToken) (int, []byte, bool) {
 	c.SetReadDeadline(time.Now().Add(streamAuthWait))
-	rec, err := lane.ReadRecord(c)
+	var got StreamToken
+	_, err := io.ReadFull(c, got[:])
+	var rec []byte
+	if err == nil && subtle.ConstantTimeCompare(got[:], tok[:]) == 1 {
+		rec, err = lane.ReadRecord(c)
+	} else if err == nil {
+		err = errors.New("another token")
+	}
 	c.SetReadDeadline(time.Time{})
 	if err != nil {
 		return 0, nil, false
@@ -244,8 +282,9 @@ func (p *Path) authStream(c net.Conn) (int, []byte, bool) {
 }
 
 // DialStreams (client) connects one TCP stream per lane to addr, each within timeout and asking
-// for StreamCC, and makes them the lanes' conns (UseConns); Handshake then runs over them.
-func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout time.Duration) error {
+// for StreamCC, and makes them the lanes' conns (UseConns, which sends tok on each); Handshake then
+// runs over them.
+func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout time.Duration, tok StreamToken) error {
 	d := net.Dialer{Timeout: timeout}
 	var conns [Lanes]net.Conn
 	errs := make([]error, Lanes)
@@ -272,16 +311,26 @@ func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout tim
 			return fmt.Errorf("%w: connect to %s: %v", ErrStreams, addr, err)
 		}
 	}
-	p.UseConns(conns)
-	return nil
+	return p.UseConns(conns, tok)
 }
 
-// UseConns (client) makes each of conns (TCP streams, or ssh sessions relaying to the server's
-// local socket) its lane's conn, as streams.
-func (p *Path) UseConns(conns [Lanes]net.Conn) {
+// UseConns (client) sends tok on each of conns (TCP streams, or ssh sessions relaying to the
+// server's local socket) and makes each its lane's conn, as streams. Where tok cannot be sent on
+// one, it closes them all and fails.
+func (p *Path) UseConns(conns [Lanes]net.Conn, tok StreamToken) error {
+	for _, c := range conns {
+		c.SetWriteDeadline(time.Now().Add(lane.StreamWriteTimeout))
+		if _, err := c.Write(tok[:]); err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return fmt.Errorf("%w: %v", ErrStreams, err)
+		}
+	}
 	for i, c := range conns {
 		p.UseStream(i, lane.NewStream(c, nil))
 	}
+	return nil
 }
 
 // ExpectStreams (server) says the client asked for streams: WaitPeers waits for their proofs

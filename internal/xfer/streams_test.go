@@ -149,7 +149,8 @@ func TestInProcessFallbackPortRange(t *testing.T) {
 }
 
 // TestInProcessFallbackHostile: a server that answers the request for streams with a port
-// outside --port, or a relay socket that is no absolute path, breaks the protocol (exit 10); one
+// outside --port, a relay socket that is no absolute path, or no token of 16 bytes in hex, breaks
+// the protocol (exit 10); one
 // that answers nothing leaves the no-UDP error and says the streams' request went unanswered
 // (exit 6).
 func TestInProcessFallbackHostile(t *testing.T) {
@@ -163,6 +164,8 @@ func TestInProcessFallbackHostile(t *testing.T) {
 		{"relative relay", func(m *Msg) bool { m.Relay = "tmp/s"; return true }, CodeProtocol, `offered "tmp/s" as its relay socket`},
 		{"relay with a newline", func(m *Msg) bool { m.Relay = "/tmp/s\nrm -rf x"; return true }, CodeProtocol, "as its relay socket"},
 		{"long relay", func(m *Msg) bool { m.Relay = "/" + strings.Repeat("a", maxRelayPath); return true }, CodeProtocol, "at most 108 bytes"},
+		{"no token", func(m *Msg) bool { m.Token = ""; return true }, CodeProtocol, `offered "" as the streams' token`},
+		{"short token", func(m *Msg) bool { m.Token = m.Token[2:]; return true }, CodeProtocol, "as the streams' token, not 32 lowercase hex digits"},
 		{"silent", func(*Msg) bool { return false }, CodeUDP, "did not answer the request for TCP streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,7 +246,7 @@ func TestServeStreamsAskedOnce(t *testing.T) {
 					t.Fatal("no answer to the first request")
 				}
 				var m Msg
-				if err := json.Unmarshal(line, &m); err != nil || m.T != KindStreams || m.Port == 0 || m.Relay == "" {
+				if err := json.Unmarshal(line, &m); err != nil || m.T != KindStreams || m.Port == 0 || m.Relay == "" || len(m.Token) != 32 {
 					t.Fatalf("answer %q (%v)", line, err)
 				}
 				st, err := os.Stat(filepath.Dir(m.Relay))

@@ -34,11 +34,11 @@ const StreamCC = "bbr"
 // its hellos as soon as it has connected.
 const streamAuthWait = 5 * time.Second
 
-// maxStrangers bounds the connections waiting to send their first record at once: beyond it the
-// one that has waited longest is closed unread to make room for the new one. Refusing the new
-// one instead let anyone who can reach the port keep the client's streams out with this many
-// silent connections; an honest stream sends its first record at once, so only a flood of
-// connections faster than that can push one out.
+// maxStrangers bounds the connections waiting to send their token at once: beyond it the
+// one that has waited longest among those from the address with the most is closed unread, to
+// make room for the new one. Refusing the new one instead let anyone who can reach the port keep
+// the client's streams out with this many silent connections; and a flood from elsewhere pushes
+// out only its own, never the client's (at most four from its address).
 const maxStrangers = 16
 
 // ErrStreams: the TCP streams could not be set up.
@@ -183,8 +183,7 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, tok Stre
 				}
 				waiting.add(c)
 				go func() {
-					i, rec, ok := p.authStream(c, tok)
-					ok = waiting.remove(c) && ok // false: pushed out (closed) by a newer one
+					i, rec, ok := p.authStream(c, tok, &waiting)
 					mu.Lock()
 					last := false
 					if ok = ok && !taken[i] && n < Lanes; ok {
@@ -221,27 +220,51 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, tok Stre
 	return context.Cause(ctx)
 }
 
-// strangers are the accepted connections that have not yet sent their first record, oldest
-// first, at most maxStrangers.
+// strangers are the accepted connections that have not yet sent their token, oldest first, at
+// most maxStrangers.
 type strangers struct {
 	mu    sync.Mutex
 	conns []net.Conn
 }
 
-// add takes c in, closing the oldest waiting connection where there is no room (its first read
-// then fails and it is refused).
+// add takes c in, closing the oldest waiting connection from the address with the most where
+// there is no room (its first read then fails and it is refused).
 func (s *strangers) add(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.conns) == maxStrangers {
-		s.conns[0].Close()
-		s.conns = s.conns[1:]
+		k := s.crowded()
+		s.conns[k].Close()
+		s.conns = append(s.conns[:k], s.conns[k+1:]...)
 	}
 	s.conns = append(s.conns, c)
 }
 
-// remove lets c out once its first record is read (or its time is up), and reports whether it
-// was still waiting: not pushed out by a newer connection.
+// crowded is the index of the oldest waiting connection from the address with the most waiting.
+func (s *strangers) crowded() int {
+	count := make(map[netip.Addr]int, len(s.conns))
+	for _, c := range s.conns {
+		count[remoteIP(c)]++
+	}
+	k := 0
+	for j, c := range s.conns {
+		if count[remoteIP(c)] > count[remoteIP(s.conns[k])] {
+			k = j
+		}
+	}
+	return k
+}
+
+// remoteIP is c's peer's address: zero for a local socket's (the ssh relays, all alike).
+func remoteIP(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// remove lets c out once its token is read (or its time is up), and reports whether it was
+// still waiting: not pushed out by a newer connection.
 func (s *strangers) remove(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -257,18 +280,17 @@ func (s *strangers) remove(c net.Conn) bool {
 // authStream reads c's token and first record within streamAuthWait and reports the lane it is
 // for, if the token is tok and the record an authentic datagram of this session (opened on a
 // copy: the path opens it again, and its replay window marks it then); rec is the record with its
-// length prefix.
-func (p *Path) authStream(c net.Conn, tok StreamToken) (int, []byte, bool) {
+// length prefix. Once its token is read, c leaves waiting: with the right one it is the client's,
+// never to be pushed out by strangers; one already pushed out is refused.
+func (p *Path) authStream(c net.Conn, tok StreamToken, waiting *strangers) (int, []byte, bool) {
 	c.SetReadDeadline(time.Now().Add(streamAuthWait))
+	defer c.SetReadDeadline(time.Time{})
 	var got StreamToken
 	_, err := io.ReadFull(c, got[:])
-	var rec []byte
-	if err == nil && subtle.ConstantTimeCompare(got[:], tok[:]) == 1 {
-		rec, err = lane.ReadRecord(c)
-	} else if err == nil {
-		err = errors.New("another token")
+	if !waiting.remove(c) || err != nil || subtle.ConstantTimeCompare(got[:], tok[:]) != 1 {
+		return 0, nil, false
 	}
-	c.SetReadDeadline(time.Time{})
+	rec, err := lane.ReadRecord(c)
 	if err != nil {
 		return 0, nil, false
 	}
@@ -282,8 +304,8 @@ func (p *Path) authStream(c net.Conn, tok StreamToken) (int, []byte, bool) {
 }
 
 // DialStreams (client) connects one TCP stream per lane to addr, each within timeout and asking
-// for StreamCC, and makes them the lanes' conns (UseConns, which sends tok on each); Handshake then
-// runs over them.
+// for StreamCC, sends tok on each as soon as it is connected (until then the server counts it a
+// stranger), and makes them the lanes' conns; Handshake then runs over them.
 func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout time.Duration, tok StreamToken) error {
 	d := net.Dialer{Timeout: timeout}
 	var conns [Lanes]net.Conn
@@ -298,6 +320,7 @@ func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout tim
 			}
 			setStreamCC(c.(*net.TCPConn))
 			conns[i] = c
+			errs[i] = sendToken(c, tok)
 		})
 	}
 	wg.Wait()
@@ -311,7 +334,8 @@ func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout tim
 			return fmt.Errorf("%w: connect to %s: %v", ErrStreams, addr, err)
 		}
 	}
-	return p.UseConns(conns, tok)
+	p.useStreams(conns)
+	return nil
 }
 
 // UseConns (client) sends tok on each of conns (TCP streams, or ssh sessions relaying to the
@@ -319,18 +343,29 @@ func (p *Path) DialStreams(ctx context.Context, addr netip.AddrPort, timeout tim
 // one, it closes them all and fails.
 func (p *Path) UseConns(conns [Lanes]net.Conn, tok StreamToken) error {
 	for _, c := range conns {
-		c.SetWriteDeadline(time.Now().Add(lane.StreamWriteTimeout))
-		if _, err := c.Write(tok[:]); err != nil {
+		if err := sendToken(c, tok); err != nil {
 			for _, c := range conns {
 				c.Close()
 			}
 			return fmt.Errorf("%w: %v", ErrStreams, err)
 		}
 	}
+	p.useStreams(conns)
+	return nil
+}
+
+// useStreams makes each of conns, its token sent, its lane's conn.
+func (p *Path) useStreams(conns [Lanes]net.Conn) {
 	for i, c := range conns {
 		p.UseStream(i, lane.NewStream(c, nil))
 	}
-	return nil
+}
+
+// sendToken writes tok on c, first of all (within lane.StreamWriteTimeout).
+func sendToken(c net.Conn, tok StreamToken) error {
+	c.SetWriteDeadline(time.Now().Add(lane.StreamWriteTimeout))
+	_, err := c.Write(tok[:])
+	return err
 }
 
 // ExpectStreams (server) says the client asked for streams: WaitPeers waits for their proofs

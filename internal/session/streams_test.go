@@ -284,3 +284,30 @@ func TestStreamToken(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsFloodFromElsewhere: connections from another address cannot push out a client's
+// stream that has connected but not yet sent its token (its other streams still connecting):
+// where the server's room for strangers is full, the one pushed out is from the address with the
+// most of them.
+func TestStreamsFloodFromElsewhere(t *testing.T) {
+	client, server, ln, _ := streamPair(t)
+	slow := rawDial(t, ln, nil) // from 127.0.0.1, as the client's streams
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}
+	for range 2 * maxStrangers {
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	// The slow stream's own send comes once the flood is accepted and some of it pushed out.
+	if !eventually(func() bool { return server.StreamsRefused.Load() == maxStrangers+1 }) {
+		t.Fatalf("%d connections refused, want %d", server.StreamsRefused.Load(), maxStrangers+1)
+	}
+	if _, err := slow.Write(withToken(hello(client.crypto, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { return server.OnStreams() }) {
+		t.Fatal("a flood from another address pushed out the client's stream")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"unicode"
 
 	"github.com/farwing/farwing/internal/escape"
+	"github.com/farwing/farwing/internal/privdir"
 	"github.com/farwing/farwing/internal/session"
 )
 
@@ -38,6 +40,12 @@ const connectWait = 5 * time.Second
 // streamsAccept bounds the server's wait for the client's streams once it has answered: a
 // blocked TCP port and the ssh sessions' start after it.
 const streamsAccept = 30 * time.Second
+
+// The relays' socket: relaySocket in a directory of its own named relayDir and more (MkdirTemp).
+const (
+	relayDir    = "farwing-relay-"
+	relaySocket = "s"
+)
 
 // maxRelayPath bounds the server's local socket path in its answer (a Unix socket's path is
 // at most 108 bytes on Linux, 104 on macOS).
@@ -187,9 +195,9 @@ func offerStreams(ctx context.Context, ctl *Control, path *session.Path, bind st
 			answer := Msg{T: KindStreams, Port: ln.Addr().(*net.TCPAddr).Port, Token: tok.String()}
 			// The relays' socket: in a directory only this user can enter (MkdirTemp: mode
 			// 0700), removed with it. Without one (no room in the temporary directory), TCP only.
-			if dir, err := os.MkdirTemp("", "farwing-relay-"); err == nil {
+			if dir, err := os.MkdirTemp("", relayDir); err == nil {
 				defer os.RemoveAll(dir)
-				if uln, err := net.Listen("unix", filepath.Join(dir, "s")); err == nil {
+				if uln, err := net.Listen("unix", filepath.Join(dir, relaySocket)); err == nil {
 					lns = append(lns, uln)
 					answer.Relay = uln.Addr().String()
 				}
@@ -210,8 +218,12 @@ func offerStreams(ctx context.Context, ctl *Control, path *session.Path, bind st
 // Relay is `farwing serve --relay SOCKET`: it connects to the local socket of the copy's server
 // (offerStreams) and copies what comes on r (its ssh session's standard input) to it and what it
 // sends to w, until either side ends. The bytes are the lane's records, sealed end to end: the
-// relay reads none of them.
+// relay reads none of them. It connects only to such a socket (checkRelaySocket), whatever path it
+// is given: the path comes from the server's answer, and the relay is no way to any other.
 func Relay(ctx context.Context, socket string, r io.Reader, w io.Writer) error {
+	if err := checkRelaySocket(socket); err != nil {
+		return fmt.Errorf("relay: %w: %s is not a copy's relay socket: %v", ErrProtocol, escape.Quote(socket), err)
+	}
 	c, err := net.Dial("unix", socket)
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
@@ -232,4 +244,30 @@ func Relay(ctx context.Context, socket string, r io.Reader, w io.Writer) error {
 		err = ctx.Err()
 	}
 	return err
+}
+
+// checkRelaySocket reports whether socket is what offerStreams makes: a socket (not a link to
+// one) named relaySocket in a directory named relayDir… that is this user's alone (not a link,
+// mode 0700, no other user able to replace it: privdir.Check). Another program's socket, or one
+// another user could have put in its place, is refused.
+func checkRelaySocket(socket string) error {
+	dir, name := filepath.Split(socket)
+	dir = filepath.Clean(dir)
+	if !filepath.IsAbs(socket) || filepath.Clean(socket) != socket || name != relaySocket || !strings.HasPrefix(filepath.Base(dir), relayDir) {
+		return fmt.Errorf("not an absolute path to %s in a directory %s…", relaySocket, relayDir)
+	}
+	if err := privdir.Check(dir); err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("its directory is not this user's alone (mode 0700)")
+	}
+	fi, err := os.Lstat(socket)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("not a socket but %v", fi.Mode().Type())
+	}
+	return nil
 }

@@ -275,3 +275,78 @@ func TestInProcessFallbackResume(t *testing.T) {
 	}
 	sameBytes(t, filepath.Join(src, "big"), filepath.Join(remote, "big"))
 }
+
+// TestRelayOnlyToServerSocket: `farwing serve --relay` connects only to what a copy's server makes
+// for its relays, a socket s in a farwing-relay-* directory of this user's alone: not another
+// socket (another program's, another user's), nor one behind a symbolic link or in a directory
+// others may enter, whatever a hostile server names. Each refusal is one line naming the socket.
+func TestRelayOnlyToServerSocket(t *testing.T) {
+	listen := func(path string) {
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.Copy(c, c) //nolint:errcheck // an echo
+				c.Close()
+			}
+		}()
+	}
+	good, err := os.MkdirTemp("", "farwing-relay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(good) })
+	listen(filepath.Join(good, "s"))
+	open := filepath.Join(t.TempDir(), "farwing-relay-open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777)
+	listen(filepath.Join(open, "s"))
+	other := filepath.Join(good, "agent.sock")
+	listen(other)
+	link := filepath.Join(t.TempDir(), "farwing-relay-link")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	sockLink := filepath.Join(good, "t")
+	if err := os.Symlink(filepath.Join(good, "s"), sockLink); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, path := range map[string]string{
+		"another socket":               other,
+		"a directory others may write": filepath.Join(open, "s"),
+		"a linked directory":           filepath.Join(link, "s"),
+		"a linked socket":              sockLink,
+		"a relative path":              "s",
+	} {
+		var out strings.Builder
+		err := Relay(ctx, path, strings.NewReader("hello"), &out)
+		if err == nil || !strings.Contains(err.Error(), "not a copy's relay socket") || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+			t.Errorf("%s: relayed (%v, %q)", name, err, out.String())
+		}
+	}
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Relay(ctx, filepath.Join(good, "s"), b, b) }()
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	echo := make([]byte, 5)
+	if _, err := a.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(a, echo); err != nil || string(echo) != "hello" {
+		t.Errorf("the server's own socket: %v, %q", err, echo)
+	}
+	a.Close()
+	if err := <-done; err != nil {
+		t.Errorf("the relay, its input closed: %v", err)
+	}
+}

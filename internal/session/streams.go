@@ -41,6 +41,10 @@ const streamAuthWait = 5 * time.Second
 // out only its own, never the client's (at most four from its address).
 const maxStrangers = 16
 
+// acceptRetry is how long the server waits to accept again after an Accept failed other than
+// for its listener's close.
+const acceptRetry = 20 * time.Millisecond
+
 // ErrStreams: the TCP streams could not be set up.
 var ErrStreams = errors.New("no TCP streams")
 
@@ -178,8 +182,18 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, tok Stre
 		go func() {
 			for {
 				c, err := ln.Accept()
-				if err != nil {
+				if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+					if c != nil {
+						c.Close()
+					}
 					return // closed: every lane has its stream, or the time is up
+				}
+				if err != nil { // for a moment (no file descriptor left): the client's may come after
+					select {
+					case <-ctx.Done():
+					case <-time.After(acceptRetry):
+					}
+					continue
 				}
 				waiting.add(c)
 				go func() {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +32,11 @@ func streamPair(tb testing.TB) (client, server *Path, ln *net.TCPListener, accep
 // streamPairSeen is streamPair where seen is given every UDP datagram the network drops, as an
 // eavesdropper near either end sees them.
 func streamPairSeen(tb testing.TB, seen func(pkt []byte)) (client, server *Path, ln *net.TCPListener, accepted <-chan error) {
+	return streamPairOn(tb, seen, func(ln net.Listener) net.Listener { return ln })
+}
+
+// streamPairOn is streamPairSeen where the server accepts on wrap(ln).
+func streamPairOn(tb testing.TB, seen func(pkt []byte), wrap func(net.Listener) net.Listener) (client, server *Path, ln *net.TCPListener, accepted <-chan error) {
 	tb.Helper()
 	n := lanetest.New(lanetest.Link{Drop: func(_, _ netip.AddrPort, pkt []byte) bool { seen(pkt); return true }}, 1)
 	ca, sa := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
@@ -50,7 +57,7 @@ func streamPairSeen(tb testing.TB, seen func(pkt []byte)) (client, server *Path,
 		tb.Fatal(err)
 	}
 	acc := make(chan error, 1)
-	go func() { acc <- server.AcceptStreams(ctx, 5*time.Second, testToken, ln) }()
+	go func() { acc <- server.AcceptStreams(ctx, 5*time.Second, testToken, wrap(ln)) }()
 	return client, server, ln, acc // the caller dials: hostile tests dial their own way first
 }
 
@@ -310,4 +317,30 @@ func TestStreamsFloodFromElsewhere(t *testing.T) {
 	if !eventually(func() bool { return server.OnStreams() }) {
 		t.Fatal("a flood from another address pushed out the client's stream")
 	}
+}
+
+// TestStreamsAcceptFails: an Accept that fails for a moment (no file descriptor left, say) does
+// not end the accepting: the client's streams are still taken.
+func TestStreamsAcceptFails(t *testing.T) {
+	client, server, ln, accepted := streamPairOn(t, func([]byte) {}, func(ln net.Listener) net.Listener {
+		return &failingListener{Listener: ln, fails: 3}
+	})
+	dialAndShake(t, client, server, ln)
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+}
+
+// failingListener's first Accepts fail as where the process has no file descriptor left.
+type failingListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
 }

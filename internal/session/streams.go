@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,11 +35,12 @@ const StreamCC = "bbr"
 // its hellos as soon as it has connected.
 const streamAuthWait = 5 * time.Second
 
-// maxStrangers bounds the connections waiting to send their token at once: beyond it the
-// one that has waited longest among those from the address with the most is closed unread, to
-// make room for the new one. Refusing the new one instead let anyone who can reach the port keep
-// the client's streams out with this many silent connections; and a flood from elsewhere pushes
-// out only its own, never the client's (at most four from its address).
+// maxStrangers bounds the connections waiting to send their first record at once: beyond it the
+// one that has waited longest among those without the token from the address with the most is
+// closed unread, to make room for the new one. Refusing the new one instead let anyone who can
+// reach the port keep the client's streams out with this many silent connections; and a flood
+// from elsewhere pushes out only its own, never the client's (at most four from its address,
+// which send the token at once).
 const maxStrangers = 16
 
 // acceptRetry is how long the server waits to accept again after an Accept failed other than
@@ -234,39 +236,81 @@ func (p *Path) AcceptStreams(ctx context.Context, within time.Duration, tok Stre
 	return context.Cause(ctx)
 }
 
-// strangers are the accepted connections that have not yet sent their token, oldest first, at
-// most maxStrangers.
+// strangers are the accepted connections that have not yet sent their first record, oldest
+// first, at most maxStrangers; known are those that sent the token.
 type strangers struct {
 	mu    sync.Mutex
 	conns []net.Conn
+	known map[net.Conn]bool
 }
 
-// add takes c in, closing the oldest waiting connection from the address with the most where
-// there is no room (its first read then fails and it is refused).
+// add takes c in, closing one waiting connection where there is no room (its reads then fail and
+// it is refused): one without the token if there is one, the oldest from the address with the
+// most of them; else the oldest that has the token (only who saw it can send it).
 func (s *strangers) add(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.conns) == maxStrangers {
 		k := s.crowded()
 		s.conns[k].Close()
+		delete(s.known, s.conns[k])
 		s.conns = append(s.conns[:k], s.conns[k+1:]...)
 	}
 	s.conns = append(s.conns, c)
 }
 
-// crowded is the index of the oldest waiting connection from the address with the most waiting.
+// crowded is the index of the connection add closes.
 func (s *strangers) crowded() int {
 	count := make(map[netip.Addr]int, len(s.conns))
 	for _, c := range s.conns {
-		count[remoteIP(c)]++
+		if !s.known[c] {
+			count[remoteIP(c)]++
+		}
+	}
+	// before: c goes before d (the oldest goes where neither does).
+	before := func(c, d net.Conn) bool {
+		if s.known[c] != s.known[d] {
+			return !s.known[c]
+		}
+		return !s.known[c] && count[remoteIP(c)] > count[remoteIP(d)]
 	}
 	k := 0
 	for j, c := range s.conns {
-		if count[remoteIP(c)] > count[remoteIP(s.conns[k])] {
+		if before(c, s.conns[k]) {
 			k = j
 		}
 	}
 	return k
+}
+
+// know marks c as having sent the token, and reports whether it is still waiting: not pushed
+// out by a newer connection.
+func (s *strangers) know(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.conns, c) {
+		return false
+	}
+	if s.known == nil {
+		s.known = make(map[net.Conn]bool)
+	}
+	s.known[c] = true
+	return true
+}
+
+// remove lets c out once its first record is read (or its time is up), and reports whether it
+// was still waiting.
+func (s *strangers) remove(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.known, c)
+	for k, w := range s.conns {
+		if w == c {
+			s.conns = append(s.conns[:k], s.conns[k+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // remoteIP is c's peer's address: zero for a local socket's (the ssh relays, all alike).
@@ -277,35 +321,22 @@ func remoteIP(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// remove lets c out once its token is read (or its time is up), and reports whether it was
-// still waiting: not pushed out by a newer connection.
-func (s *strangers) remove(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, w := range s.conns {
-		if w == c {
-			s.conns = append(s.conns[:k], s.conns[k+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
 // authStream reads c's token and first record within streamAuthWait and reports the lane it is
 // for, if the token is tok and the record an authentic datagram of this session (opened on a
 // copy: the path opens it again, and its replay window marks it then); rec is the record with its
-// length prefix. Once its token is read, c leaves waiting: with the right one it is the client's,
-// never to be pushed out by strangers; one already pushed out is refused.
+// length prefix. c leaves waiting once its first record is read; with the right token it is
+// pushed out only by others that have it; one pushed out is refused.
 func (p *Path) authStream(c net.Conn, tok StreamToken, waiting *strangers) (int, []byte, bool) {
 	c.SetReadDeadline(time.Now().Add(streamAuthWait))
 	defer c.SetReadDeadline(time.Time{})
 	var got StreamToken
 	_, err := io.ReadFull(c, got[:])
-	if !waiting.remove(c) || err != nil || subtle.ConstantTimeCompare(got[:], tok[:]) != 1 {
+	if err != nil || subtle.ConstantTimeCompare(got[:], tok[:]) != 1 || !waiting.know(c) {
+		waiting.remove(c)
 		return 0, nil, false
 	}
 	rec, err := lane.ReadRecord(c)
-	if err != nil {
+	if !waiting.remove(c) || err != nil {
 		return 0, nil, false
 	}
 	pkt := append([]byte(nil), rec[lane.RecordHeader:]...)

@@ -344,3 +344,20 @@ func (l *failingListener) Accept() (net.Conn, error) {
 	}
 	return l.Listener.Accept()
 }
+
+// TestStreamsTokenHolders: connections that send the token (seen by someone on the streams'
+// path) but no record are bounded as strangers are: beyond maxStrangers one is closed at once for
+// each new one, not held for its 5 s.
+func TestStreamsTokenHolders(t *testing.T) {
+	_, server, ln, _ := streamPair(t)
+	for range 3 * maxStrangers {
+		rawDial(t, ln, testToken[:])
+	}
+	want := uint64(2 * maxStrangers)
+	for end := time.Now().Add(streamAuthWait / 2); server.StreamsRefused.Load() < want && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := server.StreamsRefused.Load(); got != want {
+		t.Errorf("%d of %d connections that sent only the token closed well within %s, want %d", got, 3*maxStrangers, streamAuthWait, want)
+	}
+}

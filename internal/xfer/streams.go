@@ -193,14 +193,10 @@ func offerStreams(ctx context.Context, ctl *Control, path *session.Path, bind st
 			lns := []net.Listener{ln}
 			tok := session.NewStreamToken()
 			answer := Msg{T: KindStreams, Port: ln.Addr().(*net.TCPAddr).Port, Token: tok.String()}
-			// The relays' socket: in a directory only this user can enter (MkdirTemp: mode
-			// 0700), removed with it. Without one (no room in the temporary directory), TCP only.
-			if dir, err := os.MkdirTemp("", relayDir); err == nil {
+			if uln, dir := listenRelays(); uln != nil {
 				defer os.RemoveAll(dir)
-				if uln, err := net.Listen("unix", filepath.Join(dir, relaySocket)); err == nil {
-					lns = append(lns, uln)
-					answer.Relay = uln.Addr().String()
-				}
+				lns = append(lns, uln)
+				answer.Relay = uln.Addr().String()
 			}
 			if err := ctl.Send(answer); err != nil {
 				for _, l := range lns {
@@ -213,6 +209,26 @@ func offerStreams(ctx context.Context, ctl *Control, path *session.Path, bind st
 			}
 		}()
 	}
+}
+
+// listenRelays listens on the relays' socket, in a directory only this user can enter
+// (MkdirTemp: mode 0700), which the caller removes once done. Where it cannot (no room in the
+// temporary directory, or one other users could replace it in, which the relays refuse), it
+// returns nil: TCP only.
+func listenRelays() (net.Listener, string) {
+	dir, err := os.MkdirTemp("", relayDir)
+	if err != nil {
+		return nil, ""
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, relaySocket))
+	if err == nil && checkRelaySocket(ln.Addr().String()) == nil {
+		return ln, dir
+	}
+	if ln != nil {
+		ln.Close()
+	}
+	os.RemoveAll(dir)
+	return nil, ""
 }
 
 // Relay is `farwing serve --relay SOCKET`: it connects to the local socket of the copy's server

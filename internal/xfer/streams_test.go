@@ -350,3 +350,42 @@ func TestRelayOnlyToServerSocket(t *testing.T) {
 		t.Errorf("the relay, its input closed: %v", err)
 	}
 }
+
+// TestServeStreamsUnsafeTemp: where the server's temporary directory lets other users replace
+// what is in it, it offers no relay socket (its relays would refuse it): TCP only.
+func TestServeStreamsUnsafeTemp(t *testing.T) {
+	tmp := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o777) // writable by all, not sticky
+	t.Setenv("TMPDIR", tmp)
+	n := lanetest.New(lanetest.Link{}, 1)
+	e := &env{t: t, net: n}
+	conns, err := e.lanes(serverHost)("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, wire.KeyLen)
+	rand.Read(key)
+	crypto, _ := wire.NewCrypto(key, 1, wire.ServerToClient)
+	path := session.NewPath(conns, crypto, true)
+	defer path.Close()
+	answers := make(chan []byte, 1)
+	ctl := NewControl(strings.NewReader(""), &lineFilter{w: io.Discard, line: func(l []byte) []byte { answers <- l; return nil }}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	offerStreams(ctx, ctl, path, "127.0.0.1:0", session.PortRange{}, func(err error) { t.Error(err) })(Msg{T: KindStreams, Streams: session.Lanes})
+	var m Msg
+	select {
+	case line := <-answers:
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	if m.Port == 0 || m.Relay != "" {
+		t.Errorf("answer with port %d, relay %q; want a port and no relay", m.Port, m.Relay)
+	}
+}

@@ -169,10 +169,11 @@ func (s *Stream) Recv(deadline time.Time, fn func(b []byte, from netip.AddrPort)
 	}
 }
 
-// deliver hands fn the whole records in buf[r:w].
+// deliver hands fn the whole records in buf[r:w], until fn closes the stream (it distrusts it:
+// nothing behind that record is read).
 func (s *Stream) deliver(fn func(b []byte, from netip.AddrPort)) (int, error) {
 	n := 0
-	for s.w-s.r >= RecordHeader {
+	for !s.closed.Load() && s.w-s.r >= RecordHeader {
 		size := int(binary.BigEndian.Uint16(s.buf[s.r:]))
 		if size == 0 || size > MaxRecord {
 			s.BadRecords.Add(1)

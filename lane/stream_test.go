@@ -170,3 +170,23 @@ func FuzzStreamRecords(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamClosedReadsNoMore: a stream closed while its records are handed over (the session
+// closes one whose record failed authentication) hands over none of the records behind it that
+// came in the same read.
+func TestStreamClosedReadsNoMore(t *testing.T) {
+	_, b := tcpPair(t)
+	var recs []byte
+	for _, r := range []string{"forged", "after", "more"} {
+		recs = AppendRecord(recs, []byte(r))
+	}
+	s := NewStream(b, recs)
+	var got []string
+	n, err := s.Recv(time.Now().Add(time.Second), func(rec []byte, _ netip.AddrPort) {
+		got = append(got, string(rec))
+		s.Close()
+	})
+	if n != 1 || len(got) != 1 || got[0] != "forged" {
+		t.Errorf("handed over %q (%d, %v), want only the record before the close", got, n, err)
+	}
+}

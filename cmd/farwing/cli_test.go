@@ -204,3 +204,16 @@ func TestLimitKbit(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRelayRefuses: `farwing serve --relay` given a socket that is no copy's relay socket
+// says so in one line and exits 10, connecting nowhere.
+func TestServeRelayRefuses(t *testing.T) {
+	var errs bytes.Buffer
+	stderr = &errs
+	code := run([]string{"serve", "--relay", "/var/run/docker.sock"})
+	stderr = os.Stderr
+	msg := strings.TrimSpace(errs.String())
+	if code != exitProtocol || strings.Count(msg, "\n") > 0 || !strings.Contains(msg, `"/var/run/docker.sock" is not a copy's relay socket`) {
+		t.Errorf("exit %d, stderr %q; want exit %d, one line", code, errs.String(), exitProtocol)
+	}
+}

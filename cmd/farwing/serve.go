@@ -38,7 +38,7 @@ func cmdServe(ctx context.Context, tun tuning.Settings, args []string) int {
 		signal.Ignore(syscall.SIGPIPE)
 		if err := xfer.Relay(ctx, *relay, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintf(stderr, "farwing serve: %v\n", err)
-			return 1
+			return exitCode(err) // 10 for a socket that is no copy's relay socket
 		}
 		return 0
 	}

@@ -7,6 +7,10 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +26,19 @@ import (
 // datagram (UDP blocked), sees the client's UDP handshake fail, and moves both to TCP streams on
 // loopback, as a copy falls back: the server accepts, the client dials and shakes hands again.
 func streamPair(tb testing.TB) (client, server *Path, ln *net.TCPListener, accepted <-chan error) {
+	return streamPairSeen(tb, func([]byte) {})
+}
+
+// streamPairSeen is streamPair where seen is given every UDP datagram the network drops, as an
+// eavesdropper near either end sees them.
+func streamPairSeen(tb testing.TB, seen func(pkt []byte)) (client, server *Path, ln *net.TCPListener, accepted <-chan error) {
+	return streamPairOn(tb, seen, func(ln net.Listener) net.Listener { return ln })
+}
+
+// streamPairOn is streamPairSeen where the server accepts on wrap(ln).
+func streamPairOn(tb testing.TB, seen func(pkt []byte), wrap func(net.Listener) net.Listener) (client, server *Path, ln *net.TCPListener, accepted <-chan error) {
 	tb.Helper()
-	n := lanetest.New(lanetest.Link{Drop: func(_, _ netip.AddrPort, _ []byte) bool { return true }}, 1)
+	n := lanetest.New(lanetest.Link{Drop: func(_, _ netip.AddrPort, pkt []byte) bool { seen(pkt); return true }}, 1)
 	ca, sa := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
 	ccr, scr := memCryptos()
 	server = NewPath(memLanes(tb, n, sa), scr, true)
@@ -42,7 +57,7 @@ func streamPair(tb testing.TB) (client, server *Path, ln *net.TCPListener, accep
 		tb.Fatal(err)
 	}
 	acc := make(chan error, 1)
-	go func() { acc <- server.AcceptStreams(ctx, 5*time.Second, ln) }()
+	go func() { acc <- server.AcceptStreams(ctx, 5*time.Second, testToken, wrap(ln)) }()
 	return client, server, ln, acc // the caller dials: hostile tests dial their own way first
 }
 
@@ -50,7 +65,7 @@ func streamPair(tb testing.TB) (client, server *Path, ln *net.TCPListener, accep
 func dialAndShake(tb testing.TB, client, server *Path, ln *net.TCPListener) {
 	tb.Helper()
 	ctx := context.Background()
-	if err := client.DialStreams(ctx, ln.Addr().(*net.TCPAddr).AddrPort(), 5*time.Second); err != nil {
+	if err := client.DialStreams(ctx, ln.Addr().(*net.TCPAddr).AddrPort(), 5*time.Second, testToken); err != nil {
 		tb.Fatal(err)
 	}
 	var dst []netip.AddrPort
@@ -128,11 +143,14 @@ func TestStreamsHostile(t *testing.T) {
 	wrong, _ := memCryptos() // a client's crypto under another key
 	over := binary.BigEndian.AppendUint16(nil, lane.MaxRecord+1)
 	over = append(over, make([]byte, 100)...)
+	other := NewStreamToken()
 	cases := map[string][]byte{
-		"oversized length": over,
-		"zero length":      {0, 0, 1, 2, 3},
-		"wrong key":        hello(wrong, 0),
-		"garbage":          lane.AppendRecord(nil, bytes.Repeat([]byte{0x5a}, 200)),
+		"oversized length": withToken(over),
+		"zero length":      withToken([]byte{0, 0, 1, 2, 3}),
+		"wrong key":        withToken(hello(wrong, 0)),
+		"garbage":          withToken(lane.AppendRecord(nil, bytes.Repeat([]byte{0x5a}, 200))),
+		"no token":         hello(client.crypto, 0),
+		"another token":    append(other[:], hello(client.crypto, 0)...),
 	}
 	for name, b := range cases {
 		c := rawDial(t, ln, b)
@@ -167,16 +185,16 @@ func TestStreamsHostile(t *testing.T) {
 // already taken is closed, and once every lane has its stream the listener is gone.
 func TestStreamsTooMany(t *testing.T) {
 	client, server, ln, accepted := streamPair(t)
-	rawDial(t, ln, hello(client.crypto, 0))
+	rawDial(t, ln, withToken(hello(client.crypto, 0)))
 	if !eventually(func() bool { return server.OnStreams() }) {
 		t.Fatal("the server did not take an authentic stream")
 	}
-	second := rawDial(t, ln, hello(client.crypto, 0))
+	second := rawDial(t, ln, withToken(hello(client.crypto, 0)))
 	if !closedByPeer(second) {
 		t.Error("a second stream for lane 0 stayed open")
 	}
 	for i := 1; i < Lanes; i++ {
-		rawDial(t, ln, hello(client.crypto, i))
+		rawDial(t, ln, withToken(hello(client.crypto, i)))
 	}
 	if err := <-accepted; err != nil {
 		t.Fatalf("AcceptStreams: %v", err)
@@ -185,13 +203,19 @@ func TestStreamsTooMany(t *testing.T) {
 		t.Errorf("%d streams refused, want 1", got)
 	}
 	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
-		c.Write(hello(client.crypto, 1))
+		c.Write(withToken(hello(client.crypto, 1)))
 		if !closedByPeer(c) {
 			t.Error("a fifth stream stayed open")
 		}
 		c.Close()
 	}
 }
+
+// testToken is the token of streamPair's streams.
+var testToken = NewStreamToken()
+
+// withToken is b after testToken, as a client's stream starts.
+func withToken(b []byte) []byte { return append(testToken[:], b...) }
 
 // hello is an authentic hello of lane i under c, as a stream record.
 func hello(c *wire.Crypto, i int) []byte {
@@ -207,4 +231,133 @@ func eventually(cond func() bool) bool {
 		}
 	}
 	return cond()
+}
+
+// TestStreamsSilentStrangers: connections that never send a record (anyone who can reach the
+// port, no key needed) cannot keep the copy's own streams out: with the server's room for
+// strangers full of silent ones, the client's four streams are still taken and shake hands.
+func TestStreamsSilentStrangers(t *testing.T) {
+	client, server, ln, accepted := streamPair(t)
+	for range maxStrangers {
+		rawDial(t, ln, nil)
+	}
+	dialAndShake(t, client, server, ln)
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+}
+
+// TestStreamsReplayedHello: an eavesdropper who saw the client's UDP hellos (which never got an
+// answer) cannot take a lane's stream with one of them before the client connects: the client's
+// four streams are still the ones taken.
+func TestStreamsReplayedHello(t *testing.T) {
+	var mu sync.Mutex
+	var captured []byte
+	client, server, ln, accepted := streamPairSeen(t, func(pkt []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if h, err := wire.ParseHeader(pkt); captured == nil && err == nil && h.Type == wire.TypeHello && h.Lane == 0 {
+			captured = append([]byte(nil), pkt...)
+		}
+	})
+	mu.Lock()
+	rec := lane.AppendRecord(nil, captured)
+	mu.Unlock()
+	if len(rec) == lane.RecordHeader {
+		t.Fatal("no hello of lane 0 seen")
+	}
+	thief := rawDial(t, ln, rec)
+	dialAndShake(t, client, server, ln)
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+	if !closedByPeer(thief) {
+		t.Error("the server kept a stream that replayed a hello seen on UDP")
+	}
+}
+
+// TestStreamToken: the token's text form is exactly 32 lowercase hex digits, read back unchanged.
+func TestStreamToken(t *testing.T) {
+	tok := NewStreamToken()
+	if got, err := ParseStreamToken(tok.String()); err != nil || got != tok {
+		t.Fatalf("ParseStreamToken(%q) = %v, %v", tok, got, err)
+	}
+	if tok == NewStreamToken() {
+		t.Error("two tokens alike")
+	}
+	for _, bad := range []string{"", "00", strings.ToUpper(tok.String()), tok.String() + "0", strings.Repeat("g", 32)} {
+		if _, err := ParseStreamToken(bad); err == nil {
+			t.Errorf("ParseStreamToken(%q) took it", bad)
+		}
+	}
+}
+
+// TestStreamsFloodFromElsewhere: connections from another address cannot push out a client's
+// stream that has connected but not yet sent its token (its other streams still connecting):
+// where the server's room for strangers is full, the one pushed out is from the address with the
+// most of them.
+func TestStreamsFloodFromElsewhere(t *testing.T) {
+	client, server, ln, _ := streamPair(t)
+	slow := rawDial(t, ln, nil) // from 127.0.0.1, as the client's streams
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}
+	for range 2 * maxStrangers {
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	// The slow stream's own send comes once the flood is accepted and some of it pushed out.
+	if !eventually(func() bool { return server.StreamsRefused.Load() == maxStrangers+1 }) {
+		t.Fatalf("%d connections refused, want %d", server.StreamsRefused.Load(), maxStrangers+1)
+	}
+	if _, err := slow.Write(withToken(hello(client.crypto, 0))); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { return server.OnStreams() }) {
+		t.Fatal("a flood from another address pushed out the client's stream")
+	}
+}
+
+// TestStreamsAcceptFails: an Accept that fails for a moment (no file descriptor left, say) does
+// not end the accepting: the client's streams are still taken.
+func TestStreamsAcceptFails(t *testing.T) {
+	client, server, ln, accepted := streamPairOn(t, func([]byte) {}, func(ln net.Listener) net.Listener {
+		return &failingListener{Listener: ln, fails: 3}
+	})
+	dialAndShake(t, client, server, ln)
+	if err := <-accepted; err != nil {
+		t.Fatalf("AcceptStreams: %v", err)
+	}
+}
+
+// failingListener's first Accepts fail as where the process has no file descriptor left.
+type failingListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestStreamsTokenHolders: connections that send the token (seen by someone on the streams'
+// path) but no record are bounded as strangers are: beyond maxStrangers one is closed at once for
+// each new one, not held for its 5 s.
+func TestStreamsTokenHolders(t *testing.T) {
+	_, server, ln, _ := streamPair(t)
+	for range 3 * maxStrangers {
+		rawDial(t, ln, testToken[:])
+	}
+	want := uint64(2 * maxStrangers)
+	for end := time.Now().Add(streamAuthWait / 2); server.StreamsRefused.Load() < want && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := server.StreamsRefused.Load(); got != want {
+		t.Errorf("%d of %d connections that sent only the token closed well within %s, want %d", got, 3*maxStrangers, streamAuthWait, want)
+	}
 }

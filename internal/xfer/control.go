@@ -28,7 +28,7 @@ import (
 )
 
 // Proto is the control protocol version (docs/PROTOCOL.md). Both ends must speak the same one.
-const Proto = 21
+const Proto = 22
 
 // Msg is one control message: a JSON object per line. Only the fields of its type are set.
 type Msg struct {
@@ -118,8 +118,8 @@ type Msg struct {
 	// ("tcp-done")
 	Facts     *hostinfo.Facts  `json:"facts,omitempty"`
 	TCPTest   *TCPTest         `json:"tcp_test,omitempty"`
-	Port      int              `json:"port,omitempty"` // also "streams": the server's TCP port for the streams
-	Token     string           `json:"token,omitempty"`
+	Port      int              `json:"port,omitempty"`  // also "streams": the server's TCP port for the streams
+	Token     string           `json:"token,omitempty"` // also "streams": what each stream sends first
 	TCPResult *tcpbench.Result `json:"tcp_result,omitempty"`
 	Name      string           `json:"name,omitempty"` // "check": a file of the bench's directory (facts' dest)
 	Size      int64            `json:"size,omitempty"` // "http": the HTTP row's file size
@@ -131,7 +131,8 @@ type Msg struct {
 	Probe  *DoctorProbe `json:"probe,omitempty"` // "probe": the capacity probe's trains, and the server's arrivals
 
 	// streams (a copy whose UDP handshake failed): the client asks for this many TCP streams, the
-	// server answers with its Port and the local socket its ssh relays reach, Relay (streams.go)
+	// server answers with its Port, the local socket its ssh relays reach, Relay, and the Token
+	// every stream sends first (streams.go)
 	Streams int    `json:"streams,omitempty"`
 	Relay   string `json:"relay,omitempty"`
 

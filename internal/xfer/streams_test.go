@@ -149,7 +149,8 @@ func TestInProcessFallbackPortRange(t *testing.T) {
 }
 
 // TestInProcessFallbackHostile: a server that answers the request for streams with a port
-// outside --port, or a relay socket that is no absolute path, breaks the protocol (exit 10); one
+// outside --port, a relay socket that is no absolute path, or no token of 16 bytes in hex, breaks
+// the protocol (exit 10); one
 // that answers nothing leaves the no-UDP error and says the streams' request went unanswered
 // (exit 6).
 func TestInProcessFallbackHostile(t *testing.T) {
@@ -163,6 +164,8 @@ func TestInProcessFallbackHostile(t *testing.T) {
 		{"relative relay", func(m *Msg) bool { m.Relay = "tmp/s"; return true }, CodeProtocol, `offered "tmp/s" as its relay socket`},
 		{"relay with a newline", func(m *Msg) bool { m.Relay = "/tmp/s\nrm -rf x"; return true }, CodeProtocol, "as its relay socket"},
 		{"long relay", func(m *Msg) bool { m.Relay = "/" + strings.Repeat("a", maxRelayPath); return true }, CodeProtocol, "at most 108 bytes"},
+		{"no token", func(m *Msg) bool { m.Token = ""; return true }, CodeProtocol, `offered "" as the streams' token`},
+		{"short token", func(m *Msg) bool { m.Token = m.Token[2:]; return true }, CodeProtocol, "as the streams' token, not 32 lowercase hex digits"},
 		{"silent", func(*Msg) bool { return false }, CodeUDP, "did not answer the request for TCP streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,7 +246,7 @@ func TestServeStreamsAskedOnce(t *testing.T) {
 					t.Fatal("no answer to the first request")
 				}
 				var m Msg
-				if err := json.Unmarshal(line, &m); err != nil || m.T != KindStreams || m.Port == 0 || m.Relay == "" {
+				if err := json.Unmarshal(line, &m); err != nil || m.T != KindStreams || m.Port == 0 || m.Relay == "" || len(m.Token) != 32 {
 					t.Fatalf("answer %q (%v)", line, err)
 				}
 				st, err := os.Stat(filepath.Dir(m.Relay))
@@ -271,4 +274,118 @@ func TestInProcessFallbackResume(t *testing.T) {
 		t.Fatalf("transport %s, resumed %d files, %d bytes, then sent %d", res.Transport, res.ResumedFiles, res.ResumedBytes, res.Bytes)
 	}
 	sameBytes(t, filepath.Join(src, "big"), filepath.Join(remote, "big"))
+}
+
+// TestRelayOnlyToServerSocket: `farwing serve --relay` connects only to what a copy's server makes
+// for its relays, a socket s in a farwing-relay-* directory of this user's alone: not another
+// socket (another program's, another user's), nor one behind a symbolic link or in a directory
+// others may enter, whatever a hostile server names. Each refusal is one line naming the socket.
+func TestRelayOnlyToServerSocket(t *testing.T) {
+	listen := func(path string) {
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.Copy(c, c) //nolint:errcheck // an echo
+				c.Close()
+			}
+		}()
+	}
+	good, err := os.MkdirTemp("", "farwing-relay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(good) })
+	listen(filepath.Join(good, "s"))
+	open := filepath.Join(t.TempDir(), "farwing-relay-open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777)
+	listen(filepath.Join(open, "s"))
+	other := filepath.Join(good, "agent.sock")
+	listen(other)
+	link := filepath.Join(t.TempDir(), "farwing-relay-link")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	sockLink := filepath.Join(good, "t")
+	if err := os.Symlink(filepath.Join(good, "s"), sockLink); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, path := range map[string]string{
+		"another socket":               other,
+		"a directory others may write": filepath.Join(open, "s"),
+		"a linked directory":           filepath.Join(link, "s"),
+		"a linked socket":              sockLink,
+		"a relative path":              "s",
+	} {
+		var out strings.Builder
+		err := Relay(ctx, path, strings.NewReader("hello"), &out)
+		if err == nil || !strings.Contains(err.Error(), "not a copy's relay socket") || strings.Contains(err.Error(), "\n") || out.Len() != 0 {
+			t.Errorf("%s: relayed (%v, %q)", name, err, out.String())
+		}
+	}
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Relay(ctx, filepath.Join(good, "s"), b, b) }()
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	echo := make([]byte, 5)
+	if _, err := a.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(a, echo); err != nil || string(echo) != "hello" {
+		t.Errorf("the server's own socket: %v, %q", err, echo)
+	}
+	a.Close()
+	if err := <-done; err != nil {
+		t.Errorf("the relay, its input closed: %v", err)
+	}
+}
+
+// TestServeStreamsUnsafeTemp: where the server's temporary directory lets other users replace
+// what is in it, it offers no relay socket (its relays would refuse it): TCP only.
+func TestServeStreamsUnsafeTemp(t *testing.T) {
+	tmp := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o777) // writable by all, not sticky
+	t.Setenv("TMPDIR", tmp)
+	n := lanetest.New(lanetest.Link{}, 1)
+	e := &env{t: t, net: n}
+	conns, err := e.lanes(serverHost)("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, wire.KeyLen)
+	rand.Read(key)
+	crypto, _ := wire.NewCrypto(key, 1, wire.ServerToClient)
+	path := session.NewPath(conns, crypto, true)
+	defer path.Close()
+	answers := make(chan []byte, 1)
+	ctl := NewControl(strings.NewReader(""), &lineFilter{w: io.Discard, line: func(l []byte) []byte { answers <- l; return nil }}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	offerStreams(ctx, ctl, path, "127.0.0.1:0", session.PortRange{}, func(err error) { t.Error(err) })(Msg{T: KindStreams, Streams: session.Lanes})
+	var m Msg
+	select {
+	case line := <-answers:
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+	if m.Port == 0 || m.Relay != "" {
+		t.Errorf("answer with port %d, relay %q; want a port and no relay", m.Port, m.Relay)
+	}
 }

@@ -160,23 +160,7 @@ func CheckDeltas(plan *Plan, offers []Offer, whole, sink bool) error {
 	if len(offers) > 0 && (whole || sink) {
 		return fmt.Errorf("the receiver offered %d file(s) to compare block by block, though it was asked to take whole files", len(offers))
 	}
-	prev := -1
-	for _, o := range offers {
-		switch {
-		case o.File < 0 || o.File >= len(plan.Files):
-			return fmt.Errorf("file index %d is not in the list of %d entries", o.File, len(plan.Files))
-		case o.File <= prev:
-			return fmt.Errorf("file index %d named twice or out of order", o.File)
-		case !plan.Files[o.File].Regular():
-			return fmt.Errorf("file index %d (%s) is not a regular file", o.File, plan.Files[o.File].what())
-		case plan.skip[o.File]:
-			return fmt.Errorf("file index %d is already there", o.File)
-		case o.Blocks == 0 || o.Blocks > MaxOfferBlocks || uint64(o.Blocks) > blocksOf(plan.Files[o.File].Size):
-			return fmt.Errorf("%d blocks offered of file index %d (%d bytes)", o.Blocks, o.File, plan.Files[o.File].Size)
-		}
-		prev = o.File
-	}
-	return nil
+	return checkOfferList(plan, offers)
 }
 
 // CompareBlocks is the sender's side of the comparison of the offer o (checked with

@@ -611,6 +611,13 @@ func CheckOffers(plan *Plan, offers []Offer, noResume bool) error {
 	if len(offers) > 0 && noResume {
 		return fmt.Errorf("the receiver offered %d file(s) to resume, though resuming was turned off", len(offers))
 	}
+	return checkOfferList(plan, offers)
+}
+
+// checkOfferList checks offers (to resume or to compare) against plan: regular files of the list
+// that it does not skip, ascending, each once, 1 to MaxOfferBlocks blocks, no more than the file
+// has.
+func checkOfferList(plan *Plan, offers []Offer) error {
 	prev := -1
 	for _, o := range offers {
 		switch {

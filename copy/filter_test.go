@@ -114,6 +114,28 @@ func TestFilterRefuses(t *testing.T) {
 	}
 }
 
+// TestFilterBounded: the rules' patterns together are at most MaxRuleBytes (a peer's rules cost
+// the matcher their length for every character of every name, and their compiled form memory):
+// 10,000 patterns of 4096 bytes, each within the rules for one, are refused together; as many
+// bytes as the bound allows are taken.
+func TestFilterBounded(t *testing.T) {
+	long := make([]Rule, MaxRules)
+	for i := range long {
+		long[i] = ex(strings.Repeat("*a", maxName/2-1) + "bc")
+	}
+	if _, err := NewFilter(long); !errors.Is(err, ErrFilter) || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("%d patterns of %d bytes: %v", len(long), len(long[0].Pattern), err)
+	}
+	fit := make([]Rule, MaxRuleBytes/maxName)
+	for i := range fit {
+		fit[i] = ex(strings.Repeat("x", maxName))
+	}
+	f, err := NewFilter(fit)
+	if err != nil || !f.Excluded("d/"+fit[0].Pattern, false) {
+		t.Errorf("%d patterns of %d bytes: %v", len(fit), maxName, err)
+	}
+}
+
 // TestFilterLinear: patterns of many stars against long names that almost match them (the
 // shapes that make a backtracking matcher take exponential time) are decided at once, rightly.
 func TestFilterLinear(t *testing.T) {

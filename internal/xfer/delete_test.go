@@ -235,10 +235,14 @@ func TestInProcessDryRun(t *testing.T) {
 }
 
 // TestDryPushRefusesWhatWasNotAsked: a remote that answers a dry run without --delete with
-// entries to delete, or with offers to resume, or with a name longer than a path, is refused.
+// entries to delete, or with offers to resume, or with a name longer than a path, is refused; so
+// is one whose entries to delete are not below a directory of the list (another tree, "..", an
+// absolute name), are entries of the list, or come twice: the user would read that the copy
+// deletes what it cannot.
 func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 	src := t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
+	top := filepath.Base(src)
 	for _, c := range []struct {
 		have   Msg
 		delete bool
@@ -246,6 +250,13 @@ func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 		{Msg{T: KindHave, Deleting: []string{"t/x"}}, false},
 		{Msg{T: KindHave, Resume: []fcopy.Offer{{File: 0, Blocks: 1}}}, false},
 		{Msg{T: KindHave, Deleting: []string{strings.Repeat("x", maxResultPath+1)}}, true},
+		{Msg{T: KindHave, Deleting: []string{"elsewhere/x"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "/../../etc/passwd"}}, true},
+		{Msg{T: KindHave, Deleting: []string{"/" + top + "/x"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "//x"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "/f"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "/x", top + "/x"}}, true},
 	} {
 		e := newEnv(t, lanetest.Link{}, 1)
 		e.serve = hostileServer(func(ctl *Control, hello Msg) error { return ctl.Send(c.have) }, nil)
@@ -255,7 +266,7 @@ func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 		_, err := Push(ctx, o, []string{src}, "host", "dst")
 		cancel()
 		if CodeOf(err) != CodeProtocol {
-			t.Errorf("%+v: %v (exit %d)", c, err, CodeOf(err))
+			t.Errorf("deleting %.60q, resume %v, --delete %v: %v (exit %d)", c.have.Deleting, c.have.Resume, c.delete, err, CodeOf(err))
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package copy
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/farwing/farwing/internal/treetest"
 )
@@ -76,6 +79,46 @@ func TestDeleteNotThere(t *testing.T) {
 	}
 	if n, err := target.Delete(files, nil, true, nil); n != 0 || err != nil {
 		t.Errorf("%d, %v", n, err)
+	}
+}
+
+// TestDeleteTooDeep: an entry to delete whose name would be longer than a path (a chain of
+// directories another user made below the destination, whose names Delete would otherwise build
+// and keep, level by level, at a cost of the depth squared) stops Delete with ErrDest, naming
+// it, before it descends there; what is beside the chain and shallower is deleted.
+func TestDeleteTooDeep(t *testing.T) {
+	dst := t.TempDir()
+	os.MkdirAll(filepath.Join(dst, "t", "a-old"), 0o755)
+	fd, err := unix.Open(filepath.Join(dst, "t"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range maxName / 2 {
+		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	files := []File{{Name: "t", Dir: true}}
+	target, err := ResolveTarget(dst, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := target.Delete(files, nil, false, nil)
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("%d deleted, %v", n, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "t", "d")); err != nil {
+		t.Errorf("the chain: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "t", "a-old")); !errors.Is(err, os.ErrNotExist) || n != 1 {
+		t.Errorf("%d deleted; beside the chain: %v", n, err)
 	}
 }
 

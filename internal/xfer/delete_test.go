@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,5 +269,46 @@ func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 		if CodeOf(err) != CodeProtocol {
 			t.Errorf("deleting %.60q, resume %v, --delete %v: %v (exit %d)", c.have.Deleting, c.have.Resume, c.delete, err, CodeOf(err))
 		}
+	}
+}
+
+// TestDeleteTakesItsTime: a --delete that takes longer than the sender waits for a silent
+// receiver (PeerIdle; shortened here: a pull's deletions here are told one by one, and the first
+// is held three times that) does not end the copy at the sender: the receiver tells the sender it
+// is there while it deletes. The pull succeeds, the stale entries are gone, and the remote (the
+// sender, which on a push is this end: there it failed the copy, exit 6, after 20 s of
+// deleting) ends without an error. runRecv deletes on either side.
+func TestDeleteTakesItsTime(t *testing.T) {
+	old := doneIdle
+	doneIdle = time.Second
+	t.Cleanup(func() { doneIdle = old })
+	e := newEnv(t, lanetest.Link{}, 1)
+	root := t.TempDir()
+	top := treetest.FilterTree(t, root)
+	dst := t.TempDir()
+	staleDest(t, top, dst, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive, o.Delete = true, true
+	var deleted int
+	o.Deleted = func(fcopy.Deletion) {
+		if deleted++; deleted == 1 {
+			time.Sleep(3 * doneIdle)
+		}
+	}
+	res, err := Pull(ctx, o, "host", []string{top}, dst)
+	if err != nil {
+		t.Fatalf("a slow --delete: %v", err)
+	}
+	if res.Deleted == 0 || res.Deleted != deleted {
+		t.Errorf("%d deleted, %d reported", res.Deleted, deleted)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "t", "old")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("t/old: %v", err)
+	}
+	e.wait()
+	if err := e.serves[0].err; err != nil {
+		t.Errorf("the remote sender: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ type rule struct {
 	dirOnly  bool    // a trailing "/": directories only
 	anchored bool    // a leading "/": at the transfer's root only
 	toks     []token // the pattern
-	also     []token // "dir/***": dir itself as well (nil: none)
+	also     []token // "dir/***": dir itself as well, if a directory, as "dir/" (nil: none)
 }
 
 // token is one element of a pattern.
@@ -139,7 +139,7 @@ func (f *Filter) Excluded(name string, dir bool) bool {
 		if r.dirOnly && !dir {
 			continue
 		}
-		if match(r.toks, name, r.anchored) || r.also != nil && match(r.also, name, r.anchored) {
+		if match(r.toks, name, r.anchored) || r.also != nil && dir && match(r.also, name, r.anchored) {
 			return !r.include
 		}
 	}
@@ -147,7 +147,8 @@ func (f *Filter) Excluded(name string, dir bool) bool {
 }
 
 // compileRule parses a rule's pattern: a leading "/" anchors it, a trailing "/" makes it match
-// directories only, a trailing "/***" matches the directory and everything below it.
+// directories only, a trailing "/***" matches the directory (a directory only, as rsync's "dir/"
+// would) and everything below it.
 func compileRule(r Rule) (rule, error) {
 	p := r.Pattern
 	bad := func(why string) (rule, error) {

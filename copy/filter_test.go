@@ -59,6 +59,7 @@ func TestFilterRules(t *testing.T) {
 		{[]Rule{ex("src/**")}, "t/src", true, false},
 		{[]Rule{ex("src/***")}, "t/src", true, true},
 		{[]Rule{ex("src/***")}, "t/src/a/b", false, true},
+		{[]Rule{ex("src/***")}, "t/src", false, false}, // the directory itself, as "src/" would: not a file so named (rsync)
 		{[]Rule{ex("/t/**.c")}, "t/a/b/x.c", false, true},
 		{[]Rule{ex("a/**/b")}, "t/a/b", false, false}, // "/**/" is at least one "/", as in rsync
 		{[]Rule{ex("**/t")}, "t", true, true},         // a leading "**/" matches nothing too, unanchored
@@ -201,7 +202,11 @@ func refExcluded(rules []Rule, name string, dir bool) bool {
 		if c.anchored {
 			prefix = `^`
 		}
-		for _, toks := range [][]token{c.toks, c.also} {
+		also := c.also
+		if !dir {
+			also = nil // "dir/***" names the directory itself only as "dir/" would
+		}
+		for _, toks := range [][]token{c.toks, also} {
 			subject := name
 			if !c.anchored && len(toks) > 0 && toks[0].kind == tokStars {
 				subject = "/" + name
@@ -328,6 +333,7 @@ var filterCases = [][]string{
 	{"--exclude", "deep/**/*.txt"},
 	{"--exclude", "/t/**/b*"},
 	{"--exclude", "src/***"},
+	{"--exclude", "a.txt/***"}, // a file so named is sent
 	{"--exclude", "link*"},
 	{"--include", "keep.tmp", "--exclude", "*.tmp"},
 	{"--include", "*/", "--include", "*.txt", "--exclude", "*"},

@@ -274,13 +274,13 @@ func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 
 // TestDeleteTakesItsTime: a --delete that takes longer than the sender waits for a silent
 // receiver (PeerIdle; shortened here: a pull's deletions here are told one by one, and the first
-// is held three times that) does not end the copy at the sender: the receiver tells the sender it
+// is held 2.5 times that) does not end the copy at the sender: the receiver tells the sender it
 // is there while it deletes. The pull succeeds, the stale entries are gone, and the remote (the
 // sender, which on a push is this end: there it failed the copy, exit 6, after 20 s of
 // deleting) ends without an error. runRecv deletes on either side.
 func TestDeleteTakesItsTime(t *testing.T) {
 	old := doneIdle
-	doneIdle = time.Second
+	doneIdle = 2 * time.Second
 	t.Cleanup(func() { doneIdle = old })
 	e := newEnv(t, lanetest.Link{}, 1)
 	root := t.TempDir()
@@ -294,7 +294,7 @@ func TestDeleteTakesItsTime(t *testing.T) {
 	var deleted int
 	o.Deleted = func(fcopy.Deletion) {
 		if deleted++; deleted == 1 {
-			time.Sleep(3 * doneIdle)
+			time.Sleep(doneIdle * 5 / 2)
 		}
 	}
 	res, err := Pull(ctx, o, "host", []string{top}, dst)

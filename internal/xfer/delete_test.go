@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -310,5 +311,26 @@ func TestDeleteTakesItsTime(t *testing.T) {
 	e.wait()
 	if err := e.serves[0].err; err != nil {
 		t.Errorf("the remote sender: %v", err)
+	}
+}
+
+// TestDryAnswerFits: a dry run's answer with more to delete than the client takes in one have
+// line (64 MiB, 4,000,000 entries) is refused by the server with its own one-line error, saying
+// what to do, where the client would read an oversized line as a protocol violation (exit 10);
+// one that fits is sent.
+func TestDryAnswerFits(t *testing.T) {
+	long := strings.Repeat("d/", 2000) + "x"
+	for _, c := range []struct {
+		m    Msg
+		fits bool
+	}{
+		{Msg{T: KindHave, Have: []int{0}, Deleting: []string{"t/x", long}}, true},
+		{Msg{T: KindHave, Deleting: slices.Repeat([]string{long}, maxMessage/len(long)+1)}, false},
+		{Msg{T: KindHave, Deleting: slices.Repeat([]string{"t/x"}, maxListEntries+1)}, false},
+	} {
+		err := fitDryAnswer(c.m)
+		if c.fits != (err == nil) || err != nil && (!strings.Contains(err.Error(), "--dry-run") || CodeOf(err) == CodeProtocol) {
+			t.Errorf("%d entries to delete: %v", len(c.m.Deleting), err)
+		}
 	}
 }

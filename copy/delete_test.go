@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/farwing/farwing/internal/treetest"
 )
 
@@ -146,22 +144,7 @@ func TestDeleteRaces(t *testing.T) {
 func TestDeleteTooDeep(t *testing.T) {
 	dst := t.TempDir()
 	os.MkdirAll(filepath.Join(dst, "t", "a-old"), 0o755)
-	fd, err := unix.Open(filepath.Join(dst, "t"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range maxName / 2 {
-		if err := unix.Mkdirat(fd, "d", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
-	unix.Close(fd)
+	treetest.DeepChain(t, filepath.Join(dst, "t"), maxName/2)
 	files := []File{{Name: "t", Dir: true}}
 	target, err := ResolveTarget(dst, files)
 	if err != nil {

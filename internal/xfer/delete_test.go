@@ -3,6 +3,7 @@ package xfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -331,6 +332,35 @@ func TestDryAnswerFits(t *testing.T) {
 		err := fitDryAnswer(c.m)
 		if c.fits != (err == nil) || err != nil && (!strings.Contains(err.Error(), "--dry-run") || CodeOf(err) == CodeProtocol) {
 			t.Errorf("%d entries to delete: %v", len(c.m.Deleting), err)
+		}
+	}
+}
+
+// TestDeleteFailsAfterTheCopy: a --delete that stops after every file is in place (here below a
+// chain of directories deeper than a path) fails the copy with the deletion's error (exit 4),
+// on a push (the remote's) and a pull, and says the files are in place: the copy itself is whole,
+// and the destination has them.
+func TestDeleteFailsAfterTheCopy(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	top := treetest.FilterTree(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, pull := range []bool{false, true} {
+		dst := t.TempDir()
+		treetest.DeepChain(t, filepath.Join(dst, "t"), 2100)
+		o := e.options()
+		o.Recursive, o.Delete = true, true
+		var err error
+		if pull {
+			_, err = Pull(ctx, o, "host", []string{top}, dst)
+		} else {
+			_, err = Push(ctx, o, []string{top}, "host", dst)
+		}
+		if CodeOf(err) != CodeDest || !strings.Contains(fmt.Sprint(err), "every file is in place") {
+			t.Errorf("pull %v: %v (exit %d)", pull, err, CodeOf(err))
+		}
+		if _, serr := os.Stat(filepath.Join(dst, "t", "src", "main.go")); serr != nil {
+			t.Errorf("pull %v: %v", pull, serr)
 		}
 	}
 }

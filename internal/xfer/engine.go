@@ -523,6 +523,7 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		res.deleted, err = del()
 		close(stop)
 		if err != nil {
+			err = fmt.Errorf("every file is in place and verified, but --delete stopped: %w", err)
 			conf.close()
 			ctl.SendError(err)
 			return res, err

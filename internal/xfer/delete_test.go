@@ -364,3 +364,36 @@ func TestDeleteFailsAfterTheCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteDestinationThatIsNot: a destination that does not exist but that its text, cleaned,
+// names an existing directory ("missing/..", "missing/../backups": the system finds no
+// "missing", so there is no such directory) is refused, on a push (the remote's) and a pull: a copy
+// there made the existing directory itself the copy's top-level directory, and --delete emptied
+// it of everything the source does not have.
+func TestDeleteDestinationThatIsNot(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	top := treetest.FilterTree(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, pull := range []bool{false, true} {
+		for _, dst := range []string{"missing/..", "missing/../backups"} {
+			root := t.TempDir()
+			os.MkdirAll(filepath.Join(root, "backups", "old"), 0o755)
+			os.WriteFile(filepath.Join(root, "backups", "old", "keep"), []byte("x"), 0o644)
+			os.WriteFile(filepath.Join(root, "keep"), []byte("x"), 0o644)
+			before := treetest.Snapshot(t, root)
+			o := e.options()
+			o.Recursive, o.Delete = true, true
+			var err error
+			if pull {
+				_, err = Pull(ctx, o, "host", []string{top}, root+"/"+dst)
+			} else {
+				_, err = Push(ctx, o, []string{top}, "host", root+"/"+dst)
+			}
+			if CodeOf(err) != CodeDest {
+				t.Errorf("pull %v to %s: %v (exit %d)", pull, dst, err, CodeOf(err))
+			}
+			treetest.Compare(t, dst, before, treetest.Snapshot(t, root), treetest.Options{})
+		}
+	}
+}

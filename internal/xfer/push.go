@@ -192,21 +192,21 @@ func dryPush(ctx context.Context, o *Options, c *conn, res *Result, files []fcop
 }
 
 // checkDeleting checks the entries a dry run's receiver says it would delete against what
-// Target.Delete can delete for files: each once, no longer than a path, of non-empty elements
-// other than "." and "..", not an entry of files, and below one of its directories (an entry that
-// names a control character is shown escaped, as a destination may hold one).
+// Target.Delete can delete for files: no longer than a path, of non-empty elements other than "."
+// and "..", not an entry of files, and below one of its directories (an entry that names a control
+// character is shown escaped, as a destination may hold one; one named twice is let be, as JSON
+// gives two names of bytes that are not UTF-8 as the same text).
 func checkDeleting(files []fcopy.File, names []string) error {
 	dir := make(map[string]bool, len(files)) // a listed name: whether it is a directory
 	for _, f := range files {
 		dir[f.Name] = f.Dir
 	}
-	seen := make(map[string]bool, len(names))
 	for _, name := range names {
 		if name == "" || len(name) > maxResultPath {
 			return fmt.Errorf("%w: the receiver would delete an entry of a name of %d bytes", ErrProtocol, len(name))
 		}
 		_, listed := dir[name]
-		ok := !listed && !seen[name]
+		ok := !listed
 		for _, e := range strings.Split(name, "/") {
 			ok = ok && e != "" && e != "." && e != ".."
 		}
@@ -218,7 +218,6 @@ func checkDeleting(files []fcopy.File, names []string) error {
 		if !ok || !below {
 			return fmt.Errorf("%w: the receiver would delete %s, which is no entry below the copy's directories that the list leaves out", ErrProtocol, escape.Quote(name))
 		}
-		seen[name] = true
 	}
 	return nil
 }

@@ -98,8 +98,16 @@ func (d *deleter) extraneous(dirfd int, dir string, listed map[string]bool) erro
 }
 
 // remove removes the entry base of dirfd (name in the list's terms) unless the filter protects
-// it, a directory with what is below it; it reports whether the entry is gone.
+// it, a directory with what is below it; it reports whether the entry is gone. A name longer than
+// a path stops it (ErrDest): each level of a directory being removed keeps its name, so a chain
+// of directories deeper than a path (which another user can make below the destination) would
+// cost memory of its depth squared.
 func (d *deleter) remove(dirfd int, base, name string) (bool, error) {
+	if len(name) > maxName {
+		dir, _, _ := cutLast(name[:maxName/16])
+		return false, fmt.Errorf("%w: cannot delete what is below %s: a name there is longer than %d bytes, which the copy's names never are; delete it by hand",
+			ErrDest, escape.Text(d.t.Path(dir)), maxName)
+	}
 	p := d.t.Path(name)
 	st, err := statAt(dirfd, base, false)
 	if errors.Is(err, unix.ENOENT) {

@@ -1,6 +1,7 @@
 package copy
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -76,6 +77,88 @@ func TestDeleteNotThere(t *testing.T) {
 	}
 	if n, err := target.Delete(files, nil, true, nil); n != 0 || err != nil {
 		t.Errorf("%d, %v", n, err)
+	}
+}
+
+// TestDeleteRaces: another user who swaps what Delete is about to look at for a symbolic link to
+// a directory outside (told of each deletion, the test swaps the next one) never has it delete
+// outside: an entry to delete that became a link is deleted as a link; a directory being emptied
+// whose subdirectory became a link loses the link only; a directory of the list that became a
+// link stops Delete (ErrDest). What the link points to is untouched each time.
+func TestDeleteRaces(t *testing.T) {
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "victim"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(outside, "dir"), 0o755)
+	os.WriteFile(filepath.Join(outside, "dir", "victim"), []byte("x"), 0o644)
+	swap := func(p string) {
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		what  string
+		after string // the deletion after which the test swaps
+		swap  string // what it swaps for a link
+		fails bool
+	}{
+		{"an entry to delete", "t/a", "t/b", false},
+		{"a directory being emptied", "t/b/1", "t/b/2", false},
+		{"a directory of the list", "t/a", "t/sub", true},
+	} {
+		dst := t.TempDir()
+		for _, p := range []string{"t/a", "t/b/1", "t/b/2/dir/victim", "t/sub/old/x"} {
+			os.MkdirAll(filepath.Dir(filepath.Join(dst, p)), 0o755)
+			os.WriteFile(filepath.Join(dst, p), nil, 0o644)
+		}
+		files := []File{{Name: "t", Dir: true}, {Name: "t/sub", Dir: true}}
+		target, err := ResolveTarget(dst, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = target.Delete(files, nil, false, func(d Deletion) {
+			if d.Name == c.after {
+				swap(filepath.Join(dst, c.swap))
+			}
+		})
+		if c.fails != errors.Is(err, ErrDest) {
+			t.Errorf("%s: %v", c.what, err)
+		}
+		if _, err := os.Lstat(filepath.Join(dst, c.swap)); !c.fails && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the link is still there: %v", c.what, err)
+		}
+		for _, v := range []string{"victim", "dir/victim"} {
+			if _, err := os.Stat(filepath.Join(outside, v)); err != nil {
+				t.Errorf("%s: deleted outside: %v", c.what, err)
+			}
+		}
+	}
+}
+
+// TestDeleteTooDeep: an entry to delete whose name would be longer than a path (a chain of
+// directories another user made below the destination, whose names Delete would otherwise build
+// and keep, level by level, at a cost of the depth squared) stops Delete with ErrDest, naming
+// it, before it descends there; what is beside the chain and shallower is deleted.
+func TestDeleteTooDeep(t *testing.T) {
+	dst := t.TempDir()
+	os.MkdirAll(filepath.Join(dst, "t", "a-old"), 0o755)
+	treetest.DeepChain(t, filepath.Join(dst, "t"), maxName/2)
+	files := []File{{Name: "t", Dir: true}}
+	target, err := ResolveTarget(dst, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := target.Delete(files, nil, false, nil)
+	if !errors.Is(err, ErrDest) || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("%d deleted, %v", n, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "t", "d")); err != nil {
+		t.Errorf("the chain: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "t", "a-old")); !errors.Is(err, os.ErrNotExist) || n != 1 {
+		t.Errorf("%d deleted; beside the chain: %v", n, err)
 	}
 }
 

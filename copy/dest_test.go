@@ -253,3 +253,32 @@ func TestReplacedHeldOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestDestinationAsTheSystemFindsIt: a destination that does not exist is named as the system
+// resolves it, never by its cleaned text: "missing/.." and "missing/../d" (no "missing": no such
+// directory) are refused, where the cleaned text named the existing directory (the copy's
+// top-level directory became it, and --delete emptied it); "d/../new" is "new" in "d/..", and
+// "l/../new" is "new" in "l/.." (beside what the link l points to, as the system has it).
+func TestDestinationAsTheSystemFindsIt(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "d"), 0o755)
+	os.MkdirAll(filepath.Join(root, "far", "in"), 0o755)
+	os.Symlink(filepath.Join(root, "far", "in"), filepath.Join(root, "l"))
+	files := []File{{Name: "t", Dir: true}, {Name: "t/f", Size: 1}}
+	for _, dst := range []string{"missing/..", "missing/../d", "missing/../d/", "d/missing/../..", "missing/.", "d/missing/../../d"} {
+		if tg, err := ResolveTarget(root+"/"+dst, files); !errors.Is(err, ErrDest) {
+			t.Errorf("%s: %v (lands at %+v)", dst, err, tg)
+		}
+	}
+	for dst, want := range map[string]Target{
+		"d/../new": {root: root + "/d/..", base: "new"},
+		"l/../new": {root: root + "/l/..", base: "new"},
+		"new":      {root: root, base: "new"},
+		"d/..":     {root: root + "/d/..", into: true},
+	} {
+		tg, err := ResolveTarget(root+"/"+dst, files)
+		if err != nil || tg.root != want.root || tg.base != want.base || tg.into != want.into {
+			t.Errorf("%s: %+v, %v; want %+v", dst, tg, err, want)
+		}
+	}
+}

@@ -17,9 +17,13 @@ import (
 var ErrFilter = errors.New("filter")
 
 // Bounds of what a pull's request may carry to the remote (checked there before use): the rules
-// and --files-from's paths, each at most a name's length.
+// and --files-from's paths, each at most a name's length. The rules' patterns together are at most
+// MaxRuleBytes: every name is matched against each pattern in turn, at a cost of the name's length
+// times the pattern's, so 10,000 patterns of 4096 bytes would cost seconds a name and their
+// compiled tokens a GiB of memory (a hostile client's pull could ask that of the server).
 const (
 	MaxRules     = 10000
+	MaxRuleBytes = 1 << 20
 	MaxFilesFrom = 1 << 20
 )
 
@@ -48,7 +52,7 @@ type rule struct {
 	dirOnly  bool    // a trailing "/": directories only
 	anchored bool    // a leading "/": at the transfer's root only
 	toks     []token // the pattern
-	also     []token // "dir/***": dir itself as well (nil: none)
+	also     []token // "dir/***": dir itself as well, if a directory, as "dir/" (nil: none)
 }
 
 // token is one element of a pattern.
@@ -88,13 +92,21 @@ func (c *charClass) matches(r rune) bool {
 
 // NewFilter compiles rules (in the order given: the first match wins). A pattern that is empty,
 // longer than a name, not UTF-8, holds a control character, or has an unterminated "[" is
-// refused (ErrFilter), naming it; so are more than MaxRules rules.
+// refused (ErrFilter), naming it; so are more than MaxRules rules, and patterns of more than
+// MaxRuleBytes together.
 func NewFilter(rules []Rule) (*Filter, error) {
 	if len(rules) == 0 {
 		return nil, nil
 	}
 	if len(rules) > MaxRules {
 		return nil, fmt.Errorf("%w: %d rules, more than the %d one copy takes", ErrFilter, len(rules), MaxRules)
+	}
+	size := 0
+	for _, r := range rules {
+		size += len(r.Pattern)
+	}
+	if size > MaxRuleBytes {
+		return nil, fmt.Errorf("%w: the rules' patterns take %d bytes together, more than the %d one copy takes", ErrFilter, size, MaxRuleBytes)
 	}
 	f := &Filter{given: rules}
 	for _, r := range rules {
@@ -127,7 +139,7 @@ func (f *Filter) Excluded(name string, dir bool) bool {
 		if r.dirOnly && !dir {
 			continue
 		}
-		if match(r.toks, name, r.anchored) || r.also != nil && match(r.also, name, r.anchored) {
+		if match(r.toks, name, r.anchored) || r.also != nil && dir && match(r.also, name, r.anchored) {
 			return !r.include
 		}
 	}
@@ -135,7 +147,8 @@ func (f *Filter) Excluded(name string, dir bool) bool {
 }
 
 // compileRule parses a rule's pattern: a leading "/" anchors it, a trailing "/" makes it match
-// directories only, a trailing "/***" matches the directory and everything below it.
+// directories only, a trailing "/***" matches the directory (a directory only, as rsync's "dir/"
+// would) and everything below it.
 func compileRule(r Rule) (rule, error) {
 	p := r.Pattern
 	bad := func(why string) (rule, error) {

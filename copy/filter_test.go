@@ -59,6 +59,7 @@ func TestFilterRules(t *testing.T) {
 		{[]Rule{ex("src/**")}, "t/src", true, false},
 		{[]Rule{ex("src/***")}, "t/src", true, true},
 		{[]Rule{ex("src/***")}, "t/src/a/b", false, true},
+		{[]Rule{ex("src/***")}, "t/src", false, false}, // the directory itself, as "src/" would: not a file so named (rsync)
 		{[]Rule{ex("/t/**.c")}, "t/a/b/x.c", false, true},
 		{[]Rule{ex("a/**/b")}, "t/a/b", false, false}, // "/**/" is at least one "/", as in rsync
 		{[]Rule{ex("**/t")}, "t", true, true},         // a leading "**/" matches nothing too, unanchored
@@ -111,6 +112,28 @@ func TestFilterRefuses(t *testing.T) {
 	}
 	if _, err := NewFilter(make([]Rule, MaxRules+1)); !errors.Is(err, ErrFilter) {
 		t.Errorf("%d rules: %v", MaxRules+1, err)
+	}
+}
+
+// TestFilterBounded: the rules' patterns together are at most MaxRuleBytes (a peer's rules cost
+// the matcher their length for every character of every name, and their compiled form memory):
+// 10,000 patterns of 4096 bytes, each within the rules for one, are refused together; as many
+// bytes as the bound allows are taken.
+func TestFilterBounded(t *testing.T) {
+	long := make([]Rule, MaxRules)
+	for i := range long {
+		long[i] = ex(strings.Repeat("*a", maxName/2-1) + "bc")
+	}
+	if _, err := NewFilter(long); !errors.Is(err, ErrFilter) || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("%d patterns of %d bytes: %v", len(long), len(long[0].Pattern), err)
+	}
+	fit := make([]Rule, MaxRuleBytes/maxName)
+	for i := range fit {
+		fit[i] = ex(strings.Repeat("x", maxName))
+	}
+	f, err := NewFilter(fit)
+	if err != nil || !f.Excluded("d/"+fit[0].Pattern, false) {
+		t.Errorf("%d patterns of %d bytes: %v", len(fit), maxName, err)
 	}
 }
 
@@ -179,7 +202,11 @@ func refExcluded(rules []Rule, name string, dir bool) bool {
 		if c.anchored {
 			prefix = `^`
 		}
-		for _, toks := range [][]token{c.toks, c.also} {
+		also := c.also
+		if !dir {
+			also = nil // "dir/***" names the directory itself only as "dir/" would
+		}
+		for _, toks := range [][]token{c.toks, also} {
 			subject := name
 			if !c.anchored && len(toks) > 0 && toks[0].kind == tokStars {
 				subject = "/" + name
@@ -306,6 +333,7 @@ var filterCases = [][]string{
 	{"--exclude", "deep/**/*.txt"},
 	{"--exclude", "/t/**/b*"},
 	{"--exclude", "src/***"},
+	{"--exclude", "a.txt/***"}, // a file so named is sent
 	{"--exclude", "link*"},
 	{"--include", "keep.tmp", "--exclude", "*.tmp"},
 	{"--include", "*/", "--include", "*.txt", "--exclude", "*"},

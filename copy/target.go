@@ -101,7 +101,10 @@ func resolveTarget(dst string, files []File) (*Target, error) {
 	default:
 		return nil, fmt.Errorf("%w: %s: %v", ErrDest, dst, unwrapPath(err))
 	}
-	parent := filepath.Dir(filepath.Clean(dst))
+	parent, base := splitDest(dst)
+	if base == "." || base == ".." {
+		return nil, fmt.Errorf("%w: %s does not exist (and %q names no new entry of %s)", ErrDest, dst, base, parent)
+	}
 	pst, err := os.Stat(parent)
 	if err != nil || !pst.IsDir() {
 		return nil, fmt.Errorf("%w: directory %s does not exist", ErrDest, parent)
@@ -109,7 +112,23 @@ func resolveTarget(dst string, files []File) (*Target, error) {
 	if err := probeWritable(parent); err != nil {
 		return nil, err
 	}
-	return &Target{root: parent, base: filepath.Base(filepath.Clean(dst))}, nil
+	return &Target{root: parent, base: base}, nil
+}
+
+// splitDest splits dst, which is not a directory, at its last slash into the directory it is in
+// and its name, as the system resolves them: the text before the slash is never cleaned, since
+// "missing/.." is in "missing", which does not exist (cleaned, it named the directory "missing"
+// is in, which the copy then became, and --delete emptied), and "l/../x" is beside what the link
+// l points to.
+func splitDest(dst string) (parent, base string) {
+	i := strings.LastIndexByte(dst, '/')
+	switch {
+	case i < 0:
+		return ".", dst
+	case i == 0:
+		return "/", dst[1:]
+	}
+	return dst[:i], dst[i+1:]
 }
 
 // rel is where the file called name (a plan name) is written, relative to root, slash-separated.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,4 +62,32 @@ func TestLabFiltersDelete(t *testing.T) {
 		t.Fatalf("pull --files-from: exit %d: %s", pull.code, pull.stderr)
 	}
 	treetest.Compare(t, "pull --files-from", treetest.Snapshot(t, wantBack), treetest.Snapshot(t, back), treetest.Options{})
+}
+
+// TestLabDeleteDestinationThatIsNot: farwing copy -r --delete to host:missing/../mirror (no
+// missing there) exits 4, one line, and leaves the remote home as it was, where the destination
+// read as ~/mirror itself: the copy's directory became it, and --delete emptied it.
+func TestLabDeleteDestinationThatIsNot(t *testing.T) {
+	e := startLab(t, 200e6, 10*time.Millisecond, 0)
+	top := treetest.FilterTree(t, t.TempDir())
+	mirror := filepath.Join(e.srv.Home, "mirror")
+	os.MkdirAll(mirror, 0o755)
+	os.WriteFile(filepath.Join(mirror, "precious"), []byte("keep"), 0o644)
+	var home syscall.Stat_t
+	if err := syscall.Stat(e.srv.Home, &home); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(mirror, int(home.Uid), int(home.Gid)) // the remote user's, as a mirror of theirs is
+	before := treetest.Snapshot(t, e.srv.Home)
+	r := e.copy("-r", "--delete", top, e.srv.Host+":missing/../mirror")
+	if r.code != 4 || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("exit %d: %s", r.code, r.stderr)
+	}
+	after := treetest.Snapshot(t, e.srv.Home)
+	for n := range after {
+		if strings.HasPrefix(n, ".cache") {
+			delete(after, n) // the peer, installed on first contact
+		}
+	}
+	treetest.Compare(t, "the remote home", before, after, treetest.Options{})
 }

@@ -595,6 +595,29 @@ func (r *Receiver) feedbackLoop(ctx context.Context, fail context.CancelCauseFun
 	}
 }
 
+// lingerEvery is how often Linger repeats the last feedback: a few datagrams a second, well
+// within any sender's patience (PeerIdle, 20 s).
+const lingerEvery = 250 * time.Millisecond
+
+// Linger repeats, once Run has returned, the feedback that says everything is in, until stop is
+// closed or the path is: a receiver with work left after the last block (--delete's deletions,
+// before its verdict) is otherwise silent, and the sender gives up on a silent receiver.
+func (r *Receiver) Linger(stop <-chan struct{}) {
+	t := time.NewTicker(lingerEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if r.path.closed.Load() {
+				return
+			}
+			r.sendFeedback(now)
+		}
+	}
+}
+
 // sendFeedback reports every lane's received ranges and the window, on two lanes (rotating) so
 // that the loss of one feedback datagram does not stall the sender.
 func (r *Receiver) sendFeedback(now time.Time) {

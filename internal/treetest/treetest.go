@@ -313,3 +313,27 @@ func NeedRsync(t testing.TB) {
 		t.Skip("rsync is not installed (scripts/setup.sh installs it): it is these tests' oracle")
 	}
 }
+
+// DeepChain makes a chain of n directories called d below dir, one below the other, each made
+// relative to its parent (a path to the deepest would be longer than PATH_MAX).
+func DeepChain(t testing.TB, dir string, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	for range n {
+		if err == nil {
+			err = unix.Mkdirat(fd, "d", 0o755)
+		}
+		if err == nil {
+			next, oerr := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			fd, err = next, oerr
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+}

@@ -2,9 +2,12 @@ package xfer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -235,10 +238,14 @@ func TestInProcessDryRun(t *testing.T) {
 }
 
 // TestDryPushRefusesWhatWasNotAsked: a remote that answers a dry run without --delete with
-// entries to delete, or with offers to resume, or with a name longer than a path, is refused.
+// entries to delete, or with offers to resume, or with a name longer than a path, is refused; so
+// is one whose entries to delete are not below a directory of the list (another tree, "..", an
+// absolute name) or are entries of the list: the user would read that the copy deletes what it
+// cannot.
 func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 	src := t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
+	top := filepath.Base(src)
 	for _, c := range []struct {
 		have   Msg
 		delete bool
@@ -246,6 +253,12 @@ func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 		{Msg{T: KindHave, Deleting: []string{"t/x"}}, false},
 		{Msg{T: KindHave, Resume: []fcopy.Offer{{File: 0, Blocks: 1}}}, false},
 		{Msg{T: KindHave, Deleting: []string{strings.Repeat("x", maxResultPath+1)}}, true},
+		{Msg{T: KindHave, Deleting: []string{"elsewhere/x"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "/../../etc/passwd"}}, true},
+		{Msg{T: KindHave, Deleting: []string{"/" + top + "/x"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "//x"}}, true},
+		{Msg{T: KindHave, Deleting: []string{top + "/f"}}, true},
 	} {
 		e := newEnv(t, lanetest.Link{}, 1)
 		e.serve = hostileServer(func(ctl *Control, hello Msg) error { return ctl.Send(c.have) }, nil)
@@ -255,7 +268,131 @@ func TestDryPushRefusesWhatWasNotAsked(t *testing.T) {
 		_, err := Push(ctx, o, []string{src}, "host", "dst")
 		cancel()
 		if CodeOf(err) != CodeProtocol {
-			t.Errorf("%+v: %v (exit %d)", c, err, CodeOf(err))
+			t.Errorf("deleting %.60q, resume %v, --delete %v: %v (exit %d)", c.have.Deleting, c.have.Resume, c.delete, err, CodeOf(err))
+		}
+	}
+}
+
+// TestDeleteTakesItsTime: a --delete that takes longer than the sender waits for a silent
+// receiver (PeerIdle; shortened here: a pull's deletions here are told one by one, and the first
+// is held 2.5 times that) does not end the copy at the sender: the receiver tells the sender it
+// is there while it deletes. The pull succeeds, the stale entries are gone, and the remote (the
+// sender, which on a push is this end: there it failed the copy, exit 6, after 20 s of
+// deleting) ends without an error. runRecv deletes on either side.
+func TestDeleteTakesItsTime(t *testing.T) {
+	old := doneIdle
+	doneIdle = 2 * time.Second
+	t.Cleanup(func() { doneIdle = old })
+	e := newEnv(t, lanetest.Link{}, 1)
+	root := t.TempDir()
+	top := treetest.FilterTree(t, root)
+	dst := t.TempDir()
+	staleDest(t, top, dst, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := e.options()
+	o.Recursive, o.Delete = true, true
+	var deleted int
+	o.Deleted = func(fcopy.Deletion) {
+		if deleted++; deleted == 1 {
+			time.Sleep(doneIdle * 5 / 2)
+		}
+	}
+	res, err := Pull(ctx, o, "host", []string{top}, dst)
+	if err != nil {
+		t.Fatalf("a slow --delete: %v", err)
+	}
+	if res.Deleted == 0 || res.Deleted != deleted {
+		t.Errorf("%d deleted, %d reported", res.Deleted, deleted)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "t", "old")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("t/old: %v", err)
+	}
+	e.wait()
+	if err := e.serves[0].err; err != nil {
+		t.Errorf("the remote sender: %v", err)
+	}
+}
+
+// TestDryAnswerFits: a dry run's answer with more to delete than the client takes in one have
+// line (64 MiB, 4,000,000 entries) is refused by the server with its own one-line error, saying
+// what to do, where the client would read an oversized line as a protocol violation (exit 10);
+// one that fits is sent.
+func TestDryAnswerFits(t *testing.T) {
+	long := strings.Repeat("d/", 2000) + "x"
+	for _, c := range []struct {
+		m    Msg
+		fits bool
+	}{
+		{Msg{T: KindHave, Have: []int{0}, Deleting: []string{"t/x", long}}, true},
+		{Msg{T: KindHave, Deleting: slices.Repeat([]string{long}, maxMessage/len(long)+1)}, false},
+		{Msg{T: KindHave, Deleting: slices.Repeat([]string{"t/x"}, maxListEntries+1)}, false},
+	} {
+		err := fitDryAnswer(c.m)
+		if c.fits != (err == nil) || err != nil && (!strings.Contains(err.Error(), "--dry-run") || CodeOf(err) == CodeProtocol) {
+			t.Errorf("%d entries to delete: %v", len(c.m.Deleting), err)
+		}
+	}
+}
+
+// TestDeleteFailsAfterTheCopy: a --delete that stops after every file is in place (here below a
+// chain of directories deeper than a path) fails the copy with the deletion's error (exit 4),
+// on a push (the remote's) and a pull, and says the files are in place: the copy itself is whole,
+// and the destination has them.
+func TestDeleteFailsAfterTheCopy(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	top := treetest.FilterTree(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, pull := range []bool{false, true} {
+		dst := t.TempDir()
+		treetest.DeepChain(t, filepath.Join(dst, "t"), 2100)
+		o := e.options()
+		o.Recursive, o.Delete = true, true
+		var err error
+		if pull {
+			_, err = Pull(ctx, o, "host", []string{top}, dst)
+		} else {
+			_, err = Push(ctx, o, []string{top}, "host", dst)
+		}
+		if CodeOf(err) != CodeDest || !strings.Contains(fmt.Sprint(err), "every file is in place") {
+			t.Errorf("pull %v: %v (exit %d)", pull, err, CodeOf(err))
+		}
+		if _, serr := os.Stat(filepath.Join(dst, "t", "src", "main.go")); serr != nil {
+			t.Errorf("pull %v: %v", pull, serr)
+		}
+	}
+}
+
+// TestDeleteDestinationThatIsNot: a destination that does not exist but that its text, cleaned,
+// names an existing directory ("missing/..", "missing/../backups": the system finds no
+// "missing", so there is no such directory) is refused, on a push (the remote's) and a pull: a copy
+// there made the existing directory itself the copy's top-level directory, and --delete emptied
+// it of everything the source does not have.
+func TestDeleteDestinationThatIsNot(t *testing.T) {
+	e := newEnv(t, lanetest.Link{}, 1)
+	top := treetest.FilterTree(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, pull := range []bool{false, true} {
+		for _, dst := range []string{"missing/..", "missing/../backups"} {
+			root := t.TempDir()
+			os.MkdirAll(filepath.Join(root, "backups", "old"), 0o755)
+			os.WriteFile(filepath.Join(root, "backups", "old", "keep"), []byte("x"), 0o644)
+			os.WriteFile(filepath.Join(root, "keep"), []byte("x"), 0o644)
+			before := treetest.Snapshot(t, root)
+			o := e.options()
+			o.Recursive, o.Delete = true, true
+			var err error
+			if pull {
+				_, err = Pull(ctx, o, "host", []string{top}, root+"/"+dst)
+			} else {
+				_, err = Push(ctx, o, []string{top}, "host", root+"/"+dst)
+			}
+			if CodeOf(err) != CodeDest {
+				t.Errorf("pull %v to %s: %v (exit %d)", pull, dst, err, CodeOf(err))
+			}
+			treetest.Compare(t, dst, before, treetest.Snapshot(t, root), treetest.Options{})
 		}
 	}
 }

@@ -248,9 +248,12 @@ func stallWithin(plan *fcopy.Plan) time.Duration {
 	return 0
 }
 
+// doneIdle is how long awaitDone waits for a silent receiver (PeerIdle; a variable for tests).
+var doneIdle = PeerIdle
+
 // awaitDone waits for the receiver's verdict once every block is acknowledged: the receiver may
 // still be writing the last window to its disk, and its feedback goes on while it does. It gives
-// up when the receiver has been silent for PeerIdle.
+// up when the receiver has been silent for doneIdle.
 func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, error) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -261,7 +264,7 @@ func awaitDone(ctx context.Context, path *session.Path, done <-chan Msg) (Msg, e
 		case <-ctx.Done():
 			return Msg{}, context.Cause(ctx)
 		case now := <-t.C:
-			if since := now.Sub(path.Heard()); since > PeerIdle {
+			if since := now.Sub(path.Heard()); since > doneIdle {
 				return Msg{}, fmt.Errorf("%w: the receiver acknowledged every block but has said nothing for %s, and never confirmed the files",
 					session.ErrSilent, since.Round(time.Second))
 			}
@@ -513,7 +516,14 @@ func runRecv(ctx context.Context, ctl *Control, path *session.Path, tun tuning.S
 		FECRebuilt: res.receiver.FECRebuilt, FECRepaired: res.receiver.FECRepaired, FECChunks: res.receiver.FECChunks,
 		Duplicates: res.receiver.Duplicates, Held: res.receiver.Held, Lanes: laneReports(path)}
 	if del != nil {
-		if res.deleted, err = del(); err != nil {
+		// Deleting may take longer than the sender waits for a silent receiver: it hears the
+		// receiver's last feedback again while it does.
+		stop := make(chan struct{})
+		go r.Linger(stop)
+		res.deleted, err = del()
+		close(stop)
+		if err != nil {
+			err = fmt.Errorf("every file is in place and verified, but --delete stopped: %w", err)
 			conf.close()
 			ctl.SendError(err)
 			return res, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,7 @@ func TestServeRefusesBadFilters(t *testing.T) {
 		{filter: []fcopy.Rule{{Pattern: "a["}}},
 		{filter: []fcopy.Rule{{Pattern: ""}}},
 		{filter: []fcopy.Rule{{Pattern: "a\x1b[2J"}}},
+		{filter: slices.Repeat([]fcopy.Rule{{Pattern: strings.Repeat("*a", 2047) + "b"}}, fcopy.MaxRules)}, // 40 MiB of patterns
 		{filesFrom: []string{"../../etc/passwd"}},
 		{filesFrom: []string{"/etc/passwd"}},
 		{filesFrom: []string{"a", "a"}},
@@ -136,7 +138,7 @@ func TestServeRefusesBadFilters(t *testing.T) {
 		_, err = conn.ctl.Next(conn.ctx, 10*time.Second)
 		var re *RemoteError
 		if !errors.As(err, &re) || re.Code != CodeProtocol || !strings.Contains(fmt.Sprint(err), "filter") {
-			t.Errorf("%+v: the server answered %v", c, err)
+			t.Errorf("%.200s: the server answered %v", fmt.Sprintf("%+v", c), err)
 		}
 		conn.close(0)
 		cancel()

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	fcopy "github.com/farwing/farwing/copy"
+	"github.com/farwing/farwing/internal/escape"
 	"github.com/farwing/farwing/internal/session"
 	"github.com/farwing/farwing/internal/wire"
 )
@@ -159,8 +161,8 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 }
 
 // dryPush is a --dry-run push once the hello and the list are on their way: no UDP, no data; the
-// remote answers with what it has and, with --delete, what it would delete (its word, each name
-// escaped where it is shown, at most as many as a list's entries and each no longer than a path).
+// remote answers with what it has and, with --delete, what it would delete (its word, checked by
+// checkDeleting, each name escaped where it is shown).
 func dryPush(ctx context.Context, o *Options, c *conn, res *Result, files []fcopy.File, plan *fcopy.Plan) (*Result, error) {
 	have, err := c.ctl.Expect(ctx, KindHave, haveWithin(o.Compare, plan.TotalBytes()))
 	if err == nil {
@@ -169,10 +171,8 @@ func dryPush(ctx context.Context, o *Options, c *conn, res *Result, files []fcop
 	if err == nil && (len(have.Resume) > 0 || !o.Delete && len(have.Deleting) > 0) {
 		err = fmt.Errorf("%w: the receiver answered a dry run with offers to resume or entries to delete it was not asked for", ErrProtocol)
 	}
-	for _, name := range have.Deleting {
-		if err == nil && (name == "" || len(name) > maxResultPath) {
-			err = fmt.Errorf("%w: the receiver would delete an entry of a name of %d bytes", ErrProtocol, len(name))
-		}
+	if err == nil {
+		err = checkDeleting(files, have.Deleting)
 	}
 	if err != nil {
 		var re *RemoteError
@@ -189,6 +189,37 @@ func dryPush(ctx context.Context, o *Options, c *conn, res *Result, files []fcop
 		}
 	}
 	return res, nil
+}
+
+// checkDeleting checks the entries a dry run's receiver says it would delete against what
+// Target.Delete can delete for files: no longer than a path, of non-empty elements other than "."
+// and "..", not an entry of files, and below one of its directories (an entry that names a control
+// character is shown escaped, as a destination may hold one; one named twice is let be, as JSON
+// gives two names of bytes that are not UTF-8 as the same text).
+func checkDeleting(files []fcopy.File, names []string) error {
+	dir := make(map[string]bool, len(files)) // a listed name: whether it is a directory
+	for _, f := range files {
+		dir[f.Name] = f.Dir
+	}
+	for _, name := range names {
+		if name == "" || len(name) > maxResultPath {
+			return fmt.Errorf("%w: the receiver would delete an entry of a name of %d bytes", ErrProtocol, len(name))
+		}
+		_, listed := dir[name]
+		ok := !listed
+		for _, e := range strings.Split(name, "/") {
+			ok = ok && e != "" && e != "." && e != ".."
+		}
+		below := false
+		for d, i := name, strings.LastIndexByte(name, '/'); ok && i > 0 && !below; i = strings.LastIndexByte(d, '/') {
+			d = d[:i]
+			below = dir[d]
+		}
+		if !ok || !below {
+			return fmt.Errorf("%w: the receiver would delete %s, which is no entry below the copy's directories that the list leaves out", ErrProtocol, escape.Quote(name))
+		}
+	}
+	return nil
 }
 
 // protecting are the rules a push's server needs: with --delete, those that protect what they

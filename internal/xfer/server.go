@@ -2,6 +2,7 @@ package xfer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -359,5 +360,21 @@ func dryRecv(ctl *Control, hello Msg, target *fcopy.Target, have []int, filter *
 			return err
 		}
 	}
+	if err := fitDryAnswer(m); err != nil {
+		ctl.SendError(err)
+		return err
+	}
 	return ctl.Send(m)
+}
+
+// fitDryAnswer refuses an answer to a dry run larger than the client takes in one have line (at
+// most maxMessage bytes and maxListEntries entries), which it would read as a protocol violation:
+// a destination with that much to delete is told so in this end's words.
+func fitDryAnswer(m Msg) error {
+	line, err := json.Marshal(m)
+	if err == nil && (len(m.Have)+len(m.Deleting) > maxListEntries || len(line)+1 > maxMessage) {
+		err = fmt.Errorf("the destination has %d entries to delete, more than a dry run's answer can list (%d entries, %d MiB of names); narrow the copy, or run it without --dry-run",
+			len(m.Deleting), maxListEntries, maxMessage>>20)
+	}
+	return err
 }

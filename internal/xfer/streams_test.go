@@ -30,6 +30,18 @@ func streamsEnv(t *testing.T) *env {
 	return e
 }
 
+// pushPullTree pushes src/t to remote, then pulls it back to back, checking each result with
+// check and each tree against sums.
+func pushPullTree(ctx context.Context, t *testing.T, o Options, src, remote, back string, sums map[string][32]byte, check func(string, *Result, error)) {
+	t.Helper()
+	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
+	check("push", res, err)
+	sameTree(t, filepath.Join(remote, "t"), stripTop(sums))
+	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
+	check("pull", res, err)
+	sameTree(t, filepath.Join(back, "t"), stripTop(sums))
+}
+
 // TestInProcessFallback: where UDP is blocked, a push and a pull say so in one warning and carry
 // the files over TCP streams instead: every byte verified, no FEC parity, the result says tcp.
 func TestInProcessFallback(t *testing.T) {
@@ -56,12 +68,7 @@ func TestInProcessFallback(t *testing.T) {
 		}
 		warned = nil
 	}
-	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
-	check("push", res, err)
-	sameTree(t, filepath.Join(remote, "t"), stripTop(sums))
-	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
-	check("pull", res, err)
-	sameTree(t, filepath.Join(back, "t"), stripTop(sums))
+	pushPullTree(ctx, t, o, src, remote, back, sums, check)
 }
 
 // TestInProcessFallbackRelay: where the server's TCP port refuses too, the copy says so in a
@@ -107,12 +114,7 @@ func TestInProcessFallbackRelay(t *testing.T) {
 		}
 		warned = nil
 	}
-	res, err := Push(ctx, o, []string{filepath.Join(src, "t")}, "host", remote)
-	check("push", res, err)
-	sameTree(t, filepath.Join(remote, "t"), stripTop(sums))
-	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "t")}, back)
-	check("pull", res, err)
-	sameTree(t, filepath.Join(back, "t"), stripTop(sums))
+	pushPullTree(ctx, t, o, src, remote, back, sums, check)
 }
 
 // TestInProcessFallbackPortRange: the server's TCP listener lies inside --port too.

@@ -46,6 +46,86 @@ func TestTailParityShare(t *testing.T) {
 	}
 }
 
+// A tail block's hash goes with copies enough that all are lost at most tailHashLoss of the
+// time, each queued parityDelay behind it; none in the body, none where nothing was lost, none
+// without FEC.
+func TestTailHashCopies(t *testing.T) {
+	for _, c := range []struct {
+		size   int64 // the transfer's: 16 KiB is all tail at the start, 64 GiB none of it
+		mode   fec.ModeKind
+		loss   float64
+		lost   uint64
+		copies int // queued beside the hash itself
+	}{
+		{16 << 10, fec.ModeAuto, 0.03, 0, 2},
+		{16 << 10, fec.ModeAuto, 0.01, 0, 1},
+		{16 << 10, fec.ModeAuto, 0.001, 0, 1},
+		{16 << 10, fec.ModeAuto, 0, 0, 0},
+		{16 << 10, fec.ModeAuto, 0, 3, 1}, // lost something, no rate yet: taken as 1 %
+		{16 << 10, fec.ModeAuto, 0.5, 0, maxHashCopies - 1},
+		{16 << 10, fec.ModeFixed, 0.03, 0, 2},
+		{16 << 10, fec.ModeOff, 0.03, 0, 0},
+		{64 << 30, fec.ModeAuto, 0.03, 0, 0},
+	} {
+		plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: c.size, Mode: 0o644}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode := fec.Mode{Kind: c.mode}
+		if c.mode == fec.ModeFixed {
+			mode.K, mode.M = 10, 2
+		}
+		s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: mode})
+		s.loss = fixedLoss(c.loss)
+		s.stats.Lost = c.lost
+		s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
+		s.tnow = int64(time.Second)
+		b := &txBlock{id: 7, nChunks: 12}
+		s.tailHash(b)
+		if n := s.parq.len(); n != c.copies {
+			t.Errorf("%+v: %d copies of the hash queued, want %d", c, n, c.copies)
+		}
+		for s.parq.len() > 0 {
+			if r := s.parq.pop(); r.block != b.id || int(r.chunk) != b.nChunks || r.par != 0 || r.due != s.tnow+int64(parityDelay) {
+				t.Errorf("%+v: queued %+v, want the hash of block %d (chunk %d) due at %d", c, r, b.id, b.nChunks, s.tnow+int64(parityDelay))
+			}
+		}
+	}
+}
+
+// A body group's first repair sends exactly what it lacks; a group repaired before, whose block has
+// held the window's start for round trips, and a tail group get fec.RepairCount of it, so that a
+// lost repair shard does not cost yet another round trip.
+func TestRepairSizes(t *testing.T) {
+	plan, err := fcopy.NewPlan([]fcopy.File{{Name: "f", Size: 64 << 30, Mode: 0o644}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const loss, k = 0.03, 100
+	for _, c := range []struct {
+		repaired, tail bool
+		want           int
+	}{
+		{false, false, 2},
+		{true, false, fec.RepairCount(2, loss)},
+		{false, true, fec.RepairCount(2, loss)},
+	} {
+		s := NewSender(&Path{}, plan, nil, SenderConfig{InitialRTT: 100 * time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}})
+		s.loss = fixedLoss(loss)
+		s.cc = cc.New(cc.Config{MSS: wire.MaxDatagramV6 + lane.IPv4UDPHeaders, Lanes: Lanes, InitialRTT: 100 * time.Millisecond}, time.Now())
+		b := &txBlock{id: 3, nChunks: k, next: k + 1, k: k, groups: []txGroup{{k: k, dataAcked: k - 2, repaired: c.repaired, tail: c.tail}}}
+		s.blocks[b.id] = b
+		s.evalq = append(s.evalq, chunkRef{block: b.id})
+		s.planRepairs(s.start.Add(10 * time.Second)) // long after any earlier repair
+		if n := s.retx.len(); n != c.want || int(b.groups[0].pending) != c.want {
+			t.Errorf("%+v: a group 2 shards short got %d repair shards (%d pending), want %d", c, n, b.groups[0].pending, c.want)
+		}
+	}
+	if fec.RepairCount(2, loss) <= 2 {
+		t.Fatalf("fec.RepairCount(2, %v) = %d: the cases no longer tell the sizes apart", loss, fec.RepairCount(2, loss))
+	}
+}
+
 // Body groups get Plan's body count or one less, in the share fec.BodyMix gives, spread evenly:
 // their expected failure is the body target, not the smaller one the whole count would give.
 func TestBodyParityMix(t *testing.T) {

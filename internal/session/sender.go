@@ -710,6 +710,8 @@ func (s *Sender) nextChunk() (b *txBlock, c, par, src int, ok bool) {
 		}
 		if c < b.nChunks {
 			s.firstSent += int64(min(s.chunk, len(b.data)-c*s.chunk))
+		} else {
+			s.tailHash(b)
 		}
 		return b, c, -1, srcNew, true
 	}

@@ -68,8 +68,17 @@ print("%-5s round %s exit %s: %6.2f Gbit/s data phase, %6.2f whole; CPU s/GiB cl
 
 iperf() { # round streams
 	echo "# $(date -u +%T) iperf3 -P $2 round $1: $(uptime)"
-	timeout 30 iperf3 -c "$FARWING_LAB_ADDR_B" -t 5 -P "$2" -f m 2>&1 | awk -v p="$2" -v r="$1" \
-		'/receiver/ && (p == 1 || /SUM/) { print "tcp-" p " round " r ": " $(NF-2)/1000 " Gbit/s (iperf3 receiver)" }'
+	# The CPU per GiB of kernel TCP on the same veth (no file read, no sealing, no hashing): each
+	# end's share of one CPU over the test (iperf3's cpu_utilization_percent, user and system, of a
+	# 2-CPU machine's 200 %) times its length, per GiB received.
+	timeout 30 iperf3 -c "$FARWING_LAB_ADDR_B" -t 5 -P "$2" -J 2>&1 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+e = d["end"]; r = e["sum_received"]; c = e["cpu_utilization_percent"]; gib = r["bytes"] / 2**30
+print("tcp-%s round %s: %.2f Gbit/s (iperf3 receiver); CPU s/GiB sender %.3f, receiver %.3f" % (
+  sys.argv[1], sys.argv[2], r["bits_per_second"]/1e9,
+  c["host_total"]/100*r["seconds"]/gib, c["remote_total"]/100*r["seconds"]/gib))' "$2" "$1" ||
+		echo "tcp-$2 round $1: iperf3 failed"
 }
 
 ip netns exec "$FARWING_LAB_NS_B" iperf3 -s -D >/dev/null

@@ -42,7 +42,7 @@ type Settings struct {
 	NoHugePages bool // FARWING_HUGEPAGES=0: block buffers come from the heap, not the huge-page arena
 	NoVAES      bool // FARWING_VAES=0: crypto/cipher's AES-GCM even where the CPU has VAES
 	NoJumbo     bool // FARWING_JUMBO=0: standard chunks on loopback too (Jumbo)
-	NoPathMem   bool // FARWING_PATHMEM=0: a push neither reads nor keeps path records (xfer.Options.PathMemory)
+	NoPathMem   bool // FARWING_PATHMEM=0: a copy neither reads nor keeps path records (xfer.Options.PathMemory)
 	NoGSO       bool // FARWING_GSO set to a false value ("0", "false", "off", "no"): no UDP segmentation offload
 	NoGRO       bool // FARWING_GRO set to a false value: no UDP receive coalescing
 	Portable    bool // FARWING_SOCKETS=portable: lanes on macOS's socket path, one datagram per system call (lane.Options.Portable; Linux only)

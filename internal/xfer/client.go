@@ -74,7 +74,8 @@ type Options struct {
 	// Tuning is the environment's switches, read once by cmd/farwing (tuning.FromEnv).
 	Tuning tuning.Settings
 	// PathMemory is the directory where a push keeps each path's sustained rate and round trip,
-	// and from which the next push on it starts its data before the UDP handshake answers
+	// and from which the next push on it starts its data before the UDP handshake answers; and
+	// where any copy keeps that a path gave no UDP, so that the next waits less for it
 	// (pathmem.go; "": none).
 	PathMemory string
 	// DebugLog is where the engines print their state when Tuning.Debug is on (FARWING_DEBUG; a

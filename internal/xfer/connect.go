@@ -452,9 +452,29 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 		}
 	}
 	c.handshake = func(ctx context.Context) (time.Duration, error) {
-		rtt, err := path.Handshake(ctx, dst, session.HandshakeTimeout, probe)
+		// A path that gave no UDP before gets a shorter chance (recallNoUDP).
+		wait, key := session.HandshakeTimeout, ""
+		var before time.Time
+		blocked := false
+		if o.PathMemory != "" && !o.UDPOnly {
+			key = pathKey(host, addr)
+			if before, blocked = recallNoUDP(o.PathMemory, key, time.Now()); blocked {
+				wait = noUDPWait(c.info.Took)
+			}
+		}
+		rtt, err := path.Handshake(ctx, dst, wait, probe)
 		if errors.Is(err, session.ErrNoUDP) && !o.UDPOnly {
-			return c.fallback(ctx, o, err, addr, dst)
+			if blocked {
+				o.logf("UDP to %s gave no answer %s ago either: waited %s for it, not %s", addr, time.Since(before).Round(time.Minute), wait, session.HandshakeTimeout)
+			}
+			rtt, err = c.fallback(ctx, o, err, addr, dst)
+			if err == nil {
+				rememberNoUDP(o.PathMemory, key, time.Now())
+			}
+			return rtt, err
+		}
+		if err == nil && blocked {
+			forgetRecord(o.PathMemory, key+noUDPSuffix)
 		}
 		if err == nil {
 			o.logf("UDP lanes open to %s ports %v, rtt %s", addr, ready.Ports, rtt.Round(100*time.Microsecond))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/farwing/farwing/internal/privdir"
+	"github.com/farwing/farwing/internal/session"
 )
 
 // A client remembers, per path, the rate its last long push sustained and the path's round trip,
@@ -60,20 +61,8 @@ func pathKey(host string, addr netip.Addr) string {
 // with this session's ssh start (sshTook: at least two round trips, so not shorter than 1.5 of
 // the remembered round trip: a path whose round trip shrank is not the one remembered).
 func recallPath(dir, key string, now time.Time, sshTook time.Duration) (pathRecord, bool) {
-	if dir == "" || key == "" || privdir.Check(dir) != nil {
-		return pathRecord{}, false
-	}
-	f, fi, err := privdir.OpenRegular(filepath.Join(dir, key))
-	if err != nil {
-		return pathRecord{}, false
-	}
-	defer f.Close()
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
-		return pathRecord{}, false
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxPathRecord+1))
 	var r pathRecord
-	if err != nil || len(b) > maxPathRecord || json.Unmarshal(b, &r) != nil {
+	if !readRecord(dir, key, &r) {
 		return pathRecord{}, false
 	}
 	age := now.Sub(time.Unix(r.At, 0))
@@ -85,10 +74,31 @@ func recallPath(dir, key string, now time.Time, sshTook time.Duration) (pathReco
 
 func (r pathRecord) rtt() time.Duration { return time.Duration(r.MinRTTus) * time.Microsecond }
 
-// rememberPath writes path key's record (atomically: a temporary file renamed into place), and
-// removes temporary files an interrupted write left over an hour ago.
-func rememberPath(dir, key string, r pathRecord) error {
-	if dir == "" || key == "" {
+// readRecord reads the JSON record name of dir into v: false where there is none, or it is not a
+// regular file of this user's in a private directory, or not a small JSON object.
+func readRecord(dir, name string, v any) bool {
+	if dir == "" || name == "" || privdir.Check(dir) != nil {
+		return false
+	}
+	f, fi, err := privdir.OpenRegular(filepath.Join(dir, name))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPathRecord+1))
+	return err == nil && len(b) <= maxPathRecord && json.Unmarshal(b, v) == nil
+}
+
+// rememberPath writes path key's record.
+func rememberPath(dir, key string, r pathRecord) error { return writeRecord(dir, key, r) }
+
+// writeRecord writes v as the JSON record name of dir (atomically: a temporary file renamed into
+// place), and removes temporary files an interrupted write left over an hour ago.
+func writeRecord(dir, name string, v any) error {
+	if dir == "" || name == "" {
 		return nil
 	}
 	if err := privdir.Make(dir); err != nil {
@@ -101,7 +111,7 @@ func rememberPath(dir, key string, r pathRecord) error {
 			}
 		}
 	}
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -114,7 +124,7 @@ func rememberPath(dir, key string, r pathRecord) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(f.Name(), filepath.Join(dir, key))
+		werr = os.Rename(f.Name(), filepath.Join(dir, name))
 	}
 	if werr != nil {
 		os.Remove(f.Name())
@@ -122,10 +132,52 @@ func rememberPath(dir, key string, r pathRecord) error {
 	return werr
 }
 
+// A path whose UDP got no answer, and whose copy then went over streams, is remembered too, in a
+// second record (key + noUDPSuffix: when it happened), so that the next copies on it do not each
+// wait the whole handshake timeout before they fall back: they give UDP a shorter chance
+// (noUDPWait) and, where it still gets no answer, go over streams. A handshake that is answered
+// removes the record; it is not used after pathMemoryAge. Like the rate's record, it is only a
+// starting point: --udp-only ignores it.
+const noUDPSuffix = ".noudp"
+
+type noUDPRecord struct {
+	At int64 `json:"at"` // unix seconds of the copy that fell back
+}
+
+// recallNoUDP reports when path key last gave no UDP (false where it did not, or over
+// pathMemoryAge ago).
+func recallNoUDP(dir, key string, now time.Time) (time.Time, bool) {
+	var r noUDPRecord
+	if key == "" || !readRecord(dir, key+noUDPSuffix, &r) {
+		return time.Time{}, false
+	}
+	at := time.Unix(r.At, 0)
+	age := now.Sub(at)
+	return at, age >= 0 && age <= pathMemoryAge
+}
+
+// rememberNoUDP records that path key gave no UDP now.
+func rememberNoUDP(dir, key string, now time.Time) error {
+	if key == "" {
+		return nil
+	}
+	return writeRecord(dir, key+noUDPSuffix, noUDPRecord{At: now.Unix()})
+}
+
+// noUDPWait is how long a handshake on a path remembered without UDP waits for an answer: the ssh
+// session's start (at least two round trips), at least a second (ten hellos), at most the usual
+// timeout.
+func noUDPWait(sshTook time.Duration) time.Duration {
+	return min(session.HandshakeTimeout, max(time.Second, sshTook))
+}
+
 // forgetPath removes path key's record: the path it describes is not this one.
-func forgetPath(dir, key string) {
-	if dir == "" || key == "" || privdir.Check(dir) != nil {
+func forgetPath(dir, key string) { forgetRecord(dir, key) }
+
+// forgetRecord removes the record name of dir.
+func forgetRecord(dir, name string) {
+	if dir == "" || name == "" || privdir.Check(dir) != nil {
 		return
 	}
-	os.Remove(filepath.Join(dir, key))
+	os.Remove(filepath.Join(dir, name))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -389,5 +390,64 @@ func TestServeStreamsUnsafeTemp(t *testing.T) {
 	}
 	if m.Port == 0 || m.Relay != "" {
 		t.Errorf("answer with port %d, relay %q; want a port and no relay", m.Port, m.Relay)
+	}
+}
+
+// TestInProcessFallbackRemembered: a path whose UDP got no answer is remembered, so the next copy
+// on it (a pull here) waits a second for UDP, not five, before it goes over TCP streams; a path
+// remembered so whose UDP answers again copies over UDP and forgets it.
+func TestInProcessFallbackRemembered(t *testing.T) {
+	e := streamsEnv(t)
+	e.took = 40 * time.Millisecond
+	src, remote, back := t.TempDir(), t.TempDir(), t.TempDir()
+	sums := tree(t, src, map[string]int{"f": 1<<20 + 3})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := e.options()
+	o.PathMemory = t.TempDir()
+	var warned []string
+	o.Warn = func(m string) { warned = append(warned, m) }
+	key := pathKey("host", netip.MustParseAddr("127.0.0.1"))
+	if _, ok := recallNoUDP(o.PathMemory, key, time.Now()); ok {
+		t.Fatal("a path remembered without UDP before any copy")
+	}
+	check := func(what, wait string, res *Result, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.Transport != TransportTCP || len(warned) != 1 || !strings.Contains(warned[0], "no UDP reply from 127.0.0.1 within "+wait+": carrying the data over 4 TCP streams") {
+			t.Errorf("%s: transport %q, warnings %q; want tcp after waiting %s", what, res.Transport, warned, wait)
+		}
+		if _, ok := recallNoUDP(o.PathMemory, key, time.Now()); !ok {
+			t.Errorf("%s: the path is not remembered without UDP", what)
+		}
+		warned = nil
+	}
+	res, err := Push(ctx, o, []string{filepath.Join(src, "f")}, "host", filepath.Join(remote, "f"))
+	check("the first push", "5s", res, err)
+	res, err = Pull(ctx, o, "host", []string{filepath.Join(remote, "f")}, filepath.Join(back, "f"))
+	check("the pull after it", "1s", res, err)
+	sameTree(t, back, sums)
+
+	// The same memory, a path that answers: remembered without UDP, copied over UDP, forgotten.
+	e2 := newEnv(t, lanetest.Link{}, 2)
+	e2.hostName, e2.took = serverHost.String(), 40*time.Millisecond
+	o2 := e2.options()
+	o2.PathMemory = o.PathMemory
+	o2.Warn = o.Warn
+	key2 := pathKey("host", serverHost)
+	if err := rememberNoUDP(o2.PathMemory, key2, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Push(ctx, o2, []string{filepath.Join(src, "f")}, "host", t.TempDir())
+	if err != nil || res.Transport != TransportUDP || len(warned) != 0 {
+		t.Fatalf("a path that answers again: %v, transport %q, warnings %q; want udp and none", err, res.Transport, warned)
+	}
+	if _, ok := recallNoUDP(o2.PathMemory, key2, time.Now()); ok {
+		t.Errorf("a path whose UDP answered is still remembered without it")
+	}
+	if _, ok := recallNoUDP(o2.PathMemory, key, time.Now()); !ok {
+		t.Errorf("another path's record went with it")
 	}
 }

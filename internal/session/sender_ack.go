@@ -221,6 +221,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 	tnow := int64(now.Sub(s.start))
 	reported := s.reportAt[1] // the older of the two newest reports
 	srtt, rttvar, latest := s.cc.SRTT(), s.cc.RTTVar(), s.cc.LatestRTT()
+	streams := s.path.OnStreams()
 	for i := range s.lanes {
 		l := &s.lanes[i]
 		if l.lowest == 0 {
@@ -231,7 +232,7 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 		rtt := max(srtt, latest, s.cc.LaneRTT(i))
 		behind := int64(rtt + rtt/8 + time.Millisecond)
 		tail := int64(rtt + rtt/4 + max(4*rttvar, 20*time.Millisecond) + 20*time.Millisecond)
-		if s.path.OnStreams() {
+		if streams {
 			// TCP loses nothing it delivers in order, and its queues move the round trip by
 			// hundreds of milliseconds within one (four BBR streams filling the lab's one-BDP
 			// queue: 264-772 ms measured on a 140 ms path, and 42,000-58,000 datagrams of a
@@ -246,10 +247,17 @@ func (s *Sender) detectTimeLoss(now time.Time) {
 				continue
 			}
 			// Send times grow with q: the first datagram that is not yet lost ends the scan, and
-			// so does the first one still waiting for the lane's sealer.
+			// so does the first one still waiting for the lane's sealer; on a stream, only until
+			// it has waited there as long as one sent is given (at is when it was framed): TCP
+			// is holding its stream back, and the datagram goes on another (readyStream), its
+			// copy here arriving later as a duplicate.
 			at := atomic.LoadInt64(&p.at)
 			if q > l.largest {
-				if q > l.sent.Load() || reported-at <= tail {
+				if q > l.sent.Load() {
+					if !streams || tnow-at <= behind {
+						break
+					}
+				} else if reported-at <= tail {
 					break
 				}
 			} else if tnow-at <= behind {

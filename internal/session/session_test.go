@@ -99,14 +99,15 @@ func transfer(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderCo
 // xferOpts vary transferWith: a receiver window other than the sender's, and feedback held back
 // at the start.
 type xferOpts struct {
-	recvWindow int           // 0: cfg.Window
-	muteFor    time.Duration // the receiver's datagrams are dropped until this long after the sender's first
-	dropFirst  bool          // the sender's first datagram (block 0, chunk 0) is lost
-	admitAll   bool          // the receiver acknowledges chunks beyond its window, then drops them (admitAll)
-	fecLoss    float64       // FEC plans for this random-loss rate, not the controller's (0: the controller's)
-	wantErr    error         // the sender must fail with this
-	jumbo      bool          // the client proposes large chunks in the handshake
-	streams    bool          // UDP is blocked: the paths fall back to TCP streams (streamPair)
+	recvWindow int                             // 0: cfg.Window
+	muteFor    time.Duration                   // the receiver's datagrams are dropped until this long after the sender's first
+	dropFirst  bool                            // the sender's first datagram (block 0, chunk 0) is lost
+	admitAll   bool                            // the receiver acknowledges chunks beyond its window, then drops them (admitAll)
+	fecLoss    float64                         // FEC plans for this random-loss rate, not the controller's (0: the controller's)
+	wantErr    error                           // the sender must fail with this
+	jumbo      bool                            // the client proposes large chunks in the handshake
+	streams    bool                            // UDP is blocked: the paths fall back to TCP streams (streamPair)
+	accepts    func(net.Listener) net.Listener // with streams: the server accepts them on accepts(ln)
 	// before runs once the receiver runs, before the sender starts; during runs alongside the
 	// sender until stop is closed (hostile peers and floods).
 	before func(t *testing.T, h *harness)
@@ -119,6 +120,7 @@ type harness struct {
 	net            *lanetest.Network
 	plan           *fcopy.Plan
 	recv           *Receiver
+	recvDone       <-chan struct{} // closed when the receiver's Run has returned
 }
 
 func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg SenderConfig, o xferOpts) (SenderStats, ReceiverStats) {
@@ -150,7 +152,11 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	var n *lanetest.Network
 	if o.streams {
 		var ln *net.TCPListener
-		client, server, ln, _ = streamPair(t)
+		wrap := o.accepts
+		if wrap == nil {
+			wrap = func(ln net.Listener) net.Listener { return ln }
+		}
+		client, server, ln, _ = streamPairOn(t, func([]byte) {}, wrap)
 		dialAndShake(t, client, server, ln)
 	} else {
 		client, server, n = memPair(t, lanetest.Link{Loss: loss}, seed, o.jumbo)
@@ -194,11 +200,15 @@ func transferWith(t *testing.T, loss float64, seed uint64, sizes []int, cfg Send
 	}
 	recv := NewReceiver(server, plan, w, rw)
 	errc := make(chan error, 1)
-	go func() { errc <- recv.Run(ctx) }()
+	recvDone := make(chan struct{})
+	go func() {
+		errc <- recv.Run(ctx)
+		close(recvDone)
+	}()
 	if o.admitAll {
 		admitAllOn(t, server, recv)
 	}
-	h := &harness{client: client, server: server, net: n, plan: plan, recv: recv}
+	h := &harness{client: client, server: server, net: n, plan: plan, recv: recv, recvDone: recvDone}
 	if o.before != nil {
 		o.before(t, h)
 	}

@@ -96,6 +96,92 @@ func TestStreamsTransfer(t *testing.T) {
 	}
 }
 
+// TestStreamsHeldBack: where TCP holds one stream back (its reader stops for 10 s, as a stream in
+// loss recovery stops delivering), the copy goes on over the other three: what the held stream
+// was given is declared lost by time and sent on them, and the receiver has every byte verified
+// while that stream is still held. (The sender's own end still waits for the held stream's last
+// send: its sealer is in it.)
+func TestStreamsHeldBack(t *testing.T) {
+	h := &heldStream{hold: 10 * time.Second, after: 1 << 20, released: make(chan struct{})}
+	t.Cleanup(func() { close(h.released) })
+	var doneHeld, doneAfter bool
+	transferWith(t, 0, 1, []int{24 << 20, 1000}, SenderConfig{Window: 8, InitialRTT: time.Millisecond, FEC: fec.Mode{Kind: fec.ModeAuto}},
+		xferOpts{streams: true, accepts: func(ln net.Listener) net.Listener { return &heldListener{ln, h} },
+			during: func(t *testing.T, hs *harness, stop <-chan struct{}) {
+				select {
+				case <-hs.recvDone:
+				case <-stop:
+				}
+				h.mu.Lock()
+				doneHeld, doneAfter = h.holding, !h.heldAt.IsZero() && !h.holding
+				h.mu.Unlock()
+			}})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.heldAt.IsZero() {
+		t.Fatal("no stream was held: the case tests nothing")
+	}
+	if !doneHeld {
+		t.Errorf("the receiver finished with the held stream let go (%v), not while it was held: the other streams waited for it", doneAfter)
+	}
+}
+
+// heldStream holds the reading of the first stream accepted once it has read after bytes, for
+// hold (or until released), as TCP's loss recovery holds a stream's delivery.
+type heldStream struct {
+	hold     time.Duration
+	after    int
+	released chan struct{}
+	mu       sync.Mutex
+	n        int // streams accepted
+	heldAt   time.Time
+	holding  bool
+}
+
+type heldListener struct {
+	net.Listener
+	h *heldStream
+}
+
+func (l *heldListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	l.h.mu.Lock()
+	defer l.h.mu.Unlock()
+	if l.h.n++; l.h.n == 1 {
+		return &heldConn{Conn: c, h: l.h}, nil
+	}
+	return c, nil
+}
+
+type heldConn struct {
+	net.Conn
+	h    *heldStream
+	read int
+	held bool
+}
+
+func (c *heldConn) Read(b []byte) (int, error) {
+	if !c.held && c.read >= c.h.after {
+		c.held = true
+		c.h.mu.Lock()
+		c.h.heldAt, c.h.holding = time.Now(), true
+		c.h.mu.Unlock()
+		select {
+		case <-time.After(c.h.hold):
+		case <-c.h.released:
+		}
+		c.h.mu.Lock()
+		c.h.holding = false
+		c.h.mu.Unlock()
+	}
+	n, err := c.Conn.Read(b)
+	c.read += n
+	return n, err
+}
+
 // TestStreamsRate: on streams the user's --rate still holds the pacer (TCP sets the rate only
 // below it).
 func TestStreamsRate(t *testing.T) {

@@ -26,15 +26,17 @@ const MaxEnvPreface = 8 << 10
 
 // withEnvPreface sets cmd's environment's EnvPreface to preface, where it is short enough, and
 // returns the ssh options that send it; it removes any EnvPreface cmd would inherit otherwise.
+// The options are given where no preface is set too (they then send nothing): an ssh that makes a
+// shared connection's master may be one whose preface was too long, and a session over that
+// connection sends what the master's own options name (found on the lab by a helper session).
 func withEnvPreface(cmd *exec.Cmd, preface []byte) []string {
 	env := cmd.Environ()
 	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, EnvPreface+"=") })
 	enc := base64.RawStdEncoding.EncodeToString(preface)
-	if len(preface) == 0 || len(enc) > MaxEnvPreface {
-		cmd.Env = env
-		return nil
+	if len(preface) != 0 && len(enc) <= MaxEnvPreface {
+		env = append(env, EnvPreface+"="+enc)
 	}
-	cmd.Env = append(env, EnvPreface+"="+enc)
+	cmd.Env = env
 	return []string{"-o", "SendEnv=" + EnvPreface}
 }
 

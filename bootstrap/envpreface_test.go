@@ -9,7 +9,8 @@ import (
 )
 
 // TestEnvPreface: a short preface rides ssh's environment (one variable, sent with SendEnv), a
-// long one does not, and an inherited variable of that name is never passed on; the peer's
+// long one does not (SendEnv is still given, for a shared connection's master), and an inherited
+// variable of that name is never passed on; the peer's
 // decoding takes back exactly what was sent and refuses what is too long, not base64 or not
 // whole lines.
 func TestEnvPreface(t *testing.T) {
@@ -42,7 +43,7 @@ func TestEnvPreface(t *testing.T) {
 	long := bytes.Repeat([]byte("{\"t\":\"list\"}\n"), MaxEnvPreface)
 	cmd = exec.Command("ssh", "host")
 	cmd.Env = []string{EnvPreface + "=stale"}
-	if opts := withEnvPreface(cmd, long); opts != nil || len(vars(cmd)) != 0 {
+	if opts := withEnvPreface(cmd, long); !slices.Equal(opts, []string{"-o", "SendEnv=" + EnvPreface}) || len(vars(cmd)) != 0 {
 		t.Errorf("a long preface: options %q, variables %q", opts, vars(cmd))
 	}
 

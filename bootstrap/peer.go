@@ -115,10 +115,8 @@ func parseStatus(line string) (peerStatus, error) {
 // ssh, with errMuxSilent.
 func (s *session) run(ctx context.Context, host, script string, preface []byte, ahead *ahead, within time.Duration) (*Peer, peerStatus, error) {
 	cmd := s.sshCmd(ctx, host, remoteCommand(script), s.mux)
-	if opts := withEnvPreface(cmd, preface); opts != nil {
-		// The options go before the host (cmd.Args: ssh, the options, "--", host, command).
-		cmd.Args = slices.Insert(cmd.Args, 1, opts...)
-	}
+	// The options go before the host (cmd.Args: ssh, the options, "--", host, command).
+	cmd.Args = slices.Insert(cmd.Args, 1, withEnvPreface(cmd, preface)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, peerStatus{}, err

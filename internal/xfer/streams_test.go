@@ -201,6 +201,28 @@ func TestInProcessFallbackHostile(t *testing.T) {
 	}
 }
 
+// streamsOffer is a server's side of the fallback alone: its UDP lanes on an in-memory network,
+// and the handler (offerStreams) that answers a client's streams request, whose answers come on
+// the channel and whose failures go to fail. Everything ends with the test.
+func streamsOffer(t *testing.T, fail func(error)) (func(Msg), <-chan []byte) {
+	t.Helper()
+	e := &env{t: t, net: lanetest.New(lanetest.Link{}, 1)}
+	conns, err := e.lanes(serverHost)("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := make([]byte, wire.KeyLen)
+	rand.Read(key)
+	crypto, _ := wire.NewCrypto(key, 1, wire.ServerToClient)
+	path := session.NewPath(conns, crypto, true)
+	t.Cleanup(func() { path.Close() })
+	answers := make(chan []byte, 4)
+	ctl := NewControl(strings.NewReader(""), &lineFilter{w: io.Discard, line: func(l []byte) []byte { answers <- l; return nil }}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return offerStreams(ctx, ctl, path, "127.0.0.1:0", session.PortRange{}, fail), answers
+}
+
 // TestServeStreamsAskedOnce: a client may ask for streams once, for one per lane: a request for
 // another number, or a second one, ends the server's session as a protocol violation; the first
 // is answered with a TCP port and a relay socket in a directory only this user can enter.
@@ -213,23 +235,8 @@ func TestServeStreamsAskedOnce(t *testing.T) {
 		{"asked twice", []int{session.Lanes, session.Lanes}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := lanetest.New(lanetest.Link{}, 1)
-			e := &env{t: t, net: n}
-			conns, err := e.lanes(serverHost)("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := make([]byte, wire.KeyLen)
-			rand.Read(key)
-			crypto, _ := wire.NewCrypto(key, 1, wire.ServerToClient)
-			path := session.NewPath(conns, crypto, true)
-			defer path.Close()
-			answers := make(chan []byte, 4)
-			ctl := NewControl(strings.NewReader(""), &lineFilter{w: io.Discard, line: func(l []byte) []byte { answers <- l; return nil }}, nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
 			failed := make(chan error, 2)
-			f := offerStreams(ctx, ctl, path, "127.0.0.1:0", session.PortRange{}, func(err error) { failed <- err })
+			f, answers := streamsOffer(t, func(err error) { failed <- err })
 			for _, r := range tc.reqs {
 				f(Msg{T: KindStreams, Streams: r})
 			}
@@ -363,22 +370,8 @@ func TestServeStreamsUnsafeTemp(t *testing.T) {
 	}
 	os.Chmod(tmp, 0o777) // writable by all, not sticky
 	t.Setenv("TMPDIR", tmp)
-	n := lanetest.New(lanetest.Link{}, 1)
-	e := &env{t: t, net: n}
-	conns, err := e.lanes(serverHost)("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := make([]byte, wire.KeyLen)
-	rand.Read(key)
-	crypto, _ := wire.NewCrypto(key, 1, wire.ServerToClient)
-	path := session.NewPath(conns, crypto, true)
-	defer path.Close()
-	answers := make(chan []byte, 1)
-	ctl := NewControl(strings.NewReader(""), &lineFilter{w: io.Discard, line: func(l []byte) []byte { answers <- l; return nil }}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	offerStreams(ctx, ctl, path, "127.0.0.1:0", session.PortRange{}, func(err error) { t.Error(err) })(Msg{T: KindStreams, Streams: session.Lanes})
+	f, answers := streamsOffer(t, func(err error) { t.Error(err) })
+	f(Msg{T: KindStreams, Streams: session.Lanes})
 	var m Msg
 	select {
 	case line := <-answers:

@@ -127,10 +127,12 @@ type conn struct {
 	// takes them (takeEarly) owns them.
 	early atomic.Pointer[chan earlyLanes]
 	// handshake is the UDP handshake openPath prepared (its lanes' round trip) to addr, and
-	// jumbo says it proposes jumbo chunks.
+	// jumbo says it proposes jumbo chunks. pathKey names the path's records (pathmem.go; "":
+	// none kept).
 	handshake func(context.Context) (time.Duration, error)
 	addr      netip.Addr
 	jumbo     bool
+	pathKey   string
 }
 
 // takeEarly returns the lanes bindEarly opened, once; nil when there are none (left).
@@ -431,6 +433,9 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	path := session.NewPath(conns, crypto, false)
 	path.SetDebugLog(o.debugLog())
 	c.path, c.addr = path, addr
+	if o.PathMemory != "" {
+		c.pathKey = pathKey(host, addr)
+	}
 	c.jumbo = o.Tuning.Jumbo(addr) || o.MTU >= session.JumboMTU && !o.Tuning.NoJumbo
 	if c.jumbo {
 		for i, p := range ready.Ports { // ProposeJumbo asks the lanes that go off this host for the don't-fragment bit
@@ -453,11 +458,10 @@ func (c *conn) openPath(ctx context.Context, o *Options, host string, ready Msg,
 	}
 	c.handshake = func(ctx context.Context) (time.Duration, error) {
 		// A path that gave no UDP before gets a shorter chance (recallNoUDP).
-		wait, key := session.HandshakeTimeout, ""
+		wait, key := session.HandshakeTimeout, c.pathKey
 		var before time.Time
 		blocked := false
-		if o.PathMemory != "" && !o.UDPOnly {
-			key = pathKey(host, addr)
+		if !o.UDPOnly {
 			if before, blocked = recallNoUDP(o.PathMemory, key, time.Now()); blocked {
 				wait = noUDPWait(c.info.Took)
 			}

@@ -69,10 +69,7 @@ func Push(ctx context.Context, o Options, srcs []string, host, dst string) (*Res
 		c.ctl.SendError(err)
 		return nil, err
 	}
-	key := ""
-	if o.PathMemory != "" {
-		key = pathKey(host, c.addr)
-	}
+	key := c.pathKey
 	rec, resume := recallPath(o.PathMemory, key, time.Now(), c.info.Took)
 	resume = resume && !c.jumbo // the handshake settles jumbo chunks
 	rttGuess := c.info.Took / 2
